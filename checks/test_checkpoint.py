@@ -1,0 +1,79 @@
+"""Stage *checkpoint*: a snapshot saved by rank 0 loads on every rank (``--checkpoint-dir``).
+
+Runs inside every worker. Rank 0 writes a small state dict with a fresh nonce; after all
+ranks agree it was written, each loads it. A rank on another host that cannot see the file
+means the directory is not shared between nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+import pytest
+import torch
+
+from ddpcheck.diagnoses import CHECKPOINT_FAILED, CHECKPOINT_NOT_SHARED, ProblemFound
+from ddpcheck.dist import first_line
+from ddpcheck.ranges import ranks_with_hosts
+from ddpcheck.stages import stage
+
+
+@stage("checkpoint")
+def test_checkpoint_saved_by_rank_0_loads_on_every_rank(world, settings, record):
+    """A checkpoint rank 0 saves in --checkpoint-dir is readable, intact, on every rank."""
+    if settings.checkpoint_dir is None:
+        pytest.skip("no --checkpoint-dir given (pass one on shared storage to probe it)")
+    path = settings.checkpoint_dir / f"ddpcheck-probe-{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}.pt"
+    saved = {"nonce": None, "error": None}
+    if world.rank == 0:
+        nonce = secrets.token_hex(8)
+        try:
+            settings.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+            torch.save({"nonce": nonce, "weights": torch.arange(1000.0)}, path)
+            saved["nonce"] = nonce
+        except OSError as exc:
+            saved["error"] = first_line(exc)
+    got = world.exchange("ckpt-saved", saved)
+    root = got.values.get(0) or {"error": "rank 0 did not report"}
+    if root.get("error"):
+        raise CHECKPOINT_FAILED.fail(f"rank 0 could not save {path}: {root['error']}", ranks=[0])
+    try:
+        loaded = torch.load(path, weights_only=True)
+        ok = loaded["nonce"] == root["nonce"] and torch.equal(loaded["weights"],
+                                                              torch.arange(1000.0))
+        mine = "ok" if ok else "stale or corrupt"
+    except FileNotFoundError:
+        mine = "missing"
+    except Exception as exc:  # unreadable file: report what the loader said
+        mine = f"error: {first_line(exc)}"
+    seen = world.exchange("ckpt-loaded", mine).values
+    if world.rank == 0:
+        _cleanup(path)
+    bad = {r: v for r, v in seen.items() if v != "ok"}
+    record.key_figure(f"{len(seen) - len(bad)}/{len(seen)} ranks loaded")
+    if bad:
+        raise ProblemFound(*_problems(bad, world, path))
+
+
+def _problems(bad, world, path):
+    hosts = world.hosts_by_rank
+    missing = sorted(r for r, v in bad.items() if v == "missing")
+    other = sorted(r for r, v in bad.items() if v != "missing")
+    out = []
+    if missing:
+        out.append(CHECKPOINT_NOT_SHARED.problem(
+            f"{path} written by rank 0 ({hosts.get(0, '?')}) does not exist on rank "
+            f"{ranks_with_hosts(missing, hosts)}", ranks=missing))
+    if other:
+        out.append(CHECKPOINT_FAILED.problem(
+            f"loading {path} failed on rank {ranks_with_hosts(other, hosts)}: "
+            f"{bad[other[0]]}", ranks=other))
+    return out
+
+
+def _cleanup(path):
+    try:
+        path.unlink()
+    except OSError:
+        pass

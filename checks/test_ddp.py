@@ -1,0 +1,92 @@
+"""Stage *ddp*: DistributedDataParallel trains in lockstep and matches a single process.
+
+Runs inside every worker. Every rank builds the same tiny model from one seed; after each
+step the parameters must be identical on all ranks and equal (within float tolerance) to
+a single-process model trained on the concatenated global batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data.distributed import DistributedSampler
+
+from ddpcheck.diagnoses import DDP_DIVERGED, SAMPLER_SHARDS_WRONG
+from ddpcheck.stages import stage
+
+STEPS, PER_RANK, LR = 3, 4, 0.1
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(1234)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def _global_batch(step: int, world_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(100 + step)
+    n = PER_RANK * world_size
+    return torch.randn(n, 8, generator=g), torch.randn(n, 4, generator=g)
+
+
+def _flat(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1).cpu() for p in model.parameters()])
+
+
+@stage("ddp")
+def test_ddp_steps_match_a_single_process_reference(pg, record):
+    """After each step, parameters are identical on all ranks and equal the reference."""
+    device, n, r = pg.device, pg.world_size, pg.rank
+    ddp = DistributedDataParallel(_model().to(device),
+                                  device_ids=[device.index] if device.type == "cuda" else None)
+    ref = _model()
+    opt = torch.optim.SGD(ddp.parameters(), lr=LR)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=LR)
+    worst = 0.0
+    for step in range(STEPS):
+        x, y = _global_batch(step, n)
+        mine = slice(r * PER_RANK, (r + 1) * PER_RANK)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ddp(x[mine].to(device)), y[mine].to(device)).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        torch.nn.functional.mse_loss(ref(x), y).backward()
+        ref_opt.step()
+        params = _flat(ddp.module)
+        gathered = [torch.empty_like(params) for _ in range(n)]
+        dist.all_gather(gathered, params.to(device) if device.type == "cuda" else params)
+        odd = [i for i, p in enumerate(gathered) if not torch.equal(p.cpu(), gathered[0].cpu())]
+        if odd:
+            raise DDP_DIVERGED.fail(f"after step {step + 1}, parameters on ranks {odd} differ "
+                                    f"from rank 0's", ranks=odd)
+        diff = float((params - _flat(ref)).abs().max())
+        worst = max(worst, diff)
+        if not torch.allclose(params, _flat(ref), rtol=1e-4, atol=1e-5):
+            raise DDP_DIVERGED.fail(f"after step {step + 1}, rank {r}'s parameters differ from "
+                                    f"the single-process reference by up to {diff:.2e}")
+    record.key_figure(f"{STEPS} steps, max diff {worst:.1e}")
+    record.measure("ddp_max_abs_diff", worst)
+
+
+@stage("ddp")
+def test_distributed_sampler_shards_are_disjoint_and_cover_the_dataset(pg):
+    """DistributedSampler gives each rank a disjoint shard; together they cover the dataset."""
+    n, size = pg.world_size, 103
+    problems = []
+    for drop_last in (False, True):
+        sampler = DistributedSampler(range(size), num_replicas=n, rank=pg.rank, shuffle=True,
+                                     seed=7, drop_last=drop_last)
+        sampler.set_epoch(1)
+        mine = torch.tensor(list(sampler), dtype=torch.int64)
+        shards = [torch.empty_like(mine) for _ in range(n)]
+        dist.all_gather(shards, mine.to(pg.device) if pg.device.type == "cuda" else mine)
+        every = torch.cat([s.cpu() for s in shards]).tolist()
+        distinct = set(every)
+        padding = len(every) - size if not drop_last else 0
+        if drop_last and len(distinct) != len(every):
+            problems.append(f"drop_last=True: {len(every) - len(distinct)} indices repeat")
+        if not drop_last and (len(distinct) != size or len(every) - len(distinct) != padding):
+            problems.append(f"drop_last=False: {len(distinct)} of {size} indices covered, "
+                            f"{len(every) - len(distinct)} repeats (padding is {padding})")
+    if problems:
+        raise SAMPLER_SHARDS_WRONG.fail("; ".join(problems))

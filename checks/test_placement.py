@@ -1,0 +1,67 @@
+"""Stage *placement*: the rank-to-device plan for ``--gpus-per-replica K`` is valid and runs.
+
+Runs inside every worker. Local rank r drives devices r*K..r*K+K-1; the devices must exist
+and be distinct across the local ranks of a host, and a model split head/tail across them
+must run forward and backward. Without GPUs the plan is validated against K virtual
+devices per rank and the split model runs on the CPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ddpcheck import gpu
+from ddpcheck.diagnoses import DUPLICATE_DEVICE, PLACEMENT_FAILED, ProblemFound
+from ddpcheck.dist import first_line
+from ddpcheck.ranges import format_ranks
+from ddpcheck.stages import stage
+
+
+def _devices(world, k):
+    if world.backend == "nccl":
+        count = torch.cuda.device_count()
+        plan = gpu.device_plan(world.local_world_size, k, count,
+                               cuda_visible_devices=None)
+        return [torch.device("cuda", i) for i in plan[world.local_rank]], plan[world.local_rank]
+    # CPU: validate the same plan against K virtual devices per local rank
+    plan = gpu.device_plan(world.local_world_size, k, world.local_world_size * k)
+    return [torch.device("cpu")] * k, plan[world.local_rank]
+
+
+@stage("placement")
+def test_each_replica_gets_distinct_existing_devices(world, settings, record):
+    """Every local rank's devices exist and no two local ranks of a host share one."""
+    k = settings.gpus_per_replica
+    _, ids = _devices(world, k)
+    got = world.exchange("placement", [world.host, world.local_rank, list(ids)])
+    owners: dict[tuple[str, int], list[int]] = {}
+    for rank, (host, _local, devs) in got.values.items():
+        for d in devs:
+            owners.setdefault((host, d), []).append(rank)
+    shared = {key: ranks for key, ranks in owners.items() if len(ranks) > 1}
+    record.key_figure(f"local rank {world.local_rank}: devices {list(ids)}")
+    if shared:
+        (host, dev), ranks = next(iter(shared.items()))
+        raise DUPLICATE_DEVICE.fail(f"ranks {format_ranks(ranks)} on {host} all drive device "
+                                    f"{dev}", ranks=ranks, hosts=[host])
+
+
+@stage("placement")
+def test_split_model_runs_across_the_replica_devices(world, settings):
+    """A head/tail model split across the replica's first and last device trains a step."""
+    devices, ids = _devices(world, settings.gpus_per_replica)
+    head_dev, tail_dev = devices[0], devices[-1]
+    torch.manual_seed(0)
+    head = torch.nn.Linear(32, 64).to(head_dev)
+    tail = torch.nn.Linear(64, 8).to(tail_dev)
+    try:
+        x = torch.randn(16, 32, device=head_dev)
+        out = tail(torch.relu(head(x)).to(tail_dev))
+        out.square().mean().backward()
+        grads_ok = head.weight.grad is not None and bool(torch.isfinite(head.weight.grad).all())
+    except Exception as exc:  # a device error: report which devices, and what torch said
+        raise PLACEMENT_FAILED.fail(f"split model on devices {list(ids)} failed: "
+                                    f"{first_line(exc)}") from exc
+    if not grads_ok:
+        raise ProblemFound(PLACEMENT_FAILED.problem(
+            f"split model on devices {list(ids)}: gradients did not reach the head"))

@@ -1,0 +1,90 @@
+"""Bandwidth arithmetic and the nccl-tests style table.
+
+Pure; the bandwidth probe (worker) measures times and calls these, the launcher's report
+prints the table. Definitions follow nccl-tests' PERFORMANCE.md: algbw = bytes / time;
+all-reduce busbw = algbw * 2(n-1)/n, so it is comparable to the link's peak whatever n is.
+Rates are derived from the median time, never averaged per trial.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+GB = 1e9
+
+
+def algbw(nbytes: int, seconds: float) -> float:
+    """Algorithm bandwidth in GB/s (10^9 bytes per second)."""
+    return nbytes / seconds / GB if seconds > 0 else 0.0
+
+
+def allreduce_busbw(nbytes: int, seconds: float, world_size: int) -> float:
+    """Bus bandwidth of an all-reduce in GB/s: algbw * 2(n-1)/n."""
+    if world_size < 2:
+        return 0.0
+    return algbw(nbytes, seconds) * 2 * (world_size - 1) / world_size
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One message size of an all-reduce sweep: median time over trials, min and max."""
+
+    size: int
+    count: int
+    dtype: str
+    time_us: float
+    time_min_us: float
+    time_max_us: float
+    algbw: float
+    busbw: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def sweep_row(size: int, elem_size: int, dtype: str, trial_seconds: Sequence[float],
+              world_size: int) -> SweepRow:
+    """Summarise the per-iteration times of several trials for one message size."""
+    med = statistics.median(trial_seconds)
+    return SweepRow(size, size // elem_size, dtype, med * 1e6, min(trial_seconds) * 1e6,
+                    max(trial_seconds) * 1e6, algbw(size, med),
+                    allreduce_busbw(size, med, world_size))
+
+
+def sizes(min_bytes: int, max_bytes: int, factor: int = 4) -> list[int]:
+    """Message sizes from min to max, multiplying by factor (nccl-tests' -b -e -f)."""
+    out, size = [], min_bytes
+    while size <= max_bytes:
+        out.append(size)
+        size *= factor
+    return out
+
+
+def human_size(nbytes: int) -> str:
+    """Binary units: 1024 -> "1 KiB", 4194304 -> "4 MiB"."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes:g} {unit}" if unit == "B" else f"{nbytes:.0f} {unit}"
+        nbytes /= 1024  # type: ignore[assignment]
+    return str(nbytes)
+
+
+def format_sweep(rows: Sequence[dict], world_size: int, backend: str) -> str:
+    """Render a sweep like nccl-tests: header, units row, one right-aligned line per size."""
+    head = ("#", "size", "count", "type", "redop", "time", "min", "max", "algbw", "busbw")
+    units = ("#", "(B)", "(elements)", "", "", "(us)", "(us)", "(us)", "(GB/s)", "(GB/s)")
+    widths = (1, 12, 12, 8, 6, 10, 10, 10, 8, 8)
+    lines = [f"# all_reduce, {world_size} ranks, backend {backend}",
+             " ".join(h.rjust(w) for h, w in zip(head, widths)),
+             " ".join(u.rjust(w) for u, w in zip(units, widths))]
+    for r in rows:
+        cells = ("", str(r["size"]), str(r["count"]), r["dtype"], "sum", f"{r['time_us']:.1f}",
+                 f"{r['time_min_us']:.1f}", f"{r['time_max_us']:.1f}", f"{r['algbw']:.2f}",
+                 f"{r['busbw']:.2f}")
+        lines.append(" ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    if rows:
+        peak = max(r["busbw"] for r in rows)
+        lines.append(f"# Peak bus bandwidth : {peak:.2f} GB/s")
+    return "\n".join(lines)

@@ -1,0 +1,110 @@
+"""The ``ddpcheck`` command: run, list, env. Exit 0 ready, 1 not ready, 2 usage error.
+
+Runs in the launcher, once per node. Never imports torch (workers do), so usage errors
+and preflight answer in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+import os
+import socket
+import sys
+from typing import Optional, Sequence
+
+from ddpcheck import __version__
+from ddpcheck.config import SETTINGS, build_config
+from ddpcheck.envinfo import distributed_env
+from ddpcheck.parsing import UsageError
+from ddpcheck.stages import STAGES
+
+
+class Exit(enum.IntEnum):
+    READY = 0
+    NOT_READY = 1
+    USAGE = 2
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage dump) and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(message)
+
+
+HELP = {
+    "nodes": "number of nodes in the job (default 1; Slurm/PBS: the allocation's)",
+    "node_rank": "this node's rank, 0..nodes-1 (default: from Slurm/PBS, else assigned)",
+    "nproc_per_node": "ranks on this node: N or auto (GPUs on this node, else 2)",
+    "rdzv_endpoint": "HOST:PORT of the rendezvous on node rank 0 (multi-node)",
+    "rdzv_id": "run id shared by all nodes (default: the job id)",
+    "backend": "auto (nccl with GPUs, else gloo), nccl or gloo",
+    "gpus_per_replica": "GPUs each process drives (model parallel), default 1",
+    "stages": f"comma list of stages to run (default all: {','.join(STAGES)})",
+    "timeout": "whole-run deadline in seconds (default 300)",
+    "probe_timeout": "deadline of each probe and each wait between ranks, seconds (default 20)",
+    "rdzv_timeout": "deadline for all nodes to join, seconds (default 30)",
+    "json_path": "also write the report as JSON to this file",
+    "checkpoint_dir": "directory on shared storage to probe with a save/load",
+    "results_dir": "where ranks write their result files (default: a new temp dir)",
+}
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="ddpcheck", description="Is this allocation ready for PyTorch "
+                    "distributed training? If not: which node or rank, what cause, what fix.")
+    parser.add_argument("--version", action="version", version=f"ddpcheck {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    run = sub.add_parser("run", help="check this node, launch torchrun, print the report")
+    for name, flag, var, _ in SETTINGS:
+        run.add_argument(flag, dest=name, metavar=name.split("_")[-1].upper(),
+                         help=f"{HELP[name]} [env {var}]")
+    run.add_argument("-v", "--verbose", action="store_true", help="stream torchrun's output")
+    run.add_argument("--traceback", action="store_true", help="show raw errors with tracebacks")
+    sub.add_parser("list", help="every probe with its stage and description")
+    sub.add_parser("env", help="this node's facts and distributed settings (secrets redacted)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "list":
+            return cmd_list()
+        if args.command == "env":
+            return cmd_env()
+        flags = {name: getattr(args, name) for name, *_ in SETTINGS}
+        flags.update(verbose=args.verbose, traceback=args.traceback)
+        from ddpcheck.jobshape import scheduler_settings
+
+        cfg = build_config(flags, os.environ, scheduler_settings(os.environ))
+    except UsageError as exc:
+        print(f"ddpcheck: error: {exc}", file=sys.stderr)
+        return Exit.USAGE
+    from ddpcheck.runner import run
+
+    return run(cfg)
+
+
+def cmd_list() -> int:
+    from ddpcheck.catalog import list_probes
+
+    for stage, name, doc in list_probes():
+        print(f"{stage:<12} {name:<70} {doc}")
+    return Exit.READY
+
+
+def cmd_env() -> int:
+    facts = {"host": socket.gethostname(), "python": sys.version.split()[0],
+             "ddpcheck": __version__, "env": distributed_env(os.environ)}
+    try:
+        from ddpcheck.nodeinfo import node_summary
+
+        facts.update(node_summary())
+    except ImportError:
+        pass
+    print(json.dumps(facts, indent=2))
+    return Exit.READY
+

@@ -1,0 +1,150 @@
+"""The launcher's configuration: one frozen dataclass built by a pure function.
+
+Runs in the launcher. Precedence: flags > DDPCHECK_* environment > scheduler environment
+(Slurm, PBS, torchrun) > defaults. Every bad value raises a UsageError whose one line names
+the flag or variable it came from.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Tuple, TypeVar
+
+from ddpcheck import parsing
+from ddpcheck.parsing import UsageError
+from ddpcheck.stages import parse_stages
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_PROBE_TIMEOUT = 20.0
+DEFAULT_RDZV_TIMEOUT = 30.0
+DEFAULT_PORT = 29500
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything ``ddpcheck run`` needs, validated."""
+
+    nodes: int = 1
+    node_rank: Optional[int] = None
+    nproc_per_node: Optional[int] = None  # None = auto: GPUs on this node, else 2
+    rdzv_endpoint: Optional[Tuple[str, int]] = None
+    rdzv_id: str = ""
+    backend: str = "auto"
+    gpus_per_replica: int = 1
+    stages: Tuple[str, ...] = ()
+    timeout: float = DEFAULT_TIMEOUT
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT
+    rdzv_timeout: float = DEFAULT_RDZV_TIMEOUT
+    json_path: Optional[Path] = None
+    checkpoint_dir: Optional[Path] = None
+    results_dir: Optional[Path] = None
+    verbose: bool = False
+    traceback: bool = False
+    sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where it came from
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["rdzv_endpoint"] = endpoint_text(self.rdzv_endpoint)
+        for key in ("json_path", "checkpoint_dir", "results_dir"):
+            data[key] = str(data[key]) if data[key] else None
+        return data
+
+
+def endpoint_text(ep: Optional[Tuple[str, int]]) -> Optional[str]:
+    return f"{ep[0]}:{ep[1]}" if ep else None
+
+
+# (setting, flag, environment variable, parser)
+SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
+    ("nodes", "--nodes", "DDPCHECK_NODES", parsing.positive_int),
+    ("node_rank", "--node-rank", "DDPCHECK_NODE_RANK", parsing.non_negative_int),
+    ("nproc_per_node", "--nproc-per-node", "DDPCHECK_NPROC_PER_NODE",
+     lambda raw: None if raw.strip().lower() == "auto" else parsing.positive_int(raw)),
+    ("rdzv_endpoint", "--rdzv-endpoint", "DDPCHECK_RDZV_ENDPOINT", parsing.endpoint),
+    ("rdzv_id", "--rdzv-id", "DDPCHECK_RDZV_ID", lambda raw: _nonempty(raw, "a run id")),
+    ("backend", "--backend", "DDPCHECK_BACKEND", parsing.choice("auto", "nccl", "gloo")),
+    ("gpus_per_replica", "--gpus-per-replica", "DDPCHECK_GPUS_PER_REPLICA", parsing.positive_int),
+    ("stages", "--stages", "DDPCHECK_STAGES", parse_stages),
+    ("timeout", "--timeout", "DDPCHECK_TIMEOUT", parsing.positive_float),
+    ("probe_timeout", "--probe-timeout", "DDPCHECK_PROBE_TIMEOUT", parsing.positive_float),
+    ("rdzv_timeout", "--rdzv-timeout", "DDPCHECK_RDZV_TIMEOUT", parsing.positive_float),
+    ("json_path", "--json", "DDPCHECK_JSON", lambda raw: Path(_nonempty(raw, "a file path"))),
+    ("checkpoint_dir", "--checkpoint-dir", "DDPCHECK_CHECKPOINT_DIR",
+     lambda raw: Path(_nonempty(raw, "a directory"))),
+    ("results_dir", "--results-dir", "DDPCHECK_RESULTS_DIR",
+     lambda raw: Path(_nonempty(raw, "a directory"))),
+)
+
+
+def _nonempty(raw: str, what: str) -> str:
+    if not raw.strip():
+        raise ValueError(f"expected {what}")
+    return raw.strip()
+
+
+def build_config(flags: Mapping[str, Optional[str]], env: Mapping[str, str],
+                 scheduler: Optional[Mapping[str, tuple[Any, str]]] = None) -> Config:
+    """Build the Config from raw flag strings, the environment and scheduler facts.
+
+    ``flags`` maps setting names to the raw string given on the command line (or None);
+    ``scheduler`` maps setting names to (value, source) worked out from the job's environment.
+    """
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name, flag, var, parse in SETTINGS:
+        raw = flags.get(name)
+        if raw is not None:
+            values[name], sources[name] = parsing.convert(flag, raw, parse), flag
+        elif env.get(var, "").strip():
+            values[name], sources[name] = parsing.convert(var, env[var], parse), var
+        elif scheduler and name in scheduler:
+            values[name], sources[name] = scheduler[name]
+    values.setdefault("stages", parse_stages("all"))
+    values.setdefault("rdzv_id", env.get("SLURM_JOB_ID") or env.get("PBS_JOBID") or "")
+    cfg = Config(**values, verbose=bool(flags.get("verbose")),
+                 traceback=bool(flags.get("traceback")), sources=sources)
+    check_consistency(cfg)
+    return cfg
+
+
+def check_consistency(cfg: Config) -> None:
+    """Reject combinations that cannot work, naming the settings involved."""
+    def src(name: str) -> str:
+        return cfg.sources.get(name, name)
+
+    if cfg.nodes > 1 and cfg.rdzv_endpoint is None:
+        raise UsageError(f"{src('nodes')}={cfg.nodes}: a multi-node run needs --rdzv-endpoint "
+                         "HOST:PORT (the host of node rank 0), or run it inside Slurm/PBS")
+    if cfg.node_rank is not None and cfg.node_rank >= cfg.nodes:
+        raise UsageError(f"{src('node_rank')}={cfg.node_rank}: must be below --nodes "
+                         f"({cfg.nodes})")
+    if cfg.timeout <= cfg.rdzv_timeout:
+        raise UsageError(f"{src('timeout')}={cfg.timeout:g}: the whole-run deadline must be "
+                         f"longer than the rendezvous deadline ({cfg.rdzv_timeout:g} s)")
+    if cfg.json_path is not None:
+        check_writable_file(cfg.json_path, cfg.sources.get("json_path", "--json"))
+
+
+def check_writable_file(path: Path, source: str) -> None:
+    """Fail now, not after the run, when the report cannot be written to path."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{source} {path}: is a directory, expected a file path")
+    if not parent.is_dir():
+        raise UsageError(f"{source} {path}: directory {parent} does not exist")
+    existed = path.exists()
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{source} {path}: cannot write there ({exc.strerror})") from None
+    if not existed:
+        path.unlink()
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]

@@ -1,0 +1,216 @@
+"""The catalogue of diagnoses: every problem ddpcheck can report, with a stable code.
+
+Used on both sides: probes inside torchrun workers raise them, the launcher raises them
+from preflight and from what it observes of torchrun, and the report renders them.
+A Problem is plain data (JSON round-trip) so it can cross from worker to launcher in files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Iterable
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One diagnosed problem: where, what was observed, why, and what to change."""
+
+    code: str
+    summary: str
+    observed: str
+    cause: str
+    fix: str
+    stage: str = ""
+    hosts: tuple[str, ...] = ()
+    ranks: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Problem:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known["hosts"] = tuple(known.get("hosts", ()))
+        known["ranks"] = tuple(int(r) for r in known.get("ranks", ()))
+        return cls(**known)
+
+    def where(self, **changes: object) -> Problem:
+        """Return a copy with location fields (stage, hosts, ranks) filled in."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+class ProblemFound(Exception):
+    """Raised by a probe (or the launcher) to report one or more diagnosed problems."""
+
+    def __init__(self, *problems: Problem) -> None:
+        super().__init__("; ".join(f"{p.code}: {p.observed}" for p in problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A catalogue entry: stable code, one-line summary, default cause and fix."""
+
+    code: str
+    summary: str
+    cause: str
+    fix: str
+    docs: str = field(default="", compare=False)
+
+    def problem(self, observed: str, *, cause: str = "", fix: str = "", **where: object) -> Problem:
+        """Build a Problem for this diagnosis; cause/fix override the catalogue defaults."""
+        hosts = tuple(str(h) for h in where.pop("hosts", ()))  # type: ignore[union-attr]
+        ranks = tuple(int(r) for r in where.pop("ranks", ()))  # type: ignore[union-attr]
+        stage = str(where.pop("stage", ""))
+        if where:
+            raise TypeError(f"unknown location fields: {sorted(where)}")
+        return Problem(self.code, self.summary, observed, cause or self.cause, fix or self.fix,
+                       stage, hosts, ranks)
+
+    def fail(self, observed: str, **kwargs: object) -> ProblemFound:
+        """Return the exception a probe raises: ``raise WRONG_RESULT.fail("got 3, expected 4")``."""
+        return ProblemFound(self.problem(observed, **kwargs))  # type: ignore[arg-type]
+
+
+CATALOGUE: dict[str, Diagnosis] = {}
+
+
+def _d(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
+    if code in CATALOGUE:
+        raise ValueError(f"duplicate diagnosis code {code}")
+    CATALOGUE[code] = Diagnosis(code, summary, cause, fix)
+    return CATALOGUE[code]
+
+
+def codes() -> Iterable[str]:
+    return CATALOGUE.keys()
+
+
+# --- node stage -------------------------------------------------------------------------
+CPU_ONLY_TORCH = _d(
+    "cpu-only-torch-on-gpu-node", "torch is a CPU-only build but this node has NVIDIA GPUs",
+    "pip installed the CPU wheel of torch (e.g. from the default index on a machine without CUDA)",
+    "install a CUDA build: pip install torch --index-url https://download.pytorch.org/whl/cu124")
+GPU_COUNT_MISMATCH = _d(
+    "gpu-count-mismatch", "torch sees a different number of GPUs than nvidia-smi",
+    "CUDA_VISIBLE_DEVICES hides GPUs, or a GPU has fallen off the bus / failed (check dmesg, Xid)",
+    "unset or correct CUDA_VISIBLE_DEVICES; if nvidia-smi lists fewer GPUs than installed, "
+    "drain the node and reset the GPU")
+TOO_FEW_GPUS = _d(
+    "too-few-gpus", "the job needs more GPUs per node than are visible",
+    "--nproc-per-node x --gpus-per-replica exceeds the GPUs this node exposes",
+    "lower --nproc-per-node (or --gpus-per-replica), or request more GPUs (e.g. --gres=gpu:N)")
+CUDA_VISIBLE_DEVICES_INVALID = _d(
+    "cuda-visible-devices-invalid", "CUDA_VISIBLE_DEVICES is malformed or names missing GPUs",
+    "the variable lists an index or UUID that does not exist, or repeats one",
+    "set CUDA_VISIBLE_DEVICES to distinct indices that nvidia-smi -L lists, or unset it")
+NCCL_LIBRARY_MISMATCH = _d(
+    "nccl-library-mismatch", "the libnccl loaded differs from the one torch was built with",
+    "LD_LIBRARY_PATH or a system libnccl shadows the NCCL bundled with torch",
+    "remove the other libnccl from LD_LIBRARY_PATH, or match its version to torch's")
+BACKEND_UNAVAILABLE = _d(
+    "backend-unavailable", "the requested torch.distributed backend is not available",
+    "this torch build was compiled without it (NCCL needs a CUDA build on Linux)",
+    "pass --backend gloo, or install a torch build with the backend")
+DEV_SHM_TOO_SMALL = _d(
+    "dev-shm-too-small", "/dev/shm is too small for NCCL and DataLoader workers",
+    "containers default to a 64 MB /dev/shm",
+    "run the container with --shm-size=8g (docker) or mount a larger tmpfs on /dev/shm")
+BAD_SOCKET_IFNAME = _d(
+    "socket-ifname-invalid", "a *_SOCKET_IFNAME variable names an unusable interface",
+    "the interface does not exist on this node, is down, or has no IPv4 address",
+    "set the variable to an interface that exists and is up on every node, or unset it")
+
+# --- rendezvous / world -----------------------------------------------------------------
+WORLD_SIZE_MISMATCH = _d(
+    "world-size-mismatch", "the world that formed is not the size the job expects",
+    "nodes were started with different --nodes/--nproc-per-node, or WORLD_SIZE is set by hand",
+    "start every node with the same --nodes and --nproc-per-node")
+VERSION_MISMATCH = _d(
+    "version-mismatch", "ranks run different versions of the software stack",
+    "nodes have different environments (module loads, containers, virtualenvs)",
+    "use one environment on every node (same container image or venv on shared storage)")
+ARCH_MISMATCH = _d(
+    "arch-mismatch", "ranks run on different CPU architectures",
+    "the allocation mixes node types (e.g. aarch64 next to x86_64)",
+    "constrain the job to one node type (Slurm: --constraint / partition)")
+ENV_MISMATCH = _d(
+    "env-mismatch", "a distributed setting differs across ranks",
+    "the variable is set in one node's shell profile or job step but not the others",
+    "export the same value on every node (or unset it everywhere)")
+COLLECTION_MISMATCH = _d(
+    "collection-mismatch", "ranks collected different probes",
+    "ddpcheck versions or --stages differ across nodes",
+    "install the same ddpcheck everywhere and pass the same --stages")
+DUPLICATE_DEVICE = _d(
+    "duplicate-device", "two local ranks drive the same GPU",
+    "device chosen from the global rank, or CUDA_VISIBLE_DEVICES differs per rank",
+    "pick the device from LOCAL_RANK (torch.cuda.set_device(local_rank * K))")
+
+# --- collectives / ddp / placement / checkpoint -------------------------------------------
+WRONG_COLLECTIVE_RESULT = _d(
+    "wrong-collective-result", "a collective returned a wrong value",
+    "a faulty transport, GPU memory error or mismatched backend build",
+    "rerun with NCCL_DEBUG=INFO (or GLOO debug) and exclude the named host")
+COLLECTIVE_FAILED = _d(
+    "collective-failed", "a collective raised an error",
+    "a peer crashed or stalled, or the transport between ranks broke",
+    "see the other problems for the rank that failed first; check the named hosts' network")
+DDP_DIVERGED = _d(
+    "ddp-diverged", "DDP parameters differ across ranks or from the single-process reference",
+    "gradients were not averaged correctly (broken all-reduce, mixed precision settings)",
+    "check the collectives stage; make sure every rank builds the same model")
+SAMPLER_SHARDS_WRONG = _d(
+    "sampler-shards-wrong", "DistributedSampler shards overlap or miss samples",
+    "ranks disagree on world size or seed",
+    "pass num_replicas=world_size, rank=rank and the same seed on every rank")
+DEVICE_PLAN_INVALID = _d(
+    "device-plan-invalid", "the rank-to-device plan for model parallelism is invalid",
+    "local_rank x gpus-per-replica goes past the visible devices, or devices repeat",
+    "make nproc-per-node x gpus-per-replica <= GPUs per node")
+PLACEMENT_FAILED = _d(
+    "placement-failed", "a model split across a replica's devices failed to run",
+    "a device in the plan is unusable or peer access between them fails",
+    "check the devices named; run nvidia-smi topo -m on the host")
+CHECKPOINT_NOT_SHARED = _d(
+    "checkpoint-dir-not-shared", "the checkpoint directory is not shared between nodes",
+    "the path is node-local storage (e.g. /tmp or a local disk) on some nodes",
+    "pass --checkpoint-dir on a filesystem every node mounts (NFS, Lustre, GPFS)")
+CHECKPOINT_FAILED = _d(
+    "checkpoint-failed", "saving or loading a checkpoint failed",
+    "the directory is not writable or the filesystem is full",
+    "pass a writable --checkpoint-dir with free space")
+
+# --- runtime, seen by the worker agreement or by the launcher ---------------------------------
+RANK_UNRESPONSIVE = _d(
+    "rank-unresponsive", "ranks did not arrive before the stage deadline",
+    "the process is stopped, hung in a collective, or starved (swap, CPU throttling)",
+    "inspect the named host (py-spy dump --pid PID); raise --stage-timeout if the node is just slow")
+RANK_KILLED = _d(
+    "rank-killed", "a rank was killed by a signal",
+    "the OOM killer, a scheduler limit, or someone killed the process",
+    "check dmesg / the job's memory limit on the named host")
+RANK_EXITED = _d(
+    "rank-exited", "a rank exited before finishing the probes",
+    "a crash or error in the worker process",
+    "rerun with -v to see the worker's output")
+PROBE_ERROR = _d(
+    "probe-error", "a probe raised an unexpected error",
+    "an environment problem ddpcheck does not diagnose yet",
+    "rerun with -v and report the output")
+PROBE_TIMEOUT = _d(
+    "probe-timeout", "a probe ran past its deadline",
+    "a collective or device call hung",
+    "inspect the named host; raise --stage-timeout if the node is just slow")
+RUN_DEADLINE = _d(
+    "run-deadline-exceeded", "the whole run passed its --timeout",
+    "a stage or the rendezvous hung",
+    "see the other problems; raise --timeout if the cluster is just slow")
+LAUNCH_FAILED = _d(
+    "launch-failed", "torchrun failed before the probes ran",
+    "torchrun could not start the workers",
+    "rerun with -v to see torchrun's output")
+DUPLICATE_LOCAL_RANK = _d(
+    "duplicate-local-rank", "two ranks on one host have the same local rank",
+    "two launchers run on the same host (e.g. srun started more than one ddpcheck per node)",
+    "start exactly one ddpcheck (or torchrun) per node: srun --ntasks-per-node=1")

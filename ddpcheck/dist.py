@@ -1,0 +1,185 @@
+"""The worker's view of the world: identity, the control store, agreement with deadlines.
+
+Runs inside every torchrun worker (or a plain single-process pytest). The control channel
+is a c10d TCPStore, not a process group: a store wait can poll with a deadline and tell
+exactly which ranks did not arrive, and it keeps working when the backend under test is
+broken. Under torchrun the store is the agent's (it outlives a stopped or killed rank 0);
+when ranks are started without torchrun, rank 0 hosts it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ddpcheck.diagnoses import COLLECTIVE_FAILED, ProblemFound
+
+
+def _env_int(env: dict[str, str], *names: str, default: int) -> int:
+    for name in names:
+        if env.get(name, "").strip():
+            return int(env[name])
+    return default
+
+
+@dataclass
+class World:
+    """This rank's identity and the control store shared by all ranks."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    host: str
+    backend: str
+    timeout: float
+    store: Any = field(repr=False)
+    lost: set = field(default_factory=set)  # ranks that missed a deadline: never waited for again
+    _pg_ready: bool = field(default=False, repr=False)
+
+    # --- identity ----------------------------------------------------------------------
+    @property
+    def hosts_by_rank(self) -> dict[int, str]:
+        return getattr(self, "_hosts", {self.rank: self.host})
+
+    def set_hosts(self, hosts: dict[int, str]) -> None:
+        self._hosts = dict(hosts)
+
+    # --- agreement ---------------------------------------------------------------------
+    def exchange(self, key: str, payload: Any, timeout: float | None = None) -> Exchange:
+        """Publish this rank's payload under key and collect every rank's, until a deadline.
+
+        Never blocks past the deadline: ranks that did not publish are listed as missing,
+        and are not waited for by later exchanges (one stuck rank costs one deadline).
+        """
+        self.store.set(f"{key}/{self.rank}", json.dumps(payload, default=str))
+        keys = [f"{key}/{r}" for r in range(self.world_size)]
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        arrived: dict[int, Any] = {}
+        pause = 0.002
+        while True:
+            pending = [r for r in range(self.world_size)
+                       if r not in arrived and r not in self.lost]
+            ready = [r for r in pending if self.store.check([keys[r]])]
+            for r in ready:
+                arrived[r] = json.loads(self.store.get(keys[r]))
+            if len(ready) == len(pending) or time.monotonic() >= deadline:
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        missing = tuple(r for r in range(self.world_size) if r not in arrived)
+        self.lost.update(missing)
+        return Exchange(dict(sorted(arrived.items())), missing)
+
+    # --- the process group under test ----------------------------------------------------
+    def init_process_group(self) -> None:
+        """Create the default process group of the backend under test (idempotent)."""
+        if self._pg_ready:
+            return
+        if self.backend == "nccl":
+            torch.cuda.set_device(self.local_rank % max(torch.cuda.device_count(), 1))
+        try:
+            dist.init_process_group(
+                self.backend, store=dist.PrefixStore("pg", self.store), rank=self.rank,
+                world_size=self.world_size, timeout=timedelta(seconds=self.timeout))
+        except Exception as exc:  # torch raises RuntimeError/DistNetworkError/ValueError
+            raise COLLECTIVE_FAILED.fail(
+                f"init_process_group({self.backend!r}) failed: {first_line(exc)}") from exc
+        self._pg_ready = True
+
+    @property
+    def device(self) -> torch.device:
+        if self.backend == "nccl":
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    def close(self) -> None:
+        if self._pg_ready and dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # a broken group may fail to tear down; the process ends anyway
+                pass
+            self._pg_ready = False
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What every rank published under one key; ``missing`` ranks never arrived."""
+
+    values: dict[int, Any]
+    missing: tuple[int, ...]
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+def resolve_backend(requested: str) -> str:
+    if requested in ("", "auto"):
+        return "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+    return requested
+
+
+def connect(env: dict[str, str] | None = None, timeout: float = 30.0) -> World:
+    """Build this rank's World from torchrun's (or Slurm's) environment and connect the store."""
+    env = dict(os.environ if env is None else env)
+    rank = _env_int(env, "RANK", "SLURM_PROCID", default=0)
+    world_size = _env_int(env, "WORLD_SIZE", "SLURM_NTASKS", default=1)
+    local_rank = _env_int(env, "LOCAL_RANK", "SLURM_LOCALID", default=0)
+    local_world = _env_int(env, "LOCAL_WORLD_SIZE", default=world_size)
+    node_rank = _env_int(env, "GROUP_RANK", "SLURM_NODEID", default=0)
+    backend = resolve_backend(env.get("DDPCHECK_BACKEND", "auto"))
+    store = _connect_store(env, rank, world_size, timeout)
+    return World(rank, world_size, local_rank, local_world, node_rank, hostname(), backend,
+                 timeout, store)
+
+
+def _connect_store(env: dict[str, str], rank: int, world_size: int, timeout: float) -> Any:
+    run_id = env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "local"
+    prefix = f"ddpcheck/{run_id}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    if world_size == 1 and "MASTER_ADDR" not in env:
+        return dist.PrefixStore(prefix, dist.HashStore())
+    addr, port = env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", "29500"))
+    agent_store = env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+    store = dist.TCPStore(addr, port, world_size, is_master=(rank == 0 and not agent_store),
+                          timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    return dist.PrefixStore(prefix, store)
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def node_facts() -> dict[str, Any]:
+    """The facts every rank publishes at rendezvous, compared across ranks."""
+    nccl = None
+    if torch.cuda.is_available() and dist.is_nccl_available():
+        v = torch.cuda.nccl.version()
+        nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    return {
+        "host": hostname(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "nccl": nccl,
+        "arch": platform.machine(),
+        "python": platform.python_version(),
+        "pid": os.getpid(),
+    }
+
+
+def is_communication_error(exc: BaseException) -> bool:
+    """True for errors that leave the process group unusable (timeouts, closed peers)."""
+    if isinstance(exc, ProblemFound):
+        return any(p.code == COLLECTIVE_FAILED.code for p in exc.problems)
+    return isinstance(exc, (RuntimeError, dist.DistError, TimeoutError, ConnectionError))

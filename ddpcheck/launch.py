@@ -1,0 +1,149 @@
+"""Launch torchrun for this node and watch it under deadlines.
+
+Runs in the launcher. ``torchrun_argv`` and ``worker_env`` are pure; ``run_torchrun`` starts
+torchrun in its own session, forwards Ctrl-C, and ends it (with every descendant, including
+stopped workers, which torchrun never notices) when the run deadline passes or when the
+ranks have all reported and torchrun does not exit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Callable, Optional
+
+import psutil
+
+from ddpcheck import results
+from ddpcheck.config import Config, endpoint_text
+
+END_GRACE_S = 8.0  # ranks reported their end; torchrun gets this long to exit by itself
+KILL_GRACE_S = 3.0  # SIGTERM, then SIGKILL after this long
+
+
+def torchrun_argv(cfg: Config, nproc: int, run_id: str) -> list[str]:
+    """The torchrun command line for this node (pure)."""
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(cfg.nodes),
+            "--nproc-per-node", str(nproc), "--max-restarts", "0", "--monitor-interval", "0.5"]
+    conf = (f"join_timeout={int(max(cfg.rdzv_timeout, 1))},read_timeout="
+            f"{int(max(cfg.rdzv_timeout, 1))},last_call_timeout=1,close_timeout=10")
+    if cfg.nodes == 1 and cfg.rdzv_endpoint is None:
+        argv += ["--standalone"]
+    else:
+        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", str(endpoint_text(cfg.rdzv_endpoint)),
+                 "--rdzv-id", run_id]
+        if cfg.node_rank is not None:
+            argv += ["--node-rank", str(cfg.node_rank)]
+    argv += ["--rdzv-conf", conf, "-m", "ddpcheck.worker"]
+    return argv
+
+
+def worker_env(cfg: Config, env: dict[str, str], results_dir: Path, nproc: int) -> dict[str, str]:
+    """The environment the workers see: ours plus the DDPCHECK_* settings (pure)."""
+    out = dict(env)
+    out.update({
+        results.RESULTS_DIR_ENV: str(results_dir),
+        "DDPCHECK_STAGES": ",".join(cfg.stages),
+        "DDPCHECK_PROBE_TIMEOUT": f"{cfg.probe_timeout:g}",
+        "DDPCHECK_BACKEND": cfg.backend,
+        "DDPCHECK_GPUS_PER_REPLICA": str(cfg.gpus_per_replica),
+        "DDPCHECK_EXPECT_WORLD_SIZE": str(cfg.nodes * nproc),
+        "DDPCHECK_EXPECT_NPROC_PER_NODE": str(nproc),
+        "PYTHONUNBUFFERED": "1",
+    })
+    out.setdefault("OMP_NUM_THREADS", "1")
+    if cfg.checkpoint_dir:
+        out["DDPCHECK_CHECKPOINT_DIR"] = str(cfg.checkpoint_dir)
+    else:
+        out.pop("DDPCHECK_CHECKPOINT_DIR", None)
+    return out
+
+
+@dataclass
+class LaunchOutcome:
+    """What the launcher saw of torchrun."""
+
+    returncode: Optional[int]
+    elapsed: float
+    deadline_hit: bool = False
+    killed_after_end: bool = False
+    stopped_pids: list[int] = field(default_factory=list)  # in state T when we ended the run
+    alive_pids: list[int] = field(default_factory=list)
+
+
+def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadline: float,
+                 log: IO[str], on_tick: Optional[Callable[[], None]] = None) -> LaunchOutcome:
+    """Run torchrun to its end, or end it at the deadline; never hangs."""
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    outcome = LaunchOutcome(None, 0.0)
+    ended_at: Optional[float] = None
+    try:
+        while proc.poll() is None:
+            time.sleep(0.2)
+            if on_tick:
+                on_tick()
+            now = time.monotonic()
+            if ended_at is None and _any_rank_ended(results_dir):
+                ended_at = now
+            if now >= deadline:
+                outcome.deadline_hit = True
+                break
+            if ended_at is not None and now - ended_at > END_GRACE_S:
+                outcome.killed_after_end = True
+                break
+    except KeyboardInterrupt:
+        _end_tree(proc, outcome)
+        raise
+    if proc.poll() is None:
+        _end_tree(proc, outcome)
+    outcome.returncode = proc.wait()
+    outcome.elapsed = time.monotonic() - start
+    return outcome
+
+
+def _any_rank_ended(results_dir: Path) -> bool:
+    return any(e.get("event") == "end" for path in results_dir.glob("rank-*.jsonl")
+               for e in results.read_jsonl(path)[-1:])
+
+
+def _end_tree(proc: subprocess.Popen, outcome: LaunchOutcome) -> None:
+    """Stop torchrun and every descendant (workers run in sessions of their own)."""
+    try:
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for p in tree:
+        try:
+            if p.status() == psutil.STATUS_STOPPED:
+                outcome.stopped_pids.append(p.pid)
+            else:
+                outcome.alive_pids.append(p.pid)
+        except psutil.NoSuchProcess:
+            continue
+    for p in tree:
+        _signal(p, signal.SIGTERM)
+        if p.pid in outcome.stopped_pids:
+            _signal(p, signal.SIGCONT)
+    _, alive = psutil.wait_procs(tree, timeout=KILL_GRACE_S)
+    for p in alive:
+        _signal(p, signal.SIGKILL)
+    psutil.wait_procs(alive, timeout=KILL_GRACE_S)
+
+
+def _signal(p: psutil.Process, sig: int) -> None:
+    try:
+        p.send_signal(sig)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass
+
+
+def default_results_dir() -> Path:
+    base = Path(os.environ.get("TMPDIR", "/tmp"))
+    return base / f"ddpcheck-{os.getpid()}-{int(time.time())}"

@@ -1,0 +1,240 @@
+"""The pytest plugin that turns a pytest session into one rank of a ddpcheck run.
+
+Runs inside every worker (``torchrun ... -m pytest -p ddpcheck.plugin --pyargs ddpcheck.checks``).
+It orders probes by stage, checks that every rank collected the same probes, and after each
+probe has all ranks agree on its outcome through the control store (with a deadline), so
+ranks never diverge on which collectives they enter. A failed stage blocks the later ones
+on every rank. Each rank logs its events to its rank file; rank 0 gathers every rank's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from ddpcheck import results
+from ddpcheck.diagnoses import (
+    COLLECTION_MISMATCH,
+    COLLECTIVE_FAILED,
+    PROBE_ERROR,
+    RANK_UNRESPONSIVE,
+    Problem,
+    ProblemFound,
+)
+from ddpcheck.dist import Exchange, World, connect, first_line, is_communication_error
+from ddpcheck.ranges import format_ranks
+from ddpcheck.recorder import Recorder
+from ddpcheck.settings import WorkerSettings
+from ddpcheck.stages import MARKER, STAGES
+
+RECORD_KEY = pytest.StashKey[Recorder]()
+OUTCOME_KEY = pytest.StashKey[dict]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}(name): the ddpcheck stage of a probe")
+    if not config.pluginmanager.has_plugin("ddpcheck-run"):
+        config.pluginmanager.register(RankSession(config), "ddpcheck-run")
+
+
+def stage_of(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker(MARKER)
+    return mark.args[0] if mark else None
+
+
+class RankSession:
+    """State of this rank's session: the world, the log and what blocks later probes."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = WorkerSettings.from_env(os.environ)
+        self.world: World | None = None
+        self.log: results.RankLog | None = None
+        self.blocked_by: str | None = None  # stage whose failure blocks the rest
+        self.failed_stages: list[str] = []
+        self.counter = 0
+
+    # --- session start: connect and say hello ---------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        s = self.settings
+        self.world = connect(timeout=s.probe_timeout)
+        self.log = results.RankLog(s.results_dir, self.world.rank)
+        w = self.world
+        me = {"host": w.host, "local_rank": w.local_rank, "node_rank": w.node_rank,
+              "pid": os.getpid()}
+        self.log.write("start", rank=w.rank, world_size=w.world_size, backend=w.backend, **me)
+        hello = w.exchange("hello", me, timeout=s.probe_timeout)
+        w.set_hosts({r: v["host"] for r, v in hello.values.items()})
+        self.log.write("hello", ranks={r: v for r, v in hello.values.items()},
+                       missing=list(hello.missing))
+        if hello.missing:
+            self._block("rendezvous", [self._unresponsive(hello.missing, "the start of the run")])
+
+    # --- collection: order by stage, select, and check every rank collected the same -----
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list) -> None:
+        order = {name: i for i, name in enumerate(STAGES)}
+        keep = [it for it in items if stage_of(it) in self.settings.stages]
+        dropped = [it for it in items if it not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        keep.sort(key=lambda it: order[stage_of(it)])  # stable: file order within a stage
+        items[:] = keep
+        deadline = self.settings.probe_timeout + 20
+        for it in items:
+            it.add_marker(pytest.mark.timeout(deadline, method="thread"))
+        self._check_same_collection([it.nodeid for it in items])
+
+    def _check_same_collection(self, nodeids: list[str]) -> None:
+        assert self.world and self.log
+        digest = hashlib.sha256("\n".join(nodeids).encode()).hexdigest()[:16]
+        got = self.world.exchange("collection", {"digest": digest, "count": len(nodeids)})
+        odd = [r for r, v in got.values.items() if v["digest"] != digest]
+        if odd:
+            self._block("collection", [COLLECTION_MISMATCH.problem(
+                f"rank {self.world.rank} collected {len(nodeids)} probes ({digest}); ranks "
+                f"{format_ranks(odd)} collected a different set", ranks=odd)])
+        elif got.missing and not self.blocked_by:
+            self._block("rendezvous", [self._unresponsive(got.missing, "probe collection")])
+
+    # --- one probe ---------------------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Iterator[None]:
+        assert self.world and self.log
+        stage = stage_of(item) or "?"
+        if self.failed_stages and not self.blocked_by and stage not in self.failed_stages:
+            self.blocked_by = self.failed_stages[0]
+        item.stash[RECORD_KEY] = Recorder()
+        self.log.write("probe-start", nodeid=item.nodeid, stage=stage,
+                       deadline=self.settings.probe_timeout + 20)
+        start = time.monotonic()
+        yield
+        outcome = item.stash.get(OUTCOME_KEY, {"status": results.PASS, "problems": []})
+        outcome["duration"] = round(time.monotonic() - start, 3)
+        self._agree(item, stage, outcome)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.blocked_by:
+            item.stash[OUTCOME_KEY] = {"status": results.BLOCKED, "problems": [],
+                                       "message": f"blocked by stage {self.blocked_by}"}
+            pytest.skip(f"BLOCKED by stage {self.blocked_by}")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Iterator:
+        report = (yield).get_result()
+        if item.stash.get(OUTCOME_KEY, {}).get("status") in (results.FAIL, results.BLOCKED):
+            return
+        if report.skipped and call.when in ("setup", "call"):
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            item.stash[OUTCOME_KEY] = {"status": results.SKIP, "problems": [],
+                                       "message": reason.removeprefix("Skipped: ")}
+        elif report.failed:
+            item.stash[OUTCOME_KEY] = self._failure(item, call)
+
+    def _failure(self, item: pytest.Item, call: pytest.CallInfo) -> dict:
+        exc = call.excinfo.value if call.excinfo else None
+        if isinstance(exc, ProblemFound):
+            problems = list(exc.problems)
+        elif exc is not None and is_communication_error(exc):
+            problems = [COLLECTIVE_FAILED.problem(f"{item.name}: {first_line(exc)}")]
+        else:
+            text = first_line(exc) if exc else "teardown failed"
+            problems = [PROBE_ERROR.problem(f"{item.name}: {type(exc).__name__}: {text}")]
+        breaks = exc is not None and is_communication_error(exc)
+        return {"status": results.FAIL, "problems": problems, "breaks_world": breaks,
+                "message": problems[0].observed}
+
+    def _agree(self, item: pytest.Item, stage: str, outcome: dict) -> None:
+        """All ranks publish their outcome of this probe and wait for each other's."""
+        assert self.world and self.log
+        w = self.world
+        rec = item.stash[RECORD_KEY]
+        problems = [self._locate(p, stage) for p in outcome["problems"]]
+        mine = {"status": outcome["status"], "breaks_world": outcome.get("breaks_world", False)}
+        self.counter += 1
+        if outcome["status"] == results.BLOCKED:  # every live rank blocked at the same point
+            got = Exchange({w.rank: mine}, ())
+        else:
+            got = w.exchange(f"probe/{self.counter}", mine)
+        if got.missing:
+            problems.append(self._unresponsive(got.missing, f"probe {item.name}", stage))
+        statuses = [v["status"] for v in got.values.values()]
+        agreed = results.FAIL if got.missing or results.FAIL in statuses else outcome["status"]
+        self.log.write("probe", nodeid=item.nodeid, name=item.name, stage=stage,
+                       doc=(item.obj.__doc__ or "").strip().splitlines()[0:1] if hasattr(
+                           item, "obj") else [],
+                       status=outcome["status"], agreed=agreed, duration=outcome["duration"],
+                       message=outcome.get("message", ""), figure=rec.figure,
+                       measurements=rec.measurements, problems=[p.to_dict() for p in problems])
+        if got.missing or any(v["breaks_world"] for v in got.values.values()):
+            self._block(stage, [])
+        elif agreed == results.FAIL and stage not in self.failed_stages:
+            self.failed_stages.append(stage)
+
+    def _locate(self, problem: Problem, stage: str) -> Problem:
+        w = self.world
+        assert w is not None
+        ranks = problem.ranks or (w.rank,)
+        hosts = problem.hosts or tuple(sorted({w.hosts_by_rank.get(r, "?") for r in ranks}))
+        return problem.where(stage=problem.stage or stage, ranks=ranks, hosts=hosts)
+
+    def _unresponsive(self, missing: tuple[int, ...] | list[int], what: str,
+                      stage: str = "rendezvous") -> Problem:
+        w = self.world
+        assert w is not None
+        hosts = tuple(sorted({w.hosts_by_rank.get(r, "unknown host") for r in missing}))
+        return RANK_UNRESPONSIVE.problem(
+            f"rank {format_ranks(missing)} did not reach {what} within "
+            f"{w.timeout:g} s (rank {w.rank} waited)", ranks=missing, hosts=hosts, stage=stage)
+
+    def _block(self, stage: str, problems: list[Problem]) -> None:
+        assert self.log
+        if problems:
+            self.log.write("problems", stage=stage, problems=[p.to_dict() for p in problems])
+        self.blocked_by = self.blocked_by or stage
+
+    # --- session end: gather everything on rank 0 ------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        w, log = self.world, self.log
+        if w is None or log is None:
+            return
+        log.write("end", blocked_by=self.blocked_by)
+        got = w.exchange("events", log.events, timeout=min(w.timeout, 10.0))
+        if w.rank == 0 and self.settings.results_dir:
+            results.write_json(results.world_file(Path(self.settings.results_dir)),
+                               {"ranks": got.values, "missing": list(got.missing)})
+        if not self.blocked_by:
+            w.close()
+
+
+# --- fixtures the probes use --------------------------------------------------------------
+@pytest.fixture(scope="session")
+def settings(request: pytest.FixtureRequest) -> WorkerSettings:
+    """The run's settings (backend, gpus per replica, checkpoint dir, ...)."""
+    return request.config.pluginmanager.get_plugin("ddpcheck-run").settings
+
+
+@pytest.fixture(scope="session")
+def world(request: pytest.FixtureRequest) -> World:
+    """This rank's World: identity and control store (no process group yet)."""
+    return request.config.pluginmanager.get_plugin("ddpcheck-run").world
+
+
+@pytest.fixture(scope="session")
+def pg(world: World) -> World:
+    """The World with the default process group of the backend under test initialised."""
+    world.init_process_group()
+    return world
+
+
+@pytest.fixture
+def record(request: pytest.FixtureRequest) -> Recorder:
+    """Where a probe records its key figure and measurements for the report."""
+    return request.node.stash[RECORD_KEY]

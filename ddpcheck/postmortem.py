@@ -1,0 +1,106 @@
+"""Turn what the launcher saw of torchrun into diagnoses: killed, stopped, exited, deadline.
+
+Runs in the launcher after torchrun has ended (or been ended). Pure over the rank events,
+the exit files written by each worker wrapper, the launch outcome and torchrun's log tail,
+so the user never sees a bare torchrun error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpcheck.diagnoses import (
+    LAUNCH_FAILED,
+    PROBE_TIMEOUT,
+    RANK_EXITED,
+    RANK_KILLED,
+    RANK_UNRESPONSIVE,
+    RUN_DEADLINE,
+    Problem,
+)
+from ddpcheck.launch import LaunchOutcome
+
+
+def last_activity(events: list[dict[str, Any]]) -> tuple[str, str]:
+    """(stage, probe) the rank was in when its log stops: a started probe with no result."""
+    last_start = None
+    for e in events:
+        if e.get("event") == "probe-start":
+            last_start = e
+        elif e.get("event") == "probe" and last_start and e.get("nodeid") == last_start["nodeid"]:
+            last_start = None
+    if last_start:
+        return last_start.get("stage", "?"), last_start["nodeid"].split("::")[-1]
+    done = [e for e in events if e.get("event") == "probe"]
+    return (done[-1].get("stage", "?"), "after " + done[-1]["name"]) if done else ("startup", "")
+
+
+def _where(events: list[dict[str, Any]]) -> tuple[str, str]:
+    stage, probe = last_activity(events)
+    text = f"during probe {probe} (stage {stage})" if probe and not probe.startswith("after") \
+        else f"in stage {stage}" + (f", {probe}" if probe else "")
+    return stage, text
+
+
+def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
+                   outcome: LaunchOutcome, hosts: dict[int, str]) -> list[Problem]:
+    """One problem per rank that did not finish, from its exit file and process state."""
+    problems = []
+    pid_rank = {e.get("pid"): r for r, evs in events.items() for e in evs
+                if e.get("event") == "start"}
+    for pid in outcome.stopped_pids:
+        rank = pid_rank.get(pid)
+        if rank is None:
+            continue
+        stage, where = _where(events.get(rank, []))
+        problems.append(RANK_UNRESPONSIVE.problem(
+            f"rank {rank} (pid {pid}) on {hosts.get(rank, '?')} is stopped (state T, e.g. "
+            f"SIGSTOP or a debugger) {where}; ddpcheck ended it after the other ranks finished",
+            cause="the process was suspended (kill -STOP, Ctrl-Z, a debugger or a frozen "
+                  "container) and stopped answering its peers",
+            fix=f"resume or kill pid {pid} on {hosts.get(rank, '?')} (kill -CONT {pid}); "
+                "find who suspends it (job suspend, debugger) and rerun",
+            ranks=[rank], hosts=[hosts.get(rank, "?")], stage=stage))
+    for rank, ex in sorted(exits.items()):
+        if ex.get("finished"):
+            continue
+        stage, where = _where(events.get(rank, []))
+        host = hosts.get(rank, "?")
+        if ex.get("pid") in outcome.stopped_pids:
+            continue
+        if ex.get("signal_name") in ("SIGTERM",) and problems:
+            continue  # ended by torchrun or by us after another rank's failure
+        problems.append(_exit_problem(rank, host, ex, where, stage))
+    return problems
+
+
+def _exit_problem(rank: int, host: str, ex: dict, where: str, stage: str) -> Problem:
+    if ex.get("signal_name"):
+        hint = " (the OOM killer sends SIGKILL)" if ex["signal_name"] == "SIGKILL" else ""
+        return RANK_KILLED.problem(
+            f"rank {rank} (pid {ex.get('pid')}) on {host} was killed by {ex['signal_name']}"
+            f"{hint} {where}", ranks=[rank], hosts=[host], stage=stage)
+    if ex.get("returncode") == 1 and "during probe" in where:
+        return PROBE_TIMEOUT.problem(
+            f"rank {rank} on {host} exited {where}: the probe ran past its deadline and "
+            "pytest-timeout ended the process", ranks=[rank], hosts=[host], stage=stage)
+    return RANK_EXITED.problem(f"rank {rank} (pid {ex.get('pid')}) on {host} exited with code "
+                               f"{ex.get('returncode')} {where}", ranks=[rank], hosts=[host],
+                               stage=stage)
+
+
+def diagnose_launch(events: dict[int, list[dict]], outcome: LaunchOutcome, timeout: float,
+                    log_tail: str) -> list[Problem]:
+    """Problems of the run as a whole: the deadline, or torchrun failing before any rank."""
+    problems = []
+    if outcome.deadline_hit:
+        silent = [r for r, evs in events.items() if not any(e["event"] == "end" for e in evs)]
+        problems.append(RUN_DEADLINE.problem(
+            f"the run did not end within --timeout {timeout:g} s"
+            + (f"; ranks still running: {', '.join(map(str, silent))}" if silent else "")))
+    if not events and not outcome.deadline_hit:
+        lines = [ln for ln in log_tail.strip().splitlines() if ln.strip()][-3:]
+        problems.append(LAUNCH_FAILED.problem(
+            f"torchrun exited with code {outcome.returncode} before any rank started"
+            + (": " + " | ".join(ln.strip()[:200] for ln in lines) if lines else "")))
+    return problems

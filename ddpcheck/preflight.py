@@ -1,0 +1,63 @@
+"""Node preflight: what must hold on this node before torchrun starts (seconds, no torch).
+
+Runs in the launcher on every node. A problem found here stops the run before torchrun,
+because each of them would otherwise cost the user a hang or a cryptic error later:
+interface variables naming unusable interfaces, fewer GPUs than the job needs,
+a malformed CUDA_VISIBLE_DEVICES.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Mapping, Optional
+
+from ddpcheck import gpu
+from ddpcheck.config import Config
+from ddpcheck.diagnoses import Problem
+from ddpcheck.interfaces import check_socket_ifname
+from ddpcheck.netprobe import interfaces, resolve
+
+IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+CPU_RANKS = 2  # --nproc-per-node auto without GPUs
+
+
+def auto_nproc(gpus: Optional[list[gpu.GpuInfo]] = None) -> int:
+    """One rank per GPU nvidia-smi lists, else 2 CPU ranks."""
+    found = gpu.list_gpus() if gpus is None else gpus
+    return len(found) if found else CPU_RANKS
+
+
+def endpoint_ip(cfg: Config) -> Optional[str]:
+    """The rendezvous host's IPv4 address, or None on a single-node run."""
+    if cfg.rdzv_endpoint is None or cfg.nodes == 1:
+        return None
+    res = resolve(cfg.rdzv_endpoint[0])
+    return res.addresses[0] if res.ok and res.addresses else None
+
+
+def node_preflight(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Problem]:
+    """Every node-local problem that must stop the run before torchrun starts."""
+    node = socket.gethostname()
+    problems: list[Problem] = []
+    ifaces = interfaces()
+    ep = endpoint_ip(cfg)
+    for var in IFNAME_VARS:
+        if env.get(var):
+            problems += check_socket_ifname(var, env[var], ifaces, ep, node=node)
+    problems += _gpu_problems(cfg, env, nproc)
+    return [p.where(stage=p.stage or "preflight", hosts=p.hosts or (node,)) for p in problems]
+
+
+def _gpu_problems(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Problem]:
+    if cfg.backend == "gloo":
+        return []
+    gpus = gpu.list_gpus()
+    if not gpus:
+        return []  # no GPUs: the worker's node stage says so; gloo on CPU is a valid run
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    problems = gpu.check_cuda_visible_devices(cvd, gpus)
+    visible = gpu.parse_cuda_visible_devices(cvd)
+    count = len(gpus) if not visible.is_set else min(len(visible.effective), len(gpus))
+    problems += gpu.check_device_plan(nproc, cfg.gpus_per_replica, count,
+                                      cuda_visible_devices=cvd)
+    return problems

@@ -1,0 +1,217 @@
+"""The readiness report: built from rank files and launcher observations, rendered twice.
+
+Runs in the launcher. ``build_report`` is pure over the rank events, the exit files and the
+problems the launcher found itself; ``render_text`` prints the stage x rank table, one block
+per problem (root cause first) and a verdict line; ``to_json`` mirrors it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from tabulate import tabulate
+
+from ddpcheck import results
+from ddpcheck.bandwidth import format_sweep
+from ddpcheck.diagnoses import Problem
+from ddpcheck.ranges import format_ranks, ranks_with_hosts
+
+ORDER = {results.PASS: 0, results.SKIP: 1, results.BLOCKED: 2, results.FAIL: 3}
+NO_RESULT = "-"
+
+
+@dataclass
+class StageResult:
+    name: str
+    status: str  # agreed over ranks: FAIL > BLOCKED > SKIP > PASS; "-" when nothing ran
+    per_rank: dict[int, str] = field(default_factory=dict)
+    figures: dict[int, str] = field(default_factory=dict)
+    blocked_by: str = ""
+    probes: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    stages: list[StageResult]
+    problems: list[Problem]
+    hosts_by_rank: dict[int, str]
+    measurements: dict[str, Any]
+    world_size: int
+    elapsed: float
+    backend: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ready(self) -> bool:
+        ran = [s for s in self.stages if s.status != NO_RESULT]
+        return (not self.problems and bool(ran)
+                and all(s.status in (results.PASS, results.SKIP) for s in self.stages))
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ready else 1
+
+
+def build_report(events: dict[int, list[dict]], stages: Sequence[str],
+                 launcher_problems: Iterable[Problem], elapsed: float,
+                 expected_world: int = 0) -> Report:
+    """Assemble stages, problems and measurements from every rank's events."""
+    hosts = _hosts(events)
+    stage_results = [_stage(name, events) for name in stages]
+    _mark_blocked(stage_results)
+    problems = merge_problems([*launcher_problems, *_rank_problems(events)])
+    world = max([expected_world, len(events), *[r + 1 for r in events]])
+    backend = next((e.get("backend", "") for evs in events.values() for e in evs
+                    if e.get("event") == "start"), "")
+    return Report(stage_results, problems, hosts, _measurements(events), world, elapsed, backend)
+
+
+def _hosts(events: dict[int, list[dict]]) -> dict[int, str]:
+    hosts = {}
+    for rank, evs in events.items():
+        for e in evs:
+            if e.get("event") == "start":
+                hosts[rank] = e.get("host", "?")
+    return hosts
+
+
+def _stage(name: str, events: dict[int, list[dict]]) -> StageResult:
+    res = StageResult(name, NO_RESULT)
+    for rank, evs in events.items():
+        probes = [e for e in evs if e.get("event") == "probe" and e.get("stage") == name]
+        if not probes:
+            continue
+        status = max((p["status"] for p in probes), key=ORDER.__getitem__)
+        if status == results.BLOCKED:
+            res.blocked_by = probes[0].get("message", "").replace("blocked by stage ", "")
+        res.per_rank[rank] = status
+        res.figures[rank] = next((p["figure"] for p in probes if p.get("figure")), "")
+        if rank == min(events):
+            res.probes = [{"name": p["name"], "doc": " ".join(p.get("doc") or []),
+                           "status": p["status"], "duration": p.get("duration"),
+                           "message": p.get("message", "")} for p in probes]
+    if res.per_rank:
+        res.status = max(res.per_rank.values(), key=ORDER.__getitem__)
+    return res
+
+
+def _mark_blocked(stages: list[StageResult]) -> None:
+    """A stage that never ran after a failed or blocked one is reported as blocked by it."""
+    culprit = ""
+    for s in stages:
+        if s.status == NO_RESULT and culprit:
+            s.status, s.blocked_by = results.BLOCKED, culprit
+        elif s.status in (results.FAIL, results.BLOCKED) and not culprit:
+            culprit = s.blocked_by or s.name
+    if not culprit and any(s.status == NO_RESULT for s in stages):
+        for s in stages:
+            if s.status == NO_RESULT:
+                s.status, s.blocked_by = results.BLOCKED, "the run ending early"
+
+
+def _rank_problems(events: dict[int, list[dict]]) -> list[Problem]:
+    out = []
+    for evs in events.values():
+        for e in evs:
+            for p in e.get("problems", []) if e.get("event") in ("probe", "problems") else []:
+                out.append(Problem.from_dict(p))
+    return out
+
+
+def merge_problems(problems: Iterable[Problem]) -> list[Problem]:
+    """Merge the same problem reported by several ranks, keeping first-seen order."""
+    merged: dict[tuple[str, str], Problem] = {}
+    for p in problems:
+        key = (p.code, p.observed)
+        if key in merged:
+            old = merged[key]
+            merged[key] = old.where(hosts=tuple(sorted(set(old.hosts) | set(p.hosts))),
+                                    ranks=tuple(sorted(set(old.ranks) | set(p.ranks))))
+        else:
+            merged[key] = p
+    return list(merged.values())
+
+
+def _measurements(events: dict[int, list[dict]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for rank in sorted(events):
+        for e in events[rank]:
+            if e.get("event") == "probe" and e.get("measurements"):
+                for k, v in e["measurements"].items():
+                    out.setdefault(k, v)  # the lowest rank's figure (all ranks agree on sweeps)
+    return out
+
+
+# --- rendering --------------------------------------------------------------------------
+def render_text(report: Report) -> str:
+    parts = [_table(report)]
+    sweep = report.measurements.get("allreduce_sweep")
+    if sweep:
+        parts.append(format_sweep(sweep, report.world_size, report.backend))
+    for p in report.problems:
+        parts.append(render_problem(p, report.hosts_by_rank))
+    parts.extend(report.notes)
+    parts.append(verdict(report))
+    return "\n\n".join(parts) + "\n"
+
+
+def _table(report: Report) -> str:
+    ranks = sorted(report.hosts_by_rank) or list(range(report.world_size))
+    headers = ["stage"] + [f"rank {r}\n{report.hosts_by_rank.get(r, '?')}" for r in ranks]
+    rows = []
+    for s in report.stages:
+        cells = []
+        for r in ranks:
+            status = s.per_rank.get(r, s.status if s.status == results.BLOCKED else NO_RESULT)
+            fig = s.figures.get(r, "")
+            cells.append(f"{status} {fig}".strip() if status != results.BLOCKED else
+                         f"BLOCKED ({s.blocked_by})" if s.blocked_by else status)
+        rows.append([s.name, *cells])
+    return tabulate(rows, headers=headers, tablefmt="simple")
+
+
+def render_problem(p: Problem, hosts_by_rank: dict[int, str]) -> str:
+    where = []
+    if p.ranks:
+        where.append(f"rank {ranks_with_hosts(p.ranks, hosts_by_rank)}")
+    elif p.hosts:
+        where.append(f"node {', '.join(p.hosts)}")
+    if p.stage:
+        where.append(f"stage {p.stage}")
+    head = f"FAIL  {p.code}   {'; '.join(where)}".rstrip()
+    return "\n".join([head, f"  summary   {p.summary}", f"  observed  {p.observed}",
+                      f"  cause     {p.cause}", f"  fix       {p.fix}"])
+
+
+def verdict(report: Report) -> str:
+    n_hosts = len(set(report.hosts_by_rank.values())) or 1
+    where = f"{report.world_size} ranks on {n_hosts} host{'s' if n_hosts != 1 else ''}"
+    if report.ready:
+        passed = sum(s.status == results.PASS for s in report.stages)
+        skipped = sum(s.status == results.SKIP for s in report.stages)
+        return (f"READY: {passed} stages passed, {skipped} skipped, {where}, "
+                f"in {report.elapsed:.1f} s")
+    first = report.problems[0] if report.problems else None
+    lead = (f"; first: {first.code} on rank {format_ranks(first.ranks)}" if first and first.ranks
+            else f"; first: {first.code}" if first else "")
+    return f"NOT READY: {len(report.problems)} problem(s), {where}{lead}"
+
+
+def to_json(report: Report, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "ready": report.ready,
+        "exit_code": report.exit_code,
+        "verdict": verdict(report),
+        "world_size": report.world_size,
+        "backend": report.backend,
+        "elapsed_s": round(report.elapsed, 3),
+        "hosts": {str(r): h for r, h in sorted(report.hosts_by_rank.items())},
+        "stages": [{"name": s.name, "status": s.status, "blocked_by": s.blocked_by or None,
+                    "ranks": {str(r): st for r, st in s.per_rank.items()},
+                    "figures": {str(r): f for r, f in s.figures.items() if f},
+                    "probes": s.probes} for s in report.stages],
+        "problems": [p.to_dict() for p in report.problems],
+        "measurements": report.measurements,
+        **(extra or {}),
+    }

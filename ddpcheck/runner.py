@@ -1,0 +1,108 @@
+"""``ddpcheck run`` end to end on this node: preflight, torchrun, report, exit code.
+
+Runs in the launcher. Always ends with a report: preflight problems stop the run before
+torchrun (the stages are then reported as blocked by preflight), and every torchrun
+failure is turned into a diagnosis by postmortem.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from ddpcheck import results
+from ddpcheck.config import Config, new_run_id
+from ddpcheck.launch import default_results_dir, run_torchrun, torchrun_argv, worker_env
+from ddpcheck.postmortem import diagnose_launch, diagnose_ranks
+from ddpcheck.preflight import auto_nproc, node_preflight
+from ddpcheck.report import Report, StageResult, build_report, render_text, to_json
+
+PREFLIGHT = "preflight"
+
+
+def run(cfg: Config) -> int:
+    start = time.monotonic()
+    results_dir = (cfg.results_dir or default_results_dir()).resolve()
+    results_dir.mkdir(parents=True, exist_ok=True)
+    nproc = cfg.nproc_per_node or auto_nproc()
+    pre = node_preflight(cfg, dict(os.environ), nproc)
+    if pre:
+        report = build_report({}, cfg.stages, pre, time.monotonic() - start, nproc * cfg.nodes)
+        _prepend_preflight(report, results.FAIL)
+        return _finish(cfg, report, results_dir, nproc)
+    outcome, log_tail = _launch(cfg, results_dir, nproc, start)
+    events = results.rank_events(results_dir)
+    hosts = {r: e.get("host", "?") for r, evs in events.items() for e in evs
+             if e.get("event") == "start"}
+    problems = diagnose_ranks(events, results.exit_statuses(results_dir), outcome, hosts)
+    problems += diagnose_launch(events, outcome, cfg.timeout, log_tail)
+    report = build_report(events, cfg.stages, problems, time.monotonic() - start,
+                          nproc * cfg.nodes)
+    _prepend_preflight(report, results.PASS)
+    return _finish(cfg, report, results_dir, nproc)
+
+
+def _launch(cfg: Config, results_dir: Path, nproc: int, start: float):  # type: ignore[no-untyped-def]
+    run_id = cfg.rdzv_id or new_run_id()
+    argv = torchrun_argv(cfg, nproc, run_id)
+    env = worker_env(cfg, dict(os.environ), results_dir, nproc)
+    log_path = results_dir / "torchrun.log"
+    with open(log_path, "w", encoding="utf-8") as log:
+        follower = _Follower(log_path) if cfg.verbose else None
+        outcome = run_torchrun(argv, env, results_dir, start + cfg.timeout, log,
+                               on_tick=follower.tick if follower else None)
+        if follower:
+            follower.tick()
+    return outcome, _tail(log_path)
+
+
+class _Follower:
+    """Echo torchrun's log to stderr as it grows (-v)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, 0
+
+    def tick(self) -> None:
+        with open(self.path, encoding="utf-8", errors="replace") as fh:
+            fh.seek(self.offset)
+            chunk = fh.read()
+            self.offset = fh.tell()
+        if chunk:
+            sys.stderr.write(chunk)
+            sys.stderr.flush()
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        data = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return data[-limit:]
+
+
+def _prepend_preflight(report: Report, status: str) -> None:
+    pre = StageResult(PREFLIGHT, status)
+    if status == results.FAIL:
+        for s in report.stages:
+            s.status, s.blocked_by = results.BLOCKED, PREFLIGHT
+    report.stages.insert(0, pre)
+
+
+def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
+            extra: Optional[dict] = None) -> int:
+    report.notes.append(f"results: {results_dir}  (rank files, torchrun.log)")
+    print(render_text(report), end="")
+    if cfg.json_path:
+        data = to_json(report, {"config": cfg.to_dict(), "nproc_per_node": nproc,
+                                "results_dir": str(results_dir), **(extra or {})})
+        try:
+            results.write_json(cfg.json_path, data)
+        except OSError as exc:
+            print(f"ddpcheck: error: --json {cfg.json_path}: {exc.strerror}", file=sys.stderr)
+            return 2
+    return report.exit_code
+
+

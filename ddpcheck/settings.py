@@ -1,0 +1,45 @@
+"""The worker's settings, read from the DDPCHECK_* variables the launcher exports.
+
+Runs inside every worker. A plain ``torchrun ... -m pytest -p ddpcheck.plugin`` run uses the
+defaults; ``ddpcheck run`` sets these from its validated flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from ddpcheck.parsing import convert, positive_float, positive_int
+from ddpcheck.stages import parse_stages
+
+DEFAULT_PROBE_TIMEOUT = 20.0
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    stages: tuple[str, ...]
+    probe_timeout: float
+    gpus_per_replica: int
+    checkpoint_dir: Optional[Path]
+    results_dir: Optional[Path]
+    expected_world_size: Optional[int]
+    expected_nproc_per_node: Optional[int]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
+        def get(name: str, parse, default):  # type: ignore[no-untyped-def]
+            raw = env.get(name, "").strip()
+            return convert(name, raw, parse) if raw else default
+
+        ckpt = env.get("DDPCHECK_CHECKPOINT_DIR", "").strip()
+        results = env.get("DDPCHECK_RESULTS_DIR", "").strip()
+        return cls(
+            stages=get("DDPCHECK_STAGES", parse_stages, parse_stages("all")),
+            probe_timeout=get("DDPCHECK_PROBE_TIMEOUT", positive_float, DEFAULT_PROBE_TIMEOUT),
+            gpus_per_replica=get("DDPCHECK_GPUS_PER_REPLICA", positive_int, 1),
+            checkpoint_dir=Path(ckpt) if ckpt else None,
+            results_dir=Path(results) if results else None,
+            expected_world_size=get("DDPCHECK_EXPECT_WORLD_SIZE", positive_int, None),
+            expected_nproc_per_node=get("DDPCHECK_EXPECT_NPROC_PER_NODE", positive_int, None),
+        )

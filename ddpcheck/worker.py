@@ -1,0 +1,63 @@
+"""The process torchrun starts for each rank: runs the probes as a pytest session.
+
+Runs under torchrun (one per rank). It starts pytest with the ddpcheck plugin in a child
+process and watches it, so that whatever happens to the probes (a crash, a signal, a hang
+after the last result) it records this rank's exit status in ``exit-<RANK>.json`` for the
+launcher. It exits 0 when pytest ran to its end (failed probes are results, not crashes),
+so torchrun does not tear down healthy ranks while they are still reporting.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ddpcheck import results
+
+END_GRACE_S = 10.0  # after "end" is logged, teardown of a broken process group may hang
+
+
+def pytest_argv(extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-p", "ddpcheck.plugin", "--pyargs", "ddpcheck.checks",
+            "-q", "-rN", "-p", "no:cacheprovider", "--no-header", *extra]
+
+
+def _ended(log: Path) -> bool:
+    return any(e.get("event") == "end" for e in results.read_jsonl(log))
+
+
+def main(argv: list[str] | None = None) -> int:
+    rank = int(os.environ.get("RANK", "0"))
+    out_dir = Path(os.environ.get(results.RESULTS_DIR_ENV, ".")).resolve()
+    child = subprocess.Popen(pytest_argv(list(argv if argv is not None else sys.argv[1:])))
+
+    def forward(signum: int, _frame: object) -> None:
+        child.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    ended_at = None
+    while child.poll() is None:
+        time.sleep(0.2)
+        if ended_at is None and _ended(results.rank_file(out_dir, rank)):
+            ended_at = time.monotonic()
+        if ended_at is not None and time.monotonic() - ended_at > END_GRACE_S:
+            child.kill()  # results are written; a stuck teardown must not hold the run
+    code = child.wait()
+    finished = _ended(results.rank_file(out_dir, rank))
+    results.write_json(results.exit_file(out_dir, rank), {
+        "rank": rank, "pid": child.pid, "returncode": code,
+        "signal": -code if code < 0 else None,
+        "signal_name": signal.Signals(-code).name if code < 0 else None,
+        "finished": finished, "time": time.time()})
+    if finished:
+        return 0
+    return 128 - code if code < 0 else (code or 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
