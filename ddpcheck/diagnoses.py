@@ -185,7 +185,7 @@ CHECKPOINT_FAILED = _d(
 RANK_UNRESPONSIVE = _d(
     "rank-unresponsive", "ranks did not arrive before the stage deadline",
     "the process is stopped, hung in a collective, or starved (swap, CPU throttling)",
-    "inspect the named host (py-spy dump --pid PID); raise --stage-timeout if the node is just slow")
+    "inspect the named host (py-spy dump --pid PID); raise --probe-timeout if the node is just slow")
 RANK_KILLED = _d(
     "rank-killed", "a rank was killed by a signal",
     "the OOM killer, a scheduler limit, or someone killed the process",
@@ -201,7 +201,7 @@ PROBE_ERROR = _d(
 PROBE_TIMEOUT = _d(
     "probe-timeout", "a probe ran past its deadline",
     "a collective or device call hung",
-    "inspect the named host; raise --stage-timeout if the node is just slow")
+    "inspect the named host; raise --probe-timeout if the node is just slow")
 RUN_DEADLINE = _d(
     "run-deadline-exceeded", "the whole run passed its --timeout",
     "a stage or the rendezvous hung",

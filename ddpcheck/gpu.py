@@ -217,7 +217,7 @@ def check_cuda_visible_devices(value: str | None, gpus: Sequence[GpuInfo]) -> li
     if vd.invalid is not None and not harmless and (vd.ignored or vd.entries or gpus):
         problems.append(CUDA_VISIBLE_DEVICES_INVALID.problem(
             f"{shown}: entry {vd.invalid!r} is not a GPU index or UUID; CUDA stops at the "
-            f"first invalid entry, so it exposes {_exposed(vd.entries)}"
+            f"first invalid entry, so it exposes {_exposed(vd.effective)}"
             + (f" and ignores {','.join(vd.ignored)}" if vd.ignored else ""),
             cause="CUDA stops at a negative number, a word, an empty item, or a UUID mixed "
                   "into a list of indices (or an index into a list of UUIDs)",
@@ -255,7 +255,7 @@ def _check_entries_exist(vd: VisibleDevices, gpus: Sequence[GpuInfo], shown: str
     pos = _first_missing(vd, gpus)
     if pos is None:
         return []
-    n, entry, exposed = len(gpus), vd.entries[pos], _exposed(vd.entries[:pos])
+    n, entry, exposed = len(gpus), vd.entries[pos], _exposed(vd.effective[:pos])
     if not vd.uses_uuids:
         return [CUDA_VISIBLE_DEVICES_INVALID.problem(
             f"{shown} names GPU {entry} but nvidia-smi lists {n} GPUs (0-{n - 1}); CUDA "

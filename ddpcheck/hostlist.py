@@ -1,10 +1,14 @@
-"""Slurm's compressed list syntaxes: hostlists ("gpu-[01-04,07]") and per-node counts ("4(x2),2").
+"""The syntaxes of scheduler and torchrun variables: Slurm hostlists ("gpu-[01-04,07]"),
+per-node counts ("4(x2),2"), GPU specs, torchrun's --nnodes / --nproc-per-node, host names.
 
-Pure string functions, used by `scheduler`. Expansion follows Slurm's hostlist.c: tokens are
-separated by commas or whitespace outside brackets; a bracket group holds comma-separated numbers
-and lo-hi ranges; the width of lo sets the zero padding (``a[09-11]`` -> a09 a10 a11); a name may
-hold several bracket groups but the last must end it (Slurm rejects ``unit[0-31]rack``); empty
-tokens are skipped and duplicates are kept, in order, as Slurm does.
+Pure string functions used by `scheduler`; each raises ValueError on malformed input, and the
+ones that return None mean "well formed but gives no number".
+
+Hostlist expansion follows Slurm's hostlist.c: tokens are separated by commas or whitespace
+outside brackets; a bracket group holds comma-separated numbers and lo-hi ranges; the width of
+lo sets the zero padding (``a[09-11]`` -> a09 a10 a11); a name may hold several bracket groups
+but the last must end it (Slurm rejects ``unit[0-31]rack``); empty tokens are skipped and
+duplicates kept, in order, as Slurm does.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ def parse_slurm_tasks_per_node(s: str) -> list[int]:
 
 
 def compress_hostlist(hosts: Iterable[str]) -> str:
-    """Write names the way Slurm shows them, keeping their order: gpu-01..04,gpu-07 -> gpu-[01-04,07]."""
+    """Write names as Slurm shows them, in their order: gpu-01..04,gpu-07 -> gpu-[01-04,07]."""
     groups: list[tuple[str, list[list[int]], int]] = []  # prefix, [lo, hi] runs, width
     for host in hosts:
         m = _NUMERIC_SUFFIX.match(host)
@@ -139,3 +143,62 @@ def _parse_group(s: str, group: str) -> list[str]:
                              f"{MAX_HOSTS} hosts")
         out.extend(f"{n:0{len(lo_text)}d}" for n in range(lo, hi + 1))
     return out
+
+
+def whole_number(raw: str) -> int:
+    if not raw.isdigit():
+        raise ValueError("expected a whole number")
+    return int(raw)
+
+
+def positive_count(raw: str) -> int:
+    value = whole_number(raw)
+    if value < 1:
+        raise ValueError("expected a positive count")
+    return value
+
+
+def port_number(raw: str) -> int:
+    value = whole_number(raw)
+    if not 0 < value < 65536:
+        raise ValueError("expected a port number 1-65535")
+    return value
+
+
+def count_devices(raw: str) -> int | None:
+    """Count ids in "0,1,2,3" (or GPU UUIDs); Slurm's old "NoDevFiles" gives no count."""
+    return None if raw == "NoDevFiles" else len([x for x in raw.split(",") if x.strip()])
+
+
+def parse_gpus_per_node(raw: str) -> int:
+    """SLURM_GPUS_PER_NODE: "4", "a100:4" or "a100:2,v100:2" (summed)."""
+    return sum(whole_number(item.rsplit(":", 1)[-1].strip()) for item in raw.split(","))
+
+
+def parse_nnodes(raw: str) -> int | None:
+    """torchrun's --nnodes: "2", or "MIN:MAX" (a single value only when MIN == MAX)."""
+    low, _, high = raw.partition(":")
+    low_n, high_n = positive_count(low), positive_count(high or low)
+    return low_n if low_n == high_n else None
+
+
+def parse_nproc_per_node(raw: str) -> int | None:
+    """torchrun's --nproc-per-node: a count, or gpu/cpu/xpu/auto (decided when torchrun starts)."""
+    return None if raw in ("gpu", "cpu", "xpu", "auto") else positive_count(raw)
+
+
+def same_host(a: str, b: str) -> bool:
+    """Equal ignoring case and domain: "gn018" matches "GN018.hpc.example.org" (not for IPs)."""
+    a, b = a.lower(), b.lower()
+    if a == b:
+        return True
+    if a.replace(".", "").isdigit() or b.replace(".", "").isdigit():
+        return False
+    return a.split(".")[0] == b.split(".")[0]
+
+
+def join_host_port(host: str, port: int | None) -> str:
+    """"host:port" ("[v6]:port" for IPv6), or the host alone when there is no port."""
+    if port is None:
+        return host
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"

@@ -190,7 +190,7 @@ class RankSession:
         assert w is not None
         hosts = tuple(sorted({w.hosts_by_rank.get(r, "unknown host") for r in missing}))
         return RANK_UNRESPONSIVE.problem(
-            f"rank {format_ranks(missing)} did not reach {what} within "
+            f"rank {format_ranks(missing)} did not finish {what} within "
             f"{w.timeout:g} s (rank {w.rank} waited)", ranks=missing, hosts=hosts, stage=stage)
 
     def _block(self, stage: str, problems: list[Problem]) -> None:

@@ -61,16 +61,14 @@ def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
             fix=f"resume or kill pid {pid} on {hosts.get(rank, '?')} (kill -CONT {pid}); "
                 "find who suspends it (job suspend, debugger) and rerun",
             ranks=[rank], hosts=[hosts.get(rank, "?")], stage=stage))
-    for rank, ex in sorted(exits.items()):
-        if ex.get("finished"):
-            continue
+    unfinished = {r: ex for r, ex in sorted(exits.items())
+                  if not ex.get("finished") and ex.get("pid") not in outcome.stopped_pids}
+    # A rank ended by SIGTERM after another rank failed was torn down by torchrun (or by us):
+    # a consequence, not a cause. Report it only when nothing else explains the failure.
+    causes = {r: ex for r, ex in unfinished.items() if ex.get("signal_name") != "SIGTERM"}
+    for rank, ex in (causes or ({} if problems else unfinished)).items():
         stage, where = _where(events.get(rank, []))
-        host = hosts.get(rank, "?")
-        if ex.get("pid") in outcome.stopped_pids:
-            continue
-        if ex.get("signal_name") in ("SIGTERM",) and problems:
-            continue  # ended by torchrun or by us after another rank's failure
-        problems.append(_exit_problem(rank, host, ex, where, stage))
+        problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex, where, stage))
     return problems
 
 

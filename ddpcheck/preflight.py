@@ -56,8 +56,6 @@ def _gpu_problems(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Probl
         return []  # no GPUs: the worker's node stage says so; gloo on CPU is a valid run
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     problems = gpu.check_cuda_visible_devices(cvd, gpus)
-    visible = gpu.parse_cuda_visible_devices(cvd)
-    count = len(gpus) if not visible.is_set else min(len(visible.effective), len(gpus))
-    problems += gpu.check_device_plan(nproc, cfg.gpus_per_replica, count,
+    problems += gpu.check_device_plan(nproc, cfg.gpus_per_replica, gpu.visible_count(cvd, gpus),
                                       cuda_visible_devices=cvd)
     return problems

@@ -17,8 +17,10 @@ from ddpcheck.bandwidth import format_sweep
 from ddpcheck.diagnoses import Problem
 from ddpcheck.ranges import format_ranks, ranks_with_hosts
 
-ORDER = {results.PASS: 0, results.SKIP: 1, results.BLOCKED: 2, results.FAIL: 3}
+# How statuses combine over probes and ranks: a stage is SKIP only when nothing in it ran.
+ORDER = {results.SKIP: 0, results.PASS: 1, results.BLOCKED: 2, results.FAIL: 3}
 NO_RESULT = "-"
+MISSING = "NO RESULT"
 
 
 @dataclass
@@ -59,8 +61,9 @@ def build_report(events: dict[int, list[dict]], stages: Sequence[str],
     """Assemble stages, problems and measurements from every rank's events."""
     hosts = _hosts(events)
     stage_results = [_stage(name, events) for name in stages]
-    _mark_blocked(stage_results)
     problems = merge_problems([*launcher_problems, *_rank_problems(events)])
+    _mark_failed_ranks(stage_results, problems)
+    _mark_blocked(stage_results)
     world = max([expected_world, len(events), *[r + 1 for r in events]])
     backend = next((e.get("backend", "") for evs in events.values() for e in evs
                     if e.get("event") == "start"), "")
@@ -87,6 +90,8 @@ def _stage(name: str, events: dict[int, list[dict]]) -> StageResult:
             res.blocked_by = probes[0].get("message", "").replace("blocked by stage ", "")
         res.per_rank[rank] = status
         res.figures[rank] = next((p["figure"] for p in probes if p.get("figure")), "")
+        if status == results.SKIP and not res.figures[rank]:
+            res.figures[rank] = _short(probes[0].get("message", ""))
         if rank == min(events):
             res.probes = [{"name": p["name"], "doc": " ".join(p.get("doc") or []),
                            "status": p["status"], "duration": p.get("duration"),
@@ -94,6 +99,24 @@ def _stage(name: str, events: dict[int, list[dict]]) -> StageResult:
     if res.per_rank:
         res.status = max(res.per_rank.values(), key=ORDER.__getitem__)
     return res
+
+
+def _mark_failed_ranks(stages: list[StageResult], problems: list[Problem]) -> None:
+    """A rank that died or hung in a stage has no result there: it failed that stage."""
+    by_name = {s.name: s for s in stages}
+    for p in problems:
+        s = by_name.get(p.stage)
+        if s is None:
+            continue
+        for r in p.ranks:
+            if s.per_rank.get(r) in (None, results.BLOCKED):
+                s.per_rank[r] = results.FAIL
+        if p.ranks:
+            s.status = results.FAIL
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 def _mark_blocked(stages: list[StageResult]) -> None:
@@ -163,7 +186,7 @@ def _table(report: Report) -> str:
     for s in report.stages:
         cells = []
         for r in ranks:
-            status = s.per_rank.get(r, s.status if s.status == results.BLOCKED else NO_RESULT)
+            status = s.per_rank.get(r, MISSING if s.per_rank else s.status)
             fig = s.figures.get(r, "")
             cells.append(f"{status} {fig}".strip() if status != results.BLOCKED else
                          f"BLOCKED ({s.blocked_by})" if s.blocked_by else status)

@@ -1,10 +1,10 @@
 """Works out the job's shape from the scheduler's environment; runs in the launcher, pure
 functions of an env mapping (and a file reader seam for PBS_NODEFILE).
 
-`detect` reads Slurm, PBS, torchrun (PET_* flag fallbacks, worker variables) or hand-set
-MASTER_* variables, in that order of preference, into a `JobEnv`; `shape_problems` turns
-contradictions between that shape and ddpcheck's flags into Problems. Every value records
-where it came from in `JobEnv.notes` ("nodes from SLURM_STEP_NODELIST=gpu-[07-08]").
+`detect` reads Slurm, else PBS, else torchrun's variables (PET_* flag fallbacks, worker
+variables), else hand-set MASTER_*/NODE_RANK into a `JobEnv`; each value notes where it came
+from ("nodes from SLURM_STEP_NODELIST=gpu-[07-08]"). `shape_problems` turns contradictions
+between that shape and ddpcheck's flags into Problems, never exceptions.
 """
 
 from __future__ import annotations
@@ -16,21 +16,33 @@ from typing import Callable, Optional, TypeVar
 
 from ddpcheck import diagnoses
 from ddpcheck.diagnoses import Diagnosis, Problem
-from ddpcheck.hostlist import compress_hostlist, expand_slurm_nodelist, parse_slurm_tasks_per_node
+from ddpcheck.hostlist import (
+    compress_hostlist,
+    count_devices,
+    expand_slurm_nodelist,
+    join_host_port,
+    parse_gpus_per_node,
+    parse_nnodes,
+    parse_nproc_per_node,
+    parse_slurm_tasks_per_node,
+    port_number,
+    positive_count,
+    same_host,
+    whole_number,
+)
 
-__all__ = ["JobEnv", "compress_hostlist", "detect", "expand_slurm_nodelist",
-           "parse_slurm_tasks_per_node", "shape_problems"]
+__all__ = ["JobEnv", "detect", "expand_slurm_nodelist", "parse_slurm_tasks_per_node",
+           "shape_problems"]
 
 T = TypeVar("T")
 Parse = Callable[[str], Optional[T]]
 
-# Step ids of Slurm's pseudo-steps (interactive salloc shell, batch script, extern): not srun.
+# Ids of Slurm's pseudo-steps (salloc's interactive step, the batch script, extern): not srun.
 _PSEUDO_STEPS = {"4294967290", "4294967291", "4294967292"}
 _TORCHRUN_VARS = ("PET_NNODES", "PET_NODE_RANK", "PET_RDZV_ENDPOINT", "PET_NPROC_PER_NODE",
-                  "PET_RDZV_ID", "PET_MASTER_ADDR", "PET_MASTER_PORT", "TORCHELASTIC_RUN_ID",
-                  "GROUP_RANK")
-_ENV_VARS = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK",
-             "LOCAL_WORLD_SIZE", "NODE_RANK")
+                  "PET_RDZV_ID", "PET_MASTER_ADDR", "TORCHELASTIC_RUN_ID", "GROUP_RANK")
+_ENV_VARS = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "WORLD_SIZE", "RANK", "LOCAL_RANK",
+             "LOCAL_WORLD_SIZE")
 
 
 def _register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
@@ -47,7 +59,7 @@ SHAPE_MISMATCH = _register(
     "pass the allocation's values, or change the allocation to match the flags")
 TOO_MANY_TASKS = _register(
     "too-many-tasks-per-node", "the scheduler starts more than one ddpcheck per node",
-    "srun inherited --ntasks-per-node (or -n) from the job; every task would start torchrun",
+    "srun inherited --ntasks-per-node (or -n) from the job, and every task starts torchrun",
     "start one ddpcheck per node: srun --ntasks-per-node=1 ddpcheck run ...")
 TASKS_GPUS_MISMATCH = _register(
     "tasks-gpus-mismatch", "Slurm tasks per node differ from GPUs per node",
@@ -71,11 +83,13 @@ NOT_IN_ALLOCATION = _register(
 
 @dataclass(frozen=True)
 class JobEnv:
-    """The job's shape as the scheduler describes it; None where the environment does not say.
+    """The job's shape as the environment describes it; None where it does not say.
 
-    endpoint is "host:port", or just "host" when no port is known (a valid torchrun
-    --rdzv-endpoint: torchrun adds its default port). hostname is this node's name in the
+    endpoint is "host:port", or just "host" when no port is known (valid for torchrun's
+    --rdzv-endpoint, which then uses its default port). hostname is this node's name in the
     scheduler's terms (SLURMD_NODENAME under Slurm); step_id is set only inside an srun step.
+    Under Slurm and PBS tasks_per_node counts the tasks (ddpcheck copies) the scheduler starts
+    per node; under torchrun/env it is the ranks per node (PET_NPROC_PER_NODE).
     """
 
     source: str  # "slurm" | "pbs" | "torchrun" | "env" | "none"
@@ -96,12 +110,6 @@ class JobEnv:
         prefix = f"{field} from "
         return next((n[len(prefix):] for n in self.notes if n.startswith(prefix)), "")
 
-    def summary(self) -> str:
-        nodes = compress_hostlist(self.nodes) if self.nodes else "nodes unknown"
-        return (f"{self.source} job {self.job_id or '-'}: {self.nnodes or '?'} node(s) ({nodes}), "
-                f"this is node {self.node_rank if self.node_rank is not None else '?'} "
-                f"({self.hostname or '?'}), GPUs per node {self.gpus_per_node or '?'}")
-
 
 class _Reader:
     """Reads variables in precedence order, noting where each value came from."""
@@ -111,15 +119,15 @@ class _Reader:
         self.notes: list[str] = []
         self.problems: list[Problem] = []
 
-    def has(self, *names: str) -> bool:
-        return any(self.env.get(n, "").strip() for n in names)
-
     def value(self, name: str) -> str:
         return self.env.get(name, "").strip()
 
-    def first(self, field: str, sources: Sequence[tuple[str, Parse[T]]]) -> T | None:
-        """The first variable that is set and parses; a bad one is a problem, then the next."""
-        for name, parse in sources:
+    def has(self, *names: str) -> bool:
+        return any(self.value(n) for n in names)
+
+    def first(self, field: str, sources: Mapping[str, Parse[T]]) -> T | None:
+        """The first variable that is set and parses; a malformed one is a problem."""
+        for name, parse in sources.items():
             raw = self.value(name)
             if not raw:
                 continue
@@ -135,9 +143,6 @@ class _Reader:
             return result
         return None
 
-    def get(self, field: str, names: Sequence[str], parse: Parse[T]) -> T | None:
-        return self.first(field, [(n, parse) for n in names])
-
     def job(self, source: str, **fields: object) -> JobEnv:
         return JobEnv(source, problems=tuple(self.problems), notes=tuple(self.notes),
                       **fields)  # type: ignore[arg-type]
@@ -150,10 +155,10 @@ def _read_text(path: str) -> str:
 
 def detect(env: Mapping[str, str], read_file: Callable[[str], str] = _read_text,
            hostname: str | None = None) -> JobEnv:
-    """Read the job's shape: Slurm, then PBS, then torchrun's variables, then MASTER_* by hand.
+    """Read the job's shape: Slurm, else PBS, else torchrun's variables, else MASTER_* by hand.
 
-    hostname (default: socket.gethostname()) locates this node in a PBS node file and in a
-    Slurm node list when SLURMD_NODENAME is unset.
+    hostname (default socket.gethostname()) finds this node in a PBS node file, and in a
+    Slurm node list when SLURMD_NODENAME is unset (e.g. an salloc shell on a login node).
     """
     host = hostname or socket.gethostname()
     r = _Reader(env)
@@ -161,121 +166,117 @@ def detect(env: Mapping[str, str], read_file: Callable[[str], str] = _read_text,
         return _slurm(r, host)
     if r.has("PBS_JOBID", "PBS_NODEFILE"):
         return _pbs(r, read_file, host)
-    if r.has(*_TORCHRUN_VARS):
-        return _torch(r, "torchrun", host)
-    if r.has(*_ENV_VARS):
-        return _torch(r, "env", host)
-    r.notes.append("no Slurm, PBS, torchrun or MASTER_* variables: a by-hand single launch")
+    if r.has(*_TORCHRUN_VARS) or r.has(*_ENV_VARS):
+        return _torch(r, "torchrun" if r.has(*_TORCHRUN_VARS) else "env", host)
+    r.notes.append("no Slurm, PBS, torchrun or MASTER_* variables: a single by-hand launch")
     return r.job("none", hostname=host)
 
 
 def _slurm(r: _Reader, host: str) -> JobEnv:
     step = r.value("SLURM_STEP_ID") or r.value("SLURM_STEPID") or None
-    if step in _PSEUDO_STEPS:
-        step = None
-    scope = ("SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NODELIST") if step else (
-        "SLURM_JOB_NODELIST", "SLURM_NODELIST")
-    counts = ("SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES") if step else (
-        "SLURM_JOB_NUM_NODES", "SLURM_NNODES")
-    job_id = r.get("job_id", ("SLURM_JOB_ID", "SLURM_JOBID"), str)
-    nodes = r.get("nodes", scope, _hostlist) or ()
-    nnodes = _checked_count(r, nodes, r.get("nnodes", counts, _count))
+    step = None if step in _PSEUDO_STEPS else step
+    if step:  # inside srun, SLURM_NODELIST / SLURM_NNODES describe the step, SLURM_JOB_* the job
+        lists = ("SLURM_STEP_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NODELIST")
+        counts = ("SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES")
+    else:
+        lists, counts = ("SLURM_JOB_NODELIST", "SLURM_NODELIST"), ("SLURM_JOB_NUM_NODES",
+                                                                   "SLURM_NNODES")
+    job_id = r.first("job_id", dict.fromkeys(("SLURM_JOB_ID", "SLURM_JOBID"), str))
+    nodes = r.first("nodes", dict.fromkeys(lists, _hostlist)) or ()
+    nnodes = _checked_count(r, nodes, r.first("nnodes", dict.fromkeys(counts, positive_count)))
     this = r.value("SLURMD_NODENAME") or host
-    r.notes.append(f"hostname from {'SLURMD_NODENAME' if r.has('SLURMD_NODENAME') else 'host'}"
-                   f"={this}")
-    rank = r.get("node_rank", ("SLURM_NODEID",), _whole)
+    r.notes.append(f"hostname from SLURMD_NODENAME={this}" if r.has("SLURMD_NODENAME")
+                   else f"hostname from this machine: {this}")
+    rank = r.first("node_rank", {"SLURM_NODEID": whole_number})
     if rank is None:
         rank = _position(r, this, nodes)
-    tasks = _slurm_tasks(r, step, rank)
-    gpu_sources: list[tuple[str, Parse[int]]] = [
-        ("SLURM_GPUS_ON_NODE", _whole), ("SLURM_GPUS_PER_NODE", _gpu_spec)]
+    gpu_vars: dict[str, Parse[int]] = {"SLURM_GPUS_ON_NODE": whole_number,
+                                       "SLURM_GPUS_PER_NODE": parse_gpus_per_node}
     if step:
-        gpu_sources.append(("SLURM_STEP_GPUS", _id_count))
-    gpu_sources += [("SLURM_JOB_GPUS", _id_count), ("CUDA_VISIBLE_DEVICES", _id_count)]
-    gpus = r.first("gpus_per_node", gpu_sources)
+        gpu_vars["SLURM_STEP_GPUS"] = count_devices
+    gpu_vars.update(dict.fromkeys(("SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"), count_devices))
     return r.job("slurm", nodes=nodes, nnodes=nnodes, node_rank=rank, job_id=job_id,
-                 endpoint=_first_node_endpoint(r, nodes), tasks_per_node=tasks,
-                 gpus_per_node=gpus, hostname=this, step_id=step)
+                 endpoint=_first_node_endpoint(r, nodes, lists[0]), step_id=step,
+                 tasks_per_node=_slurm_tasks(r, step, rank), hostname=this,
+                 gpus_per_node=r.first("gpus_per_node", gpu_vars))
 
 
 def _slurm_tasks(r: _Reader, step: str | None, rank: int | None) -> int | None:
-    def per_node(raw: str) -> int:
+    def this_node(raw: str) -> int:
         counts = parse_slurm_tasks_per_node(raw)
-        if len(set(counts)) == 1:
-            return counts[0]
-        r.notes.append(f"tasks per node vary ({raw}); taking node {rank}'s")
+        if len(set(counts)) > 1:
+            r.notes.append(f"tasks per node vary ({raw}); taking node {rank}'s")
         return counts[rank] if rank is not None and rank < len(counts) else max(counts)
 
     if step:
-        names = ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE")
+        names: tuple[str, ...] = ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+                                  "SLURM_NTASKS_PER_NODE")
     elif r.has("SLURM_NTASKS"):
         names = ("SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
-    else:
+    else:  # without -n/--ntasks-per-node, SLURM_TASKS_PER_NODE counts CPUs, not tasks
         names = ("SLURM_NTASKS_PER_NODE",)
-        if r.has("SLURM_TASKS_PER_NODE") and not r.has("SLURM_NTASKS_PER_NODE"):
+        if r.has("SLURM_TASKS_PER_NODE") and not r.has(*names):
             r.notes.append(f"SLURM_TASKS_PER_NODE={r.value('SLURM_TASKS_PER_NODE')} ignored: "
                            "no task count was requested, so it only counts CPUs")
-    return r.get("tasks_per_node", names, per_node)
+    return r.first("tasks_per_node", dict.fromkeys(names, this_node))
 
 
 def _pbs(r: _Reader, read_file: Callable[[str], str], host: str) -> JobEnv:
-    job_id = r.get("job_id", ("PBS_JOBID",), str)
+    job_id = r.first("job_id", {"PBS_JOBID": str})
     if r.has("PBS_O_WORKDIR"):
         r.notes.append(f"submitted from PBS_O_WORKDIR={r.value('PBS_O_WORKDIR')}")
-    slots: list[str] = []
     path = r.value("PBS_NODEFILE")
-    if path:
-        try:
-            slots = [ln.strip() for ln in read_file(path).splitlines() if ln.strip()]
-        except OSError as exc:
-            r.problems.append(ENV_INVALID.problem(
-                f"cannot read PBS_NODEFILE={path}: {exc.strerror or exc}",
-                cause="PBS Pro writes the node file on the job's first node only",
-                fix="start ddpcheck on the first node, or copy the file to shared storage and "
-                    "export PBS_NODEFILE=<copy> on every node"))
-    nodes = tuple(dict.fromkeys(slots))
+    slots: list[str] = []
+    try:
+        slots = [ln.strip() for ln in read_file(path).splitlines() if ln.strip()] if path else []
+    except OSError as exc:
+        r.problems.append(ENV_INVALID.problem(
+            f"cannot read PBS_NODEFILE={path}: {exc.strerror or exc}",
+            cause="PBS writes the node file on the job's first node only",
+            fix="start ddpcheck on the first node, or copy the file to shared storage and "
+                "export PBS_NODEFILE=<copy> on every node"))
+    nodes = tuple(dict.fromkeys(slots))  # one line per slot: unique, in order
     if nodes:
-        r.notes.append(f"nodes from PBS_NODEFILE={path} ({len(slots)} slots)")
+        r.notes.append(f"nodes from PBS_NODEFILE={path} ({len(slots)} slot lines)")
         r.notes.append(f"nnodes from PBS_NODEFILE={path} ({len(nodes)} unique hosts)")
     rank = _position(r, host, nodes)
     if rank is None:
-        rank = r.get("node_rank", ("PBS_NODENUM",), _whole)
+        rank = r.first("node_rank", {"PBS_NODENUM": whole_number})
     tasks = None
     if nodes:
         per_host = [slots.count(n) for n in nodes]
         tasks = per_host[rank] if rank is not None and rank < len(nodes) else max(per_host)
-        r.notes.append(f"tasks_per_node from PBS_NODEFILE={path} (slots of this node)")
+        r.notes.append(f"tasks_per_node from PBS_NODEFILE={path} (this node's slot lines)")
     return r.job("pbs", nodes=nodes, nnodes=len(nodes) or None, node_rank=rank, job_id=job_id,
-                 endpoint=_first_node_endpoint(r, nodes), tasks_per_node=tasks, hostname=host)
+                 endpoint=_first_node_endpoint(r, nodes, "PBS_NODEFILE"),
+                 tasks_per_node=tasks, hostname=host)
 
 
 def _torch(r: _Reader, source: str, host: str) -> JobEnv:
-    nnodes = r.first("nnodes", [("PET_NNODES", _nnodes_spec), ("GROUP_WORLD_SIZE", _count)])
-    if nnodes is None and r.has("WORLD_SIZE", "LOCAL_WORLD_SIZE"):
-        nnodes = r.get("nnodes", ("WORLD_SIZE",), lambda v: _per_node(r, v))
-    rank = r.get("node_rank", ("PET_NODE_RANK", "GROUP_RANK", "NODE_RANK"), _whole)
-    endpoint = r.get("endpoint", ("PET_RDZV_ENDPOINT",), str)
+    nnodes = r.first("nnodes", {"PET_NNODES": parse_nnodes, "GROUP_WORLD_SIZE": positive_count})
+    rank = r.first("node_rank", dict.fromkeys(("PET_NODE_RANK", "GROUP_RANK", "NODE_RANK"),
+                                              whole_number))
+    endpoint = r.first("endpoint", {"PET_RDZV_ENDPOINT": str})
     for addr, port in (("PET_MASTER_ADDR", "PET_MASTER_PORT"), ("MASTER_ADDR", "MASTER_PORT")):
         if endpoint is None and r.has(addr):
-            endpoint = _join(r.value(addr), r.get("port", (port,), _port))
             r.notes.append(f"endpoint from {addr}={r.value(addr)}")
-    tasks = r.first("tasks_per_node", [("PET_NPROC_PER_NODE", _nproc_spec),
-                                       ("LOCAL_WORLD_SIZE", _count)])
-    job_id = r.get("job_id", ("PET_RDZV_ID", "TORCHELASTIC_RUN_ID"),
-                   lambda v: None if v == "none" else v)
+            endpoint = join_host_port(r.value(addr), r.first("port", {port: port_number}))
+    tasks = r.first("tasks_per_node", {"PET_NPROC_PER_NODE": parse_nproc_per_node,
+                                       "LOCAL_WORLD_SIZE": positive_count})
+    job_id = r.first("job_id", dict.fromkeys(("PET_RDZV_ID", "TORCHELASTIC_RUN_ID"),
+                                             lambda v: None if v == "none" else v))
     return r.job(source, nnodes=nnodes, node_rank=rank, endpoint=endpoint, job_id=job_id,
                  tasks_per_node=tasks, hostname=host)
 
 
-def _first_node_endpoint(r: _Reader, nodes: Sequence[str]) -> str | None:
+def _first_node_endpoint(r: _Reader, nodes: Sequence[str], where: str) -> str | None:
     if not nodes:
         return None
-    port = r.get("port", ("MASTER_PORT",), _port)
     addr = r.value("MASTER_ADDR")
-    if addr and addr != nodes[0]:
+    if addr and not same_host(addr, nodes[0]):
         r.notes.append(f"MASTER_ADDR={addr} not used: the endpoint is the first node, {nodes[0]}")
-    r.notes.append(f"endpoint from the first node, {nodes[0]}")
-    return _join(nodes[0], port)
+    r.notes.append(f"endpoint from {where} (first node, {nodes[0]})")
+    return join_host_port(nodes[0], r.first("port", {"MASTER_PORT": port_number}))
 
 
 def _checked_count(r: _Reader, nodes: Sequence[str], count: int | None) -> int | None:
@@ -288,80 +289,122 @@ def _checked_count(r: _Reader, nodes: Sequence[str], count: int | None) -> int |
 
 def _position(r: _Reader, host: str, nodes: Sequence[str]) -> int | None:
     for i, node in enumerate(nodes):
-        if _same_host(host, node):
-            r.notes.append(f"node_rank from the position of {host} in the node list")
+        if same_host(host, node):
+            r.notes.append(f"node_rank from the position of {host} in the node list: {i}")
             return i
     return None
-
-
-def _same_host(a: str, b: str) -> bool:
-    a, b = a.lower(), b.lower()
-    if a == b:
-        return True
-    if a.replace(".", "").isdigit() or b.replace(".", "").isdigit():
-        return False  # IPv4 addresses: no short-name matching
-    return a.split(".")[0] == b.split(".")[0]
-
-
-def _join(host: str, port: int | None) -> str:
-    if port is None:
-        return host
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
 def _hostlist(raw: str) -> tuple[str, ...] | None:
     return tuple(expand_slurm_nodelist(raw)) or None
 
 
-def _whole(raw: str) -> int:
-    if not raw.isdigit():
-        raise ValueError("expected a whole number")
-    return int(raw)
-
-
-def _count(raw: str) -> int:
-    value = _whole(raw)
-    if value < 1:
-        raise ValueError("expected a positive count")
-    return value
-
-
-def _port(raw: str) -> int:
-    value = _whole(raw)
-    if not 0 < value < 65536:
-        raise ValueError("expected a port number 1-65535")
-    return value
-
-
-def _id_count(raw: str) -> int | None:
-    """Count GPU ids in "0,1,2,3" (or UUIDs); Slurm's old "NoDevFiles" means no information."""
-    return None if raw == "NoDevFiles" else len([x for x in raw.split(",") if x.strip()])
-
-
-def _gpu_spec(raw: str) -> int:
-    """SLURM_GPUS_PER_NODE: "4", "a100:4" or "a100:2,v100:2" (summed)."""
-    return sum(_whole(item.rsplit(":", 1)[-1].strip()) for item in raw.split(","))
-
-
-def _nnodes_spec(raw: str) -> int | None:
-    """torchrun's --nnodes: "2", or "MIN:MAX" (one value only if MIN == MAX)."""
-    low, _, high = raw.partition(":")
-    low_n, high_n = _count(low), _count(high or low)
-    return low_n if low_n == high_n else None
-
-
-def _nproc_spec(raw: str) -> int | None:
-    """torchrun's --nproc-per-node: a count, or gpu/cpu/auto (decided when torchrun starts)."""
-    return None if raw in ("gpu", "cpu", "auto", "xpu") else _count(raw)
-
-
-def _per_node(r: _Reader, world: str) -> int | None:
-    local = r.value("LOCAL_WORLD_SIZE")
-    if not local:
-        return None
-    size, per = _count(world), _count(local)
-    return size // per if size % per == 0 else None
-
-
 def _clip(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def shape_problems(job: JobEnv, nodes_flag: int | None, nproc_per_node: int | None = None,
+                   gpus_per_replica: int = 1) -> list[Problem]:
+    """Contradictions between the job's shape and ddpcheck's flags (None = flag not given).
+
+    Parse errors are not repeated: they are in job.problems.
+    """
+    found = _node_count(job, nodes_flag, nproc_per_node)
+    if not found:  # a wrong --nodes already explains an out-of-range rank
+        found += _rank(job, nodes_flag)
+    return (found + _launch(job, nodes_flag) + _membership(job)
+            + _gpus(job, nproc_per_node, gpus_per_replica))
+
+
+def _allocation(job: JobEnv) -> str:
+    size = f"{job.nnodes} node{'' if job.nnodes == 1 else 's'}"
+    listed = f" ({compress_hostlist(job.nodes)})" if job.nodes else ""
+    if job.source == "slurm":
+        verb = "the srun step runs on" if job.step_id else "the Slurm allocation has"
+        return f"{verb} {size}{listed}"
+    if job.source == "pbs":
+        return f"the PBS job has {size}{listed}"
+    return f"{job.origin('nnodes') or 'the environment'} says {size}"
+
+
+def _node_count(job: JobEnv, flag: int | None, nproc: int | None) -> list[Problem]:
+    out: list[Problem] = []
+    n, tasks, hosts = job.nnodes, job.tasks_per_node, _hosts(job)
+    batch_one = job.source == "slurm" and not job.step_id and flag == 1  # one node, legitimately
+    if flag is not None and n is not None and flag != n and not batch_one:
+        fix = {"slurm": f"pass --nodes {n}, or allocate {flag} nodes (sbatch --nodes={flag}) "
+                        "and start ddpcheck with srun --ntasks-per-node=1",
+               "pbs": f"pass --nodes {n}, or request {flag} nodes (qsub -l select={flag}:...)"}
+        out.append(SHAPE_MISMATCH.problem(f"--nodes {flag} but {_allocation(job)}", hosts=hosts,
+                                          fix=fix.get(job.source, f"pass --nodes {n}, or set "
+                                                      f"{_var(job, 'nnodes')} to {flag}")))
+    if job.source in ("torchrun", "env") and nproc and tasks and nproc != tasks:
+        out.append(SHAPE_MISMATCH.problem(
+            f"--nproc-per-node {nproc} but {job.origin('tasks_per_node')}", hosts=hosts,
+            fix=f"pass --nproc-per-node {tasks}, or set {_var(job, 'tasks_per_node')} to {nproc}"))
+    return out
+
+
+def _rank(job: JobEnv, flag: int | None) -> list[Problem]:
+    limit, rank = flag if flag is not None else job.nnodes, job.node_rank
+    if rank is None or limit is None or rank < limit:
+        return []
+    what = f"--nodes {flag}" if flag is not None else _allocation(job)
+    return [NODE_RANK_INVALID.problem(
+        f"node rank {rank} ({job.origin('node_rank') or 'derived'}) but {what}: "
+        f"valid ranks are 0-{limit - 1}", hosts=_hosts(job))]
+
+
+def _launch(job: JobEnv, flag: int | None) -> list[Problem]:
+    if job.source != "slurm":
+        return []
+    out: list[Problem] = []
+    tasks, gpus, host = job.tasks_per_node, job.gpus_per_node, job.hostname or "this node"
+    if job.step_id and tasks and tasks > 1:
+        out.append(TOO_MANY_TASKS.problem(
+            f"srun started {tasks} ddpcheck tasks on {host} ({job.origin('tasks_per_node')}); "
+            "each would start its own torchrun", hosts=_hosts(job)))
+    if tasks and tasks > 1 and gpus is not None and tasks != gpus:
+        out.append(TASKS_GPUS_MISMATCH.problem(
+            f"{tasks} Slurm tasks per node ({job.origin('tasks_per_node')}) but {gpus} GPUs "
+            f"per node ({job.origin('gpus_per_node')})", hosts=_hosts(job),
+            fix=f"if srun launches the ranks, set --ntasks-per-node={gpus} to match "
+                f"--gres=gpu:{gpus}; with ddpcheck or torchrun, use --ntasks-per-node=1 and "
+                f"--nproc-per-node {gpus}"))
+    on_node = any(same_host(host, n) for n in job.nodes)
+    if not job.step_id and (job.nnodes or 0) > 1 and flag != 1 and on_node:
+        out.append(NOT_PER_NODE.problem(
+            f"ddpcheck runs in the batch script on {host} only (no srun step), but "
+            f"{_allocation(job)}", hosts=_hosts(job),
+            fix=f"srun --ntasks-per-node=1 ddpcheck run --nodes {flag or job.nnodes} ..."))
+    return out
+
+
+def _membership(job: JobEnv) -> list[Problem]:
+    host = job.hostname
+    if not job.nodes or not host or any(same_host(host, n) for n in job.nodes):
+        return []
+    label = {"slurm": "Slurm", "pbs": "PBS"}.get(job.source, job.source)
+    return [NOT_IN_ALLOCATION.problem(
+        f"this host ({host}) is not in the {label} node list {compress_hostlist(job.nodes)}",
+        hosts=(host,))]
+
+
+def _gpus(job: JobEnv, nproc: int | None, per_replica: int) -> list[Problem]:
+    gpus, per_replica = job.gpus_per_node, max(per_replica, 1)
+    need = (nproc or 0) * per_replica
+    if gpus is None or not nproc or need <= gpus:
+        return []
+    lower = f"lower --nproc-per-node to {gpus // per_replica}, or " if gpus >= per_replica else ""
+    return [diagnoses.TOO_FEW_GPUS.problem(
+        f"--nproc-per-node {nproc} x --gpus-per-replica {per_replica} needs {need} GPUs per "
+        f"node but the {job.source} job gives this node {gpus} ({job.origin('gpus_per_node')})",
+        hosts=_hosts(job), fix=f"{lower}request {need} GPUs per node (e.g. --gres=gpu:{need})")]
+
+
+def _hosts(job: JobEnv) -> tuple[str, ...]:
+    return (job.hostname,) if job.hostname else ()
+
+
+def _var(job: JobEnv, field: str) -> str:
+    return job.origin(field).split("=", 1)[0] or "the variable"
