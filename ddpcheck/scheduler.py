@@ -204,9 +204,11 @@ def _slurm(r: _Reader, host: str) -> JobEnv:
 def _slurm_tasks(r: _Reader, step: str | None, rank: int | None) -> int | None:
     def this_node(raw: str) -> int:
         counts = parse_slurm_tasks_per_node(raw)
+        known = rank is not None and rank < len(counts)
         if len(set(counts)) > 1:
-            r.notes.append(f"tasks per node vary ({raw}); taking node {rank}'s")
-        return counts[rank] if rank is not None and rank < len(counts) else max(counts)
+            r.notes.append(f"tasks per node vary ({raw}); taking "
+                           + (f"node {rank}'s" if known else "the largest"))
+        return counts[rank] if known and rank is not None else max(counts)
 
     if step:
         names: tuple[str, ...] = ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
@@ -384,9 +386,8 @@ def _membership(job: JobEnv) -> list[Problem]:
     host = job.hostname
     if not job.nodes or not host or any(same_host(host, n) for n in job.nodes):
         return []
-    label = {"slurm": "Slurm", "pbs": "PBS"}.get(job.source, job.source)
     return [NOT_IN_ALLOCATION.problem(
-        f"this host ({host}) is not in the {label} node list {compress_hostlist(job.nodes)}",
+        f"this host ({host}) is not in the {_label(job)} node list {compress_hostlist(job.nodes)}",
         hosts=(host,))]
 
 
@@ -398,12 +399,16 @@ def _gpus(job: JobEnv, nproc: int | None, per_replica: int) -> list[Problem]:
     lower = f"lower --nproc-per-node to {gpus // per_replica}, or " if gpus >= per_replica else ""
     return [diagnoses.TOO_FEW_GPUS.problem(
         f"--nproc-per-node {nproc} x --gpus-per-replica {per_replica} needs {need} GPUs per "
-        f"node but the {job.source} job gives this node {gpus} ({job.origin('gpus_per_node')})",
+        f"node but the {_label(job)} job gives this node {gpus} ({job.origin('gpus_per_node')})",
         hosts=_hosts(job), fix=f"{lower}request {need} GPUs per node (e.g. --gres=gpu:{need})")]
 
 
 def _hosts(job: JobEnv) -> tuple[str, ...]:
     return (job.hostname,) if job.hostname else ()
+
+
+def _label(job: JobEnv) -> str:
+    return {"slurm": "Slurm", "pbs": "PBS"}.get(job.source, job.source)
 
 
 def _var(job: JobEnv, field: str) -> str:
