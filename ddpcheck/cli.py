@@ -52,6 +52,13 @@ HELP = {
 }
 
 
+METAVAR = {"nodes": "N", "node_rank": "N", "nproc_per_node": "N|auto",
+           "rdzv_endpoint": "HOST:PORT", "rdzv_id": "ID", "backend": "auto|nccl|gloo",
+           "gpus_per_replica": "K", "stages": "LIST", "timeout": "SECONDS",
+           "probe_timeout": "SECONDS", "rdzv_timeout": "SECONDS", "json_path": "PATH",
+           "checkpoint_dir": "DIR", "results_dir": "DIR"}
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="ddpcheck", description="Is this allocation ready for PyTorch "
                     "distributed training? If not: which node or rank, what cause, what fix.")
@@ -59,7 +66,7 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     run = sub.add_parser("run", help="check this node, launch torchrun, print the report")
     for name, flag, var, _ in SETTINGS:
-        run.add_argument(flag, dest=name, metavar=name.split("_")[-1].upper(),
+        run.add_argument(flag, dest=name, metavar=METAVAR[name],
                          help=f"{HELP[name]} [env {var}]")
     run.add_argument("-v", "--verbose", action="store_true", help="stream torchrun's output")
     run.add_argument("--traceback", action="store_true", help="show raw errors with tracebacks")
@@ -85,7 +92,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return Exit.USAGE
     from ddpcheck.runner import run
 
-    return run(cfg)
+    try:
+        return run(cfg)
+    except KeyboardInterrupt:
+        print("ddpcheck: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # the last resort: one line, unless --traceback
+        if cfg.traceback:
+            raise
+        print(f"ddpcheck: internal error: {type(exc).__name__}: {exc} (rerun with --traceback "
+              "and report it)", file=sys.stderr)
+        return Exit.NOT_READY
 
 
 def cmd_list() -> int:
