@@ -24,7 +24,8 @@ def test_checkpoint_saved_by_rank_0_loads_on_every_rank(world, settings, record)
     """A checkpoint rank 0 saves in --checkpoint-dir is readable, intact, on every rank."""
     if settings.checkpoint_dir is None:
         pytest.skip("no --checkpoint-dir given (pass one on shared storage to probe it)")
-    path = settings.checkpoint_dir / f"ddpcheck-probe-{os.environ.get('TORCHELASTIC_RUN_ID', 'local')}.pt"
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "local")
+    path = settings.checkpoint_dir / f"ddpcheck-probe-{run_id}.pt"
     saved = {"nonce": None, "error": None}
     if world.rank == 0:
         nonce = secrets.token_hex(8)

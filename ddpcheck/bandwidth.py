@@ -9,8 +9,8 @@ Rates are derived from the median time, never averaged per trial.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 GB = 1e9
 

@@ -12,7 +12,7 @@ import json
 import os
 import socket
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from ddpcheck import __version__
 from ddpcheck.config import SETTINGS, build_config
@@ -75,7 +75,7 @@ def build_parser() -> Parser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command == "list":

@@ -8,9 +8,10 @@ the flag or variable it came from.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Tuple, TypeVar
+from typing import Any, Callable, TypeVar
 
 from ddpcheck import parsing
 from ddpcheck.parsing import UsageError
@@ -29,19 +30,19 @@ class Config:
     """Everything ``ddpcheck run`` needs, validated."""
 
     nodes: int = 1
-    node_rank: Optional[int] = None
-    nproc_per_node: Optional[int] = None  # None = auto: GPUs on this node, else 2
-    rdzv_endpoint: Optional[Tuple[str, int]] = None
+    node_rank: int | None = None
+    nproc_per_node: int | None = None  # None = auto: GPUs on this node, else 2
+    rdzv_endpoint: tuple[str, int] | None = None
     rdzv_id: str = ""
     backend: str = "auto"
     gpus_per_replica: int = 1
-    stages: Tuple[str, ...] = ()
+    stages: tuple[str, ...] = ()
     timeout: float = DEFAULT_TIMEOUT
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT
     rdzv_timeout: float = DEFAULT_RDZV_TIMEOUT
-    json_path: Optional[Path] = None
-    checkpoint_dir: Optional[Path] = None
-    results_dir: Optional[Path] = None
+    json_path: Path | None = None
+    checkpoint_dir: Path | None = None
+    results_dir: Path | None = None
     verbose: bool = False
     traceback: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where it came from
@@ -54,7 +55,7 @@ class Config:
         return data
 
 
-def endpoint_text(ep: Optional[Tuple[str, int]]) -> Optional[str]:
+def endpoint_text(ep: tuple[str, int] | None) -> str | None:
     return f"{ep[0]}:{ep[1]}" if ep else None
 
 
@@ -86,8 +87,8 @@ def _nonempty(raw: str, what: str) -> str:
     return raw.strip()
 
 
-def build_config(flags: Mapping[str, Optional[str]], env: Mapping[str, str],
-                 scheduler: Optional[Mapping[str, tuple[Any, str]]] = None) -> Config:
+def build_config(flags: Mapping[str, str | None], env: Mapping[str, str],
+                 scheduler: Mapping[str, tuple[Any, str]] | None = None) -> Config:
     """Build the Config from raw flag strings, the environment and scheduler facts.
 
     ``flags`` maps setting names to the raw string given on the command line (or None);
@@ -104,7 +105,7 @@ def build_config(flags: Mapping[str, Optional[str]], env: Mapping[str, str],
         elif scheduler and name in scheduler:
             values[name], sources[name] = scheduler[name]
     values.setdefault("stages", parse_stages("all"))
-    values.setdefault("rdzv_id", env.get("SLURM_JOB_ID") or env.get("PBS_JOBID") or "")
+    values.setdefault("rdzv_id", "ddpcheck")  # one fixed id, so by-hand nodes agree
     cfg = Config(**values, verbose=bool(flags.get("verbose")),
                  traceback=bool(flags.get("traceback")), sources=sources)
     check_consistency(cfg)
@@ -114,16 +115,20 @@ def build_config(flags: Mapping[str, Optional[str]], env: Mapping[str, str],
 def check_consistency(cfg: Config) -> None:
     """Reject combinations that cannot work, naming the settings involved."""
     def src(name: str) -> str:
-        return cfg.sources.get(name, name)
+        """The setting as the user wrote it: "--nodes 3", "DDPCHECK_NODES=3", "SLURM_NNODES=3"."""
+        source, value = cfg.sources.get(name, name), getattr(cfg, name)
+        if "=" in source or " (" in source:
+            return source
+        return f"{source} {value}" if source.startswith("-") else f"{source}={value}"
 
     if cfg.nodes > 1 and cfg.rdzv_endpoint is None:
-        raise UsageError(f"{src('nodes')}={cfg.nodes}: a multi-node run needs --rdzv-endpoint "
+        raise UsageError(f"{src('nodes')}: a multi-node run needs --rdzv-endpoint "
                          "HOST:PORT (the host of node rank 0), or run it inside Slurm/PBS")
     if cfg.node_rank is not None and cfg.node_rank >= cfg.nodes:
-        raise UsageError(f"{src('node_rank')}={cfg.node_rank}: must be below --nodes "
+        raise UsageError(f"{src('node_rank')}: must be below --nodes "
                          f"({cfg.nodes})")
     if cfg.timeout <= cfg.rdzv_timeout:
-        raise UsageError(f"{src('timeout')}={cfg.timeout:g}: the whole-run deadline must be "
+        raise UsageError(f"{src('timeout')}: the whole-run deadline must be "
                          f"longer than the rendezvous deadline ({cfg.rdzv_timeout:g} s)")
     if cfg.json_path is not None:
         check_writable_file(cfg.json_path, cfg.sources.get("json_path", "--json"))

@@ -6,7 +6,8 @@ Pure; used by the rendezvous probes (versions, architecture, settings across ran
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Hashable, Mapping
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 from ddpcheck.ranges import ranks_with_hosts
 

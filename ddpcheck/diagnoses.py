@@ -7,8 +7,8 @@ A Problem is plain data (JSON round-trip) so it can cross from worker to launche
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Iterable
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,8 @@ CHECKPOINT_FAILED = _d(
 RANK_UNRESPONSIVE = _d(
     "rank-unresponsive", "ranks did not arrive before the stage deadline",
     "the process is stopped, hung in a collective, or starved (swap, CPU throttling)",
-    "inspect the named host (py-spy dump --pid PID); raise --probe-timeout if the node is just slow")
+    "inspect the named host (py-spy dump --pid PID); raise --probe-timeout if the node is "
+    "just slow")
 RANK_KILLED = _d(
     "rank-killed", "a rank was killed by a signal",
     "the OOM killer, a scheduler limit, or someone killed the process",

@@ -8,7 +8,7 @@ or passwords never leave this module unredacted.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "TORCHELASTIC_", "MASTER_", "PET_", "SLURM_", "PBS_",
             "DDPCHECK_", "CUDA_", "FI_", "UCX_", "OMPI_", "PMI_")

@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, Optional
+from typing import IO, Callable
 
 import psutil
 
@@ -26,8 +26,14 @@ END_GRACE_S = 8.0  # ranks reported their end; torchrun gets this long to exit b
 KILL_GRACE_S = 3.0  # SIGTERM, then SIGKILL after this long
 
 
-def torchrun_argv(cfg: Config, nproc: int, run_id: str) -> list[str]:
-    """The torchrun command line for this node (pure)."""
+def torchrun_argv(cfg: Config, nproc: int, run_id: str, local_addr: str = "") -> list[str]:
+    """The torchrun command line for this node (pure).
+
+    Multi-node: the rendezvous store is hosted by ddpcheck's launcher on the endpoint node
+    (see checkin), so every agent joins it as a client (is_host=false); --local-addr makes
+    the workers' MASTER_ADDR the address the peer probes proved reachable, not an FQDN
+    the other nodes may not resolve.
+    """
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(cfg.nodes),
             "--nproc-per-node", str(nproc), "--max-restarts", "0", "--monitor-interval", "0.5"]
     conf = (f"join_timeout={int(max(cfg.rdzv_timeout, 1))},read_timeout="
@@ -37,8 +43,9 @@ def torchrun_argv(cfg: Config, nproc: int, run_id: str) -> list[str]:
     else:
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", str(endpoint_text(cfg.rdzv_endpoint)),
                  "--rdzv-id", run_id]
-        if cfg.node_rank is not None:
-            argv += ["--node-rank", str(cfg.node_rank)]
+        conf += ",is_host=false"
+        if local_addr:
+            argv += ["--local-addr", local_addr]
     argv += ["--rdzv-conf", conf, "-m", "ddpcheck.worker"]
     return argv
 
@@ -68,7 +75,7 @@ def worker_env(cfg: Config, env: dict[str, str], results_dir: Path, nproc: int) 
 class LaunchOutcome:
     """What the launcher saw of torchrun."""
 
-    returncode: Optional[int]
+    returncode: int | None
     elapsed: float
     deadline_hit: bool = False
     killed_after_end: bool = False
@@ -77,13 +84,13 @@ class LaunchOutcome:
 
 
 def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadline: float,
-                 log: IO[str], on_tick: Optional[Callable[[], None]] = None) -> LaunchOutcome:
+                 log: IO[str], on_tick: Callable[[], None] | None = None) -> LaunchOutcome:
     """Run torchrun to its end, or end it at the deadline; never hangs."""
     start = time.monotonic()
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     outcome = LaunchOutcome(None, 0.0)
-    ended_at: Optional[float] = None
+    ended_at: float | None = None
     try:
         while proc.poll() is None:
             time.sleep(0.2)

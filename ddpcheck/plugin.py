@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -131,7 +132,8 @@ class RankSession:
         if item.stash.get(OUTCOME_KEY, {}).get("status") in (results.FAIL, results.BLOCKED):
             return
         if report.skipped and call.when in ("setup", "call"):
-            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            rep = report.longrepr
+            reason = rep[2] if isinstance(rep, tuple) else str(rep)
             item.stash[OUTCOME_KEY] = {"status": results.SKIP, "problems": [],
                                        "message": reason.removeprefix("Skipped: ")}
         elif report.failed:

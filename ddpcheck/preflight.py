@@ -9,7 +9,7 @@ a malformed CUDA_VISIBLE_DEVICES.
 from __future__ import annotations
 
 import socket
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from ddpcheck import gpu
 from ddpcheck.config import Config
@@ -21,13 +21,13 @@ IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 CPU_RANKS = 2  # --nproc-per-node auto without GPUs
 
 
-def auto_nproc(gpus: Optional[list[gpu.GpuInfo]] = None) -> int:
+def auto_nproc(gpus: list[gpu.GpuInfo] | None = None) -> int:
     """One rank per GPU nvidia-smi lists, else 2 CPU ranks."""
     found = gpu.list_gpus() if gpus is None else gpus
     return len(found) if found else CPU_RANKS
 
 
-def endpoint_ip(cfg: Config) -> Optional[str]:
+def endpoint_ip(cfg: Config) -> str | None:
     """The rendezvous host's IPv4 address, or None on a single-node run."""
     if cfg.rdzv_endpoint is None or cfg.nodes == 1:
         return None

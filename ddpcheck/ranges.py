@@ -5,7 +5,7 @@ Pure helpers shared by the worker plugin and the launcher's report.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 
 def format_ranks(ranks: Iterable[int]) -> str:

@@ -7,8 +7,9 @@ per problem (root cause first) and a verdict line; ``to_json`` mirrors it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from tabulate import tabulate
 

@@ -8,46 +8,93 @@ failure is turned into a diagnosis by postmortem.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
-from ddpcheck import results
+from ddpcheck import cluster, results
+from ddpcheck.cluster import ClusterState
 from ddpcheck.config import Config, new_run_id
+from ddpcheck.diagnoses import Problem
 from ddpcheck.launch import default_results_dir, run_torchrun, torchrun_argv, worker_env
 from ddpcheck.postmortem import diagnose_launch, diagnose_ranks
 from ddpcheck.preflight import auto_nproc, node_preflight
-from ddpcheck.report import Report, StageResult, build_report, render_text, to_json
+from ddpcheck.report import (
+    Report,
+    StageResult,
+    build_report,
+    merge_problems,
+    render_text,
+    to_json,
+)
+from ddpcheck.scheduler import JobEnv, detect, shape_problems
 
 PREFLIGHT = "preflight"
 
 
 def run(cfg: Config) -> int:
     start = time.monotonic()
+    env = dict(os.environ)
     results_dir = (cfg.results_dir or default_results_dir()).resolve()
     results_dir.mkdir(parents=True, exist_ok=True)
     nproc = cfg.nproc_per_node or auto_nproc()
-    pre = node_preflight(cfg, dict(os.environ), nproc)
+    job = detect(env)
+    pre = node_preflight(cfg, env, nproc) + _shape_problems(cfg, job, nproc)
+    st = ClusterState()
+    if cfg.nodes > 1:
+        st = cluster.connect(cfg, env, nproc, pre, start + cfg.rdzv_timeout, job.nodes)
+        pre = merge_problems([*pre, *st.problems])
     if pre:
         report = build_report({}, cfg.stages, pre, time.monotonic() - start, nproc * cfg.nodes)
         _prepend_preflight(report, results.FAIL)
+        st.close()
         return _finish(cfg, report, results_dir, nproc)
-    outcome, log_tail = _launch(cfg, results_dir, nproc, start)
+    try:
+        outcome, log_tail = _launch(cfg, results_dir, nproc, start, st.advertised)
+    finally:
+        st.close()
     events = results.rank_events(results_dir)
     hosts = {r: e.get("host", "?") for r, evs in events.items() for e in evs
              if e.get("event") == "start"}
     problems = diagnose_ranks(events, results.exit_statuses(results_dir), outcome, hosts)
     problems += diagnose_launch(events, outcome, cfg.timeout, log_tail)
+    rank0_here = 0 in _local_ranks(results_dir)
+    problems += cluster.share_final(st, problems, rank0_here)
     report = build_report(events, cfg.stages, problems, time.monotonic() - start,
                           nproc * cfg.nodes)
     _prepend_preflight(report, results.PASS)
+    if cfg.nodes > 1 and not rank0_here:
+        report.notes.append(f"this is {socket.gethostname()}'s part; the whole report is printed "
+                            f"on the node hosting rank 0 ({_rank0_host(events)})")
     return _finish(cfg, report, results_dir, nproc)
 
 
-def _launch(cfg: Config, results_dir: Path, nproc: int, start: float):  # type: ignore[no-untyped-def]
-    run_id = cfg.rdzv_id or new_run_id()
-    argv = torchrun_argv(cfg, nproc, run_id)
+def _shape_problems(cfg: Config, job: JobEnv, nproc: int) -> list[Problem]:
+    """Contradictions between the flags and the scheduler's allocation."""
+    if job.source == "none":
+        return []
+    flagged = cfg.sources.get("nodes", "").startswith(("-", "DDPCHECK_"))
+    return [*job.problems, *shape_problems(job, cfg.nodes if flagged else None,
+                                           nproc if cfg.nproc_per_node else None,
+                                           cfg.gpus_per_replica)]
+
+
+def _local_ranks(results_dir: Path) -> set[int]:
+    return {int(p.stem.split("-")[1]) for p in results_dir.glob("rank-*.jsonl")}
+
+
+def _rank0_host(events: dict[int, list[dict]]) -> str:
+    for evs in events.values():
+        for e in evs:
+            if e.get("event") == "hello" and "0" in e.get("ranks", {}):
+                return e["ranks"]["0"]["host"]
+    return "unknown"
+
+
+def _launch(cfg: Config, results_dir: Path, nproc: int, start: float,
+            local_addr: str = ""):  # type: ignore[no-untyped-def]
+    argv = torchrun_argv(cfg, nproc, cfg.rdzv_id or new_run_id(), local_addr)
     env = worker_env(cfg, dict(os.environ), results_dir, nproc)
     log_path = results_dir / "torchrun.log"
     with open(log_path, "w", encoding="utf-8") as log:
@@ -92,7 +139,7 @@ def _prepend_preflight(report: Report, status: str) -> None:
 
 
 def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
-            extra: Optional[dict] = None) -> int:
+            extra: dict | None = None) -> int:
     report.notes.append(f"results: {results_dir}  (rank files, torchrun.log)")
     print(render_text(report), end="")
     if cfg.json_path:

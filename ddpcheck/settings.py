@@ -6,9 +6,9 @@ defaults; ``ddpcheck run`` sets these from its validated flags.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
 
 from ddpcheck.parsing import convert, positive_float, positive_int
 from ddpcheck.stages import parse_stages
@@ -21,10 +21,10 @@ class WorkerSettings:
     stages: tuple[str, ...]
     probe_timeout: float
     gpus_per_replica: int
-    checkpoint_dir: Optional[Path]
-    results_dir: Optional[Path]
-    expected_world_size: Optional[int]
-    expected_nproc_per_node: Optional[int]
+    checkpoint_dir: Path | None
+    results_dir: Path | None
+    expected_world_size: int | None
+    expected_nproc_per_node: int | None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:

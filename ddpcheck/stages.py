@@ -16,7 +16,7 @@ MARKER = "ddpcheck_stage"
 STAGES: dict[str, str] = {
     "node": "this node's torch build, GPUs, NCCL and shared memory",
     "rendezvous": "the world forms and every rank runs the same stack",
-    "collectives": "all_reduce, broadcast, all_gather, reduce_scatter, send/recv give exact results",
+    "collectives": "all_reduce, broadcast, all_gather, reduce_scatter, send/recv: exact",
     "bandwidth": "all-reduce bandwidth sweep over message sizes (algbw, busbw)",
     "ddp": "DistributedDataParallel trains in lockstep with a single-process reference",
     "placement": "the rank-to-device plan for --gpus-per-replica is valid and runs",

@@ -20,7 +20,8 @@ def build(flags=None, env=None, scheduler=None) -> Config:
 # --- defaults ----------------------------------------------------------------------------------
 def test_defaults_without_flags_env_or_scheduler():
     cfg = build()
-    assert (cfg.nodes, cfg.node_rank, cfg.nproc_per_node, cfg.rdzv_endpoint) == (1, None, None, None)
+    assert (cfg.nodes, cfg.node_rank) == (1, None)
+    assert cfg.nproc_per_node is None and cfg.rdzv_endpoint is None
     assert cfg.backend == "auto" and cfg.gpus_per_replica == 1
     assert cfg.stages == tuple(STAGES)
     assert (cfg.timeout, cfg.probe_timeout, cfg.rdzv_timeout) == (
@@ -112,7 +113,8 @@ def test_bad_environment_value_names_the_variable_even_when_a_valid_flag_is_abse
     with pytest.raises(UsageError) as err:
         build({}, {"DDPCHECK_BACKEND": "mpi"})
     assert str(err.value).startswith("DDPCHECK_BACKEND=")
-    assert "(environment)" in str(err.value) and "expected one of auto, nccl, gloo" in str(err.value)
+    assert "(environment)" in str(err.value)
+    assert "expected one of auto, nccl, gloo" in str(err.value)
 
 
 def test_a_flag_shadows_a_bad_environment_value():
@@ -142,7 +144,8 @@ def test_multi_node_with_an_endpoint_is_accepted():
 
 @pytest.mark.parametrize("nodes, rank", [("1", "1"), ("2", "2"), ("2", "5")])
 def test_node_rank_must_be_below_nodes(nodes, rank):
-    with pytest.raises(UsageError, match=rf"^--node-rank={rank}: must be below --nodes \({nodes}\)"):
+    expected = rf"^--node-rank={rank}: must be below --nodes \({nodes}\)"
+    with pytest.raises(UsageError, match=expected):
         build({"nodes": nodes, "node_rank": rank, "rdzv_endpoint": "h:1"})
 
 
@@ -248,8 +251,9 @@ def test_new_run_id_is_a_fresh_short_hex_string():
 
 # --- to_dict ----------------------------------------------------------------------------------
 def test_to_dict_is_json_serialisable_with_text_paths_and_endpoint(tmp_path):
-    cfg = build({"nodes": "2", "rdzv_endpoint": "node0:29500", "json_path": str(tmp_path / "r.json"),
-                 "checkpoint_dir": "/shared/ck", "stages": "node"})
+    cfg = build({"nodes": "2", "rdzv_endpoint": "node0:29500",
+                 "json_path": str(tmp_path / "r.json"), "checkpoint_dir": "/shared/ck",
+                 "stages": "node"})
     data = json.loads(json.dumps(cfg.to_dict()))
     assert data["rdzv_endpoint"] == "node0:29500"
     assert data["json_path"] == str(tmp_path / "r.json")

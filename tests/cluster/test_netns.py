@@ -412,6 +412,7 @@ def test_sweep_stale_removes_dead_runs_only(netns_available: None) -> None:
     finally:
         crasher.kill()
         crasher.wait()
+        crasher.stdout.close()
         subprocess.run(["ip", "netns", "del", live], check=False)
 
 

@@ -1,0 +1,155 @@
+"""Node check-in: every node's launcher announces itself on the rendezvous endpoint.
+
+Runs in the launcher of a multi-node run, before torchrun. The node that owns the endpoint
+address hosts a c10d TCPStore on the rendezvous port (torchrun's agents then join it as
+clients, ``is_host=false``), so only that one port has to be reachable, exactly as for the
+real job. Each node publishes a card (host, --nodes, run id, nproc, addresses, its own
+preflight problems); every node reads all cards and judges them the same way, so the
+cluster either goes on together or stops with the same diagnosis on every node, within
+the rendezvous deadline instead of torchrun's 600 s.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from ddpcheck.diagnoses import CATALOGUE, Diagnosis, Problem
+
+COUNT_KEY = "ddpcheck/checkin/count"
+
+
+def _register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
+    return CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
+
+
+NODE_MISSING = _register(
+    "node-missing", "nodes did not join before the rendezvous deadline",
+    "the node never started ddpcheck, started it too late, or cannot reach the endpoint",
+    "start ddpcheck on every node of the job (Slurm: srun --ntasks-per-node=1), check the "
+    "missing node's own report, or raise --rdzv-timeout")
+NODES_MISMATCH = _register(
+    "nodes-mismatch", "nodes were started with different --nodes",
+    "the job script passes a different node count on some nodes",
+    "pass the same --nodes on every node (Slurm: --nodes \"$SLURM_NNODES\")")
+RUN_ID_MISMATCH = _register(
+    "run-id-mismatch", "nodes were started with different run ids",
+    "each node derived its own --rdzv-id (e.g. from a per-node variable or the date)",
+    "pass one --rdzv-id to every node (e.g. the job id)")
+TOO_MANY_NODES = _register(
+    "too-many-nodes", "more nodes joined than --nodes says",
+    "ddpcheck was started more than once on a node, or on nodes outside the job",
+    "start exactly one ddpcheck per node, on the job's nodes only")
+ENDPOINT_NOT_A_STORE = _register(
+    "endpoint-not-a-store", "the rendezvous port answers, but not as a c10d store",
+    "another program holds the port on the endpoint host (a stale job, a web server, ...)",
+    "pick a free port (--rdzv-endpoint HOST:OTHER_PORT) or stop the program holding it")
+
+
+@dataclass(frozen=True)
+class NodeCard:
+    """What one node's launcher tells the others before torchrun starts."""
+
+    host: str
+    nodes: int
+    run_id: str
+    nproc: int
+    pid: int
+    node_rank: int | None = None
+    advertised: str = ""  # the address peers should use to reach this node
+    probe_port: int = 0  # this node's ephemeral test listener (see peerprobe)
+    addresses: dict[str, list[str]] = field(default_factory=dict)
+    problems: list[dict[str, Any]] = field(default_factory=list)  # this node's preflight
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> NodeCard:
+        data = json.loads(text)
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def host_store(port: int, timeout: float) -> Any:
+    """Start the TCPStore server on the rendezvous port (this node owns the endpoint)."""
+    from torch.distributed import TCPStore
+
+    return TCPStore("0.0.0.0", port, is_master=True, wait_for_workers=False, multi_tenant=True,
+                    timeout=timedelta(seconds=timeout))
+
+
+def join_store(host: str, port: int, timeout: float) -> Any:
+    """Connect to the endpoint's store as a client; raises on timeout or a foreign server."""
+    from torch.distributed import TCPStore
+
+    return TCPStore(host, port, is_master=False, wait_for_workers=False,
+                    timeout=timedelta(seconds=timeout))
+
+
+def publish(store: Any, card: NodeCard) -> int:
+    index = int(store.add(COUNT_KEY, 1)) - 1
+    store.set(f"ddpcheck/checkin/{index}", card.to_json())
+    return index
+
+
+def read_cards(store: Any) -> list[NodeCard]:
+    count = int(store.add(COUNT_KEY, 0))
+    keys = [f"ddpcheck/checkin/{i}" for i in range(count)]
+    return [NodeCard.from_json(store.get(k)) for k in keys if store.check([k])]
+
+
+def wait_for_nodes(store: Any, me: NodeCard, deadline: float,
+                   expected_hosts: Sequence[str] = ()) -> tuple[list[NodeCard], list[Problem]]:
+    """Poll the cards until every node is in, a contradiction shows, or the deadline passes."""
+    while True:
+        cards = read_cards(store)
+        problems = judge(cards, me, expected_hosts, final=time.monotonic() >= deadline)
+        same = [c for c in cards if c.run_id == me.run_id]
+        if problems or len(same) >= me.nodes:
+            return cards, problems
+        time.sleep(0.2)
+
+
+def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str] = (),
+          final: bool = False) -> list[Problem]:
+    """Problems the cards show; ``final`` adds the nodes still missing at the deadline."""
+    same = [c for c in cards if c.run_id == me.run_id]
+    problems = [Problem.from_dict(p) for c in same for p in c.problems]
+    others = [c for c in cards if c.run_id != me.run_id]
+    if others:
+        problems.append(RUN_ID_MISMATCH.problem(
+            f"{_hosts(same)} use run id {me.run_id!r}, but " + "; ".join(
+                f"{c.host} uses {c.run_id!r}" for c in others),
+            hosts=sorted({c.host for c in others})))
+    counts = {c.nodes for c in same}
+    if len(counts) > 1:
+        problems.append(NODES_MISMATCH.problem(
+            "; ".join(f"{_hosts([c for c in same if c.nodes == n])} started with --nodes {n}"
+                      for n in sorted(counts)),
+            hosts=sorted(c.host for c in same if c.nodes != me.nodes)))
+    if len(same) > me.nodes and not others:
+        problems.append(TOO_MANY_NODES.problem(
+            f"{len(same)} launchers joined but --nodes is {me.nodes}: {_hosts(same)}",
+            hosts=sorted({c.host for c in same})))
+    if final and not problems and len(same) < me.nodes:
+        problems.append(_missing(same, me, expected_hosts))
+    return problems
+
+
+def _missing(same: Sequence[NodeCard], me: NodeCard, expected: Sequence[str]) -> Problem:
+    joined = sorted({c.host for c in same})
+    short = {h.split(".")[0] for h in joined}
+    absent = [h for h in expected if h.split(".")[0] not in short]
+    n = me.nodes - len(same)
+    who = ", ".join(absent) if absent else f"{n} node{'s' if n != 1 else ''} (names unknown)"
+    return NODE_MISSING.problem(
+        f"{len(same)} of {me.nodes} nodes joined within the rendezvous deadline "
+        f"(joined: {', '.join(joined)}); missing: {who}", hosts=absent)
+
+
+def _hosts(cards: Sequence[NodeCard]) -> str:
+    return ", ".join(sorted({c.host for c in cards})) or "no node"

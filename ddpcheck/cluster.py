@@ -1,0 +1,198 @@
+"""The multi-node part of a run: reach the endpoint, check in, probe peers, share the end.
+
+Runs in the launcher of every node when --nodes > 1, between the node preflight and
+torchrun, and again after torchrun to share each node's diagnoses. Every step has a
+deadline derived from --rdzv-timeout, so a missing node, a dropped port or a squatted port
+is named in seconds, and the world only starts when every node is known to be ready.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddpcheck.checkin import (
+    ENDPOINT_NOT_A_STORE,
+    NodeCard,
+    host_store,
+    join_store,
+    publish,
+    wait_for_nodes,
+)
+from ddpcheck.config import Config
+from ddpcheck.diagnoses import CATALOGUE, Diagnosis, Problem
+from ddpcheck.interfaces import Interface, propose_interface
+from ddpcheck.netprobe import (
+    bind_check,
+    connect_with_grace,
+    describe_bind,
+    describe_connect,
+    interfaces,
+    is_loopback,
+    resolve,
+)
+from ddpcheck.peerprobe import Listener, exchange_results, judge_addresses, judge_peers, probe_peers
+
+CONNECT_TIMEOUT = 3.0
+FINAL_WAIT = 10.0
+
+HOSTNAME_LOOPBACK = CATALOGUE.setdefault("hostname-loopback", Diagnosis(
+    "hostname-loopback", "this node's hostname resolves to a loopback address",
+    "Debian/Ubuntu put `127.0.1.1 <hostname>` in /etc/hosts; gloo then advertises 127.0.1.1 to "
+    "the other nodes, which connect to themselves",
+    "fix /etc/hosts so the hostname resolves to the cluster address, or set "
+    "GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the cluster interface"))
+ENDPOINT_LOOPBACK = CATALOGUE.setdefault("endpoint-loopback", Diagnosis(
+    "endpoint-loopback", "the rendezvous endpoint is a loopback address on a multi-node run",
+    "localhost/127.x only reaches the node itself; the other nodes cannot join",
+    "pass --rdzv-endpoint with node rank 0's cluster address or name"))
+
+
+@dataclass
+class ClusterState:
+    """What the multi-node steps found; ``store`` stays open until the run ends."""
+
+    problems: list[Problem] = field(default_factory=list)
+    cards: list[NodeCard] = field(default_factory=list)
+    me: NodeCard | None = None
+    store: Any = None
+    is_host: bool = False
+    advertised: str = ""
+    listener: Listener | None = None
+    peers: dict[str, dict] = field(default_factory=dict)
+
+    def close(self) -> None:
+        if self.listener:
+            self.listener.close()
+            self.listener = None
+
+
+def advertised_address(env: dict[str, str], backend: str, ifaces: Sequence[Interface],
+                       endpoint_ip: str) -> tuple[str, str]:
+    """(address, how it was chosen): what gloo/NCCL on this node will tell its peers."""
+    var = "NCCL_SOCKET_IFNAME" if backend == "nccl" else "GLOO_SOCKET_IFNAME"
+    names = [n for n in env.get(var, "").lstrip("^=").split(",") if n]
+    for iface in ifaces:
+        if names and iface.name == names[0] and iface.ipv4:
+            return iface.ipv4[0].address, f"{var}={env[var]}"
+    res = resolve(socket.gethostname())
+    if res.ok and res.addresses:
+        return res.addresses[0], f"hostname {socket.gethostname()}"
+    best = propose_interface(ifaces, endpoint_ip)
+    return (best.ipv4[0].address if best and best.ipv4 else ""), "route to the endpoint"
+
+
+def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
+            deadline: float, expected_hosts: Sequence[str] = ()) -> ClusterState:
+    """Everything before torchrun: endpoint, store, check-in, peer probes."""
+    st = ClusterState()
+    node = socket.gethostname()
+    assert cfg.rdzv_endpoint is not None
+    host, port = cfg.rdzv_endpoint
+    res = resolve(host)
+    if not res.ok:
+        st.problems.append(describe_connect(_unresolved(res), host, port, node))  # type: ignore
+        return st
+    ep_ip = res.addresses[0]
+    if is_loopback(ep_ip):
+        st.problems.append(ENDPOINT_LOOPBACK.problem(
+            f"--rdzv-endpoint {host}:{port} resolves to {ep_ip} on {node}", hosts=[node]))
+        return st
+    ifaces = interfaces()
+    st.is_host = any(a.address == ep_ip for i in ifaces for a in i.ipv4)
+    st.advertised, how = advertised_address(env, cfg.backend, ifaces, ep_ip)
+    if is_loopback(st.advertised) and how.startswith("hostname"):
+        best = propose_interface(ifaces, ep_ip)
+        fix = (f"fix /etc/hosts so {node} resolves to its cluster address"
+               + (f", or set GLOO_SOCKET_IFNAME={best.name}" if best else ""))
+        local.append(HOSTNAME_LOOPBACK.problem(
+            f"{node} resolves to {st.advertised} on {node}; gloo would advertise it to the "
+            "other nodes", fix=fix, hosts=[node]))
+    if not _open_store(st, host, port, node, cfg.rdzv_timeout):
+        return st
+    st.listener = Listener()
+    st.me = NodeCard(node, cfg.nodes, cfg.rdzv_id, nproc, os.getpid(), cfg.node_rank,
+                     st.advertised, st.listener.port,
+                     {i.name: [a.address for a in i.ipv4] for i in ifaces if i.is_up},
+                     [p.to_dict() for p in local])
+    publish(st.store, st.me)
+    st.cards, st.problems = wait_for_nodes(st.store, st.me, deadline, expected_hosts)
+    if not st.problems:
+        _probe_peers(st, port, deadline + CONNECT_TIMEOUT * 2)
+    return st
+
+
+def _open_store(st: ClusterState, host: str, port: int, node: str, grace: float) -> bool:
+    if st.is_host:
+        problem = describe_bind(bind_check(port), node)
+        if problem is None:
+            try:
+                st.store = host_store(port, timeout=grace)
+                return True
+            except (RuntimeError, ValueError) as exc:  # lost a race for the port
+                problem = ENDPOINT_NOT_A_STORE.problem(f"cannot host the store on {node}:{port}: "
+                                                       f"{exc}", hosts=[node])
+        st.problems.append(problem)
+        return False
+    result = connect_with_grace(host, port, CONNECT_TIMEOUT, grace)
+    problem = describe_connect(result, host, port, node)
+    if problem is None:
+        try:
+            st.store = join_store(host, port, timeout=CONNECT_TIMEOUT + 2)
+            return True
+        except (RuntimeError, ValueError, TimeoutError) as exc:
+            problem = ENDPOINT_NOT_A_STORE.problem(
+                f"TCP connect to {host}:{port} succeeds from {node}, but no c10d store answers "
+                f"there ({str(exc).splitlines()[0][:160]})", hosts=[host])
+    st.problems.append(problem)
+    return False
+
+
+def _probe_peers(st: ClusterState, port: int, deadline: float) -> None:
+    assert st.me is not None
+    same = [c for c in st.cards if c.run_id == st.me.run_id]
+    st.problems += judge_addresses(same)
+    mine = probe_peers(st.me, same)
+    st.peers = exchange_results(st.store, st.me, mine, [c.host for c in same], deadline)
+    st.problems += judge_peers(st.peers, port)
+    st.close()
+
+
+def _unresolved(res: Any) -> Any:
+    from ddpcheck.netprobe import ConnectResult
+
+    return ConnectResult("resolve-failed", "", 0.0, res.error)
+
+
+def share_final(st: ClusterState, problems: list[Problem], rank0_here: bool) -> list[Problem]:
+    """Publish this node's own diagnoses; on the rank-0 node, collect every node's."""
+    if st.store is None or st.me is None:
+        return []
+    me, key = st.me, f"ddpcheck/final/{st.me.run_id}"
+    try:
+        st.store.set(f"{key}/{me.host}", json.dumps([p.to_dict() for p in problems]))
+        hosts = [c.host for c in st.cards if c.run_id == me.run_id]
+        got = _collect(st.store, key, hosts, time.monotonic() + FINAL_WAIT) if rank0_here else {}
+        st.store.add(f"{key}/read", 1)
+        if st.is_host:  # the others read through our store: keep it up until they have
+            end = time.monotonic() + FINAL_WAIT
+            while int(st.store.add(f"{key}/read", 0)) < len(hosts) and time.monotonic() < end:
+                time.sleep(0.1)
+    except (RuntimeError, ValueError, TimeoutError):  # the store's host is gone
+        return []
+    return [Problem.from_dict(p) for h, ps in got.items() if h != me.host for p in ps]
+
+
+def _collect(store: Any, key: str, hosts: Sequence[str], deadline: float) -> dict[str, list]:
+    got: dict[str, list] = {}
+    while len(got) < len(hosts) and time.monotonic() < deadline:
+        for h in hosts:
+            if h not in got and store.check([f"{key}/{h}"]):
+                got[h] = json.loads(store.get(f"{key}/{h}"))
+        time.sleep(0.1)
+    return got
