@@ -55,6 +55,8 @@ def sweep_row(size: int, elem_size: int, dtype: str, trial_seconds: Sequence[flo
 
 def sizes(min_bytes: int, max_bytes: int, factor: int = 4) -> list[int]:
     """Message sizes from min to max, multiplying by factor (nccl-tests' -b -e -f)."""
+    if min_bytes < 1 or factor < 2:
+        raise ValueError("sizes need min_bytes >= 1 and factor >= 2")
     out, size = [], min_bytes
     while size <= max_bytes:
         out.append(size)

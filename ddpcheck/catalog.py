@@ -36,7 +36,9 @@ def list_probes(directory: Path | None = None) -> list[tuple[str, str, str]]:
 
 def _stage(node: ast.FunctionDef) -> str | None:
     for dec in node.decorator_list:
-        if (isinstance(dec, ast.Call) and getattr(dec.func, "id", "") in ("stage", MARKER)
+        name = dec.func.id if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Name) \
+            else getattr(getattr(dec, "func", None), "attr", "")
+        if (isinstance(dec, ast.Call) and name in ("stage", MARKER)
                 and dec.args and isinstance(dec.args[0], ast.Constant)):
             return str(dec.args[0].value)
     return None

@@ -56,7 +56,9 @@ class Config:
 
 
 def endpoint_text(ep: tuple[str, int] | None) -> str | None:
-    return f"{ep[0]}:{ep[1]}" if ep else None
+    if not ep:
+        return None
+    return f"[{ep[0]}]:{ep[1]}" if ":" in ep[0] else f"{ep[0]}:{ep[1]}"
 
 
 # (setting, flag, environment variable, parser)
@@ -116,7 +118,9 @@ def check_consistency(cfg: Config) -> None:
     """Reject combinations that cannot work, naming the settings involved."""
     def src(name: str) -> str:
         """The setting as the user wrote it: "--nodes 3", "DDPCHECK_NODES=3", "SLURM_NNODES=3"."""
-        source, value = cfg.sources.get(name, name), getattr(cfg, name)
+        flag = next(f for n, f, _, _ in SETTINGS if n == name)
+        source, value = cfg.sources.get(name, flag), getattr(cfg, name)
+        value = f"{value:g}" if isinstance(value, float) else value
         if "=" in source or " (" in source:
             return source
         return f"{source} {value}" if source.startswith("-") else f"{source}={value}"
@@ -128,8 +132,8 @@ def check_consistency(cfg: Config) -> None:
         raise UsageError(f"{src('node_rank')}: must be below --nodes "
                          f"({cfg.nodes})")
     if cfg.timeout <= cfg.rdzv_timeout:
-        raise UsageError(f"{src('timeout')}: the whole-run deadline must be "
-                         f"longer than the rendezvous deadline ({cfg.rdzv_timeout:g} s)")
+        raise UsageError(f"{src('timeout')}: the whole-run deadline must be longer than the "
+                         f"rendezvous deadline ({src('rdzv_timeout')})")
     if cfg.json_path is not None:
         check_writable_file(cfg.json_path, cfg.sources.get("json_path", "--json"))
 

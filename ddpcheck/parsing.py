@@ -71,7 +71,12 @@ def endpoint(raw: str) -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not host:
         raise ValueError("expected HOST:PORT")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if host.startswith("["):
+        if not host.endswith("]") or len(host) < 3:
+            raise ValueError("expected HOST:PORT (IPv6 as [addr]:PORT)")
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError("write an IPv6 address as [addr]:PORT")
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError("expected HOST:PORT with a port from 1 to 65535")
     return host, int(port)

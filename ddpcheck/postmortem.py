@@ -66,7 +66,9 @@ def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
     # A rank ended by SIGTERM after another rank failed was torn down by torchrun (or by us):
     # a consequence, not a cause. Report it only when nothing else explains the failure.
     causes = {r: ex for r, ex in unfinished.items() if ex.get("signal_name") != "SIGTERM"}
-    for rank, ex in (causes or ({} if problems else unfinished)).items():
+    if not causes and (problems or outcome.deadline_hit):  # we (or torchrun) ended them
+        unfinished = {}
+    for rank, ex in (causes or unfinished).items():
         stage, where = _where(events.get(rank, []))
         problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex, where, stage))
     return problems

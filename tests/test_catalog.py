@@ -108,9 +108,6 @@ def test_list_probes_puts_unknown_stages_last(tmp_path):
     assert [name for _, name, _ in list_probes(tmp_path)] == ["test_n", "test_z"]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: catalog._stage only reads decorators whose func is "
-                   "a bare Name, so @pytest.mark.ddpcheck_stage(...) and @stages.stage(...) "
-                   "probes run but are missing from `ddpcheck list`")
 def test_list_probes_understands_the_marker_and_qualified_stage_forms(tmp_path):
     write(tmp_path, "test_m.py",
           '@pytest.mark.ddpcheck_stage("node")\ndef test_marker():\n    """m"""\n'

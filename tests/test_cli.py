@@ -127,6 +127,37 @@ def test_the_runners_exit_code_is_returned(monkeypatch):
     assert cli.main(["run"]) == 1
 
 
+def fake_runner(monkeypatch, exc: BaseException) -> None:
+    fake = types.ModuleType("ddpcheck.runner")
+
+    def run(cfg: Config) -> int:
+        raise exc
+
+    fake.run = run  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ddpcheck.runner", fake)
+
+
+def test_an_unexpected_runner_error_is_one_line_without_traceback(capsys, monkeypatch):
+    fake_runner(monkeypatch, RuntimeError("store exploded"))
+    assert cli.main(["run"]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == ["ddpcheck: internal error: RuntimeError: store exploded (rerun "
+                                "with --traceback and report it)"]
+    assert "Traceback" not in out + err
+
+
+def test_traceback_flag_lets_an_unexpected_runner_error_through(monkeypatch):
+    fake_runner(monkeypatch, RuntimeError("store exploded"))
+    with pytest.raises(RuntimeError, match="store exploded"):
+        cli.main(["run", "--traceback"])
+
+
+def test_ctrl_c_during_the_run_exits_130_with_one_line(capsys, monkeypatch):
+    fake_runner(monkeypatch, KeyboardInterrupt())
+    assert cli.main(["run"]) == 130
+    assert capsys.readouterr().err == "ddpcheck: interrupted\n"
+
+
 def test_every_setting_is_a_run_flag_with_help_naming_its_variable(capsys):
     with pytest.raises(SystemExit) as done:
         cli.main(["run", "--help"])

@@ -27,7 +27,7 @@ def test_defaults_without_flags_env_or_scheduler():
     assert (cfg.timeout, cfg.probe_timeout, cfg.rdzv_timeout) == (
         config.DEFAULT_TIMEOUT, config.DEFAULT_PROBE_TIMEOUT, config.DEFAULT_RDZV_TIMEOUT)
     assert cfg.json_path is None and cfg.checkpoint_dir is None and cfg.results_dir is None
-    assert cfg.rdzv_id == "" and not cfg.verbose and not cfg.traceback
+    assert cfg.rdzv_id == "ddpcheck" and not cfg.verbose and not cfg.traceback
     assert dict(cfg.sources) == {}
 
 
@@ -132,9 +132,13 @@ def test_empty_string_flags_are_rejected(name, raw):
 def test_multi_node_without_an_endpoint_is_rejected_naming_the_nodes_source():
     with pytest.raises(UsageError) as err:
         build({"nodes": "2"})
-    assert str(err.value).startswith("--nodes=2: a multi-node run needs --rdzv-endpoint")
+    assert str(err.value).startswith("--nodes 2: a multi-node run needs --rdzv-endpoint")
+    with pytest.raises(UsageError, match=r"^DDPCHECK_NODES=3: a multi-node run"):
+        build({}, {"DDPCHECK_NODES": "3"})
     with pytest.raises(UsageError, match=r"^SLURM_NNODES=4: a multi-node run"):
         build({}, {}, {"nodes": (4, "SLURM_NNODES")})
+    with pytest.raises(UsageError, match=r"^SLURM_JOB_NUM_NODES=4: a multi-node run"):
+        build({}, {}, {"nodes": (4, "SLURM_JOB_NUM_NODES=4")})
 
 
 def test_multi_node_with_an_endpoint_is_accepted():
@@ -144,7 +148,7 @@ def test_multi_node_with_an_endpoint_is_accepted():
 
 @pytest.mark.parametrize("nodes, rank", [("1", "1"), ("2", "2"), ("2", "5")])
 def test_node_rank_must_be_below_nodes(nodes, rank):
-    expected = rf"^--node-rank={rank}: must be below --nodes \({nodes}\)"
+    expected = rf"^--node-rank {rank}: must be below --nodes \({nodes}\)"
     with pytest.raises(UsageError, match=expected):
         build({"nodes": nodes, "node_rank": rank, "rdzv_endpoint": "h:1"})
 
@@ -156,7 +160,8 @@ def test_node_rank_from_the_environment_is_named_in_the_error():
 
 @pytest.mark.parametrize("timeout, rdzv", [("30", "30"), ("10", "30"), ("100", "200")])
 def test_run_deadline_must_exceed_the_rendezvous_deadline(timeout, rdzv):
-    with pytest.raises(UsageError, match=r"^--timeout=.*must be longer than the rendezvous"):
+    with pytest.raises(UsageError, match=r"^--timeout \S+: the whole-run deadline must be "
+                                         r"longer than the rendezvous deadline"):
         build({"timeout": timeout, "rdzv_timeout": rdzv})
 
 
@@ -165,9 +170,6 @@ def test_run_deadline_just_above_rendezvous_deadline_is_accepted():
     assert cfg.timeout == 30.5
 
 
-@pytest.mark.xfail(strict=True, reason="bug: when only --rdzv-timeout is raised past the "
-                   "default --timeout, the error reads 'timeout=300: ...', naming neither flag "
-                   "the user can change (src() falls back to the setting name, not the flag)")
 def test_deadline_conflict_from_rdzv_timeout_names_the_flags():
     with pytest.raises(UsageError) as err:
         build({"rdzv_timeout": "400"})
@@ -226,22 +228,33 @@ def test_relative_json_path_is_checked_against_the_working_directory(tmp_path, m
 
 
 # --- rdzv_id ----------------------------------------------------------------------------------
-def test_rdzv_id_defaults_to_the_slurm_job_id_then_the_pbs_job_id():
-    assert build({}, {"SLURM_JOB_ID": "4242", "PBS_JOBID": "77.pbs"}).rdzv_id == "4242"
-    assert build({}, {"PBS_JOBID": "77.pbs"}).rdzv_id == "77.pbs"
-    assert build({}, {}).rdzv_id == ""
+def test_rdzv_id_defaults_to_one_fixed_id_so_nodes_started_by_hand_agree():
+    assert build().rdzv_id == "ddpcheck"
+
+
+def test_rdzv_id_from_the_scheduler_mapping_is_recorded_with_its_source():
+    cfg = build({}, {}, {"rdzv_id": ("ddpcheck-4242", "SLURM_JOB_ID=4242")})
+    assert cfg.rdzv_id == "ddpcheck-4242"
+    assert cfg.sources["rdzv_id"] == "SLURM_JOB_ID=4242"
+
+
+@pytest.mark.parametrize("env, run_id, var", [
+    ({"SLURM_JOB_ID": "4242"}, "ddpcheck-4242", "SLURM_JOB_ID"),
+    ({"PBS_JOBID": "77.pbs"}, "ddpcheck-77.pbs", "PBS_JOBID"),
+])
+def test_rdzv_id_comes_from_the_slurm_or_pbs_job_id(env, run_id, var):
+    from ddpcheck.jobshape import scheduler_settings
+
+    cfg = build({}, env, scheduler_settings(env))
+    assert cfg.rdzv_id == run_id
+    assert cfg.sources["rdzv_id"].startswith(var)
 
 
 def test_rdzv_id_flag_and_variable_beat_the_job_id():
-    env = {"SLURM_JOB_ID": "4242", "DDPCHECK_RDZV_ID": "from-env"}
-    assert build({}, env).rdzv_id == "from-env"
-    assert build({"rdzv_id": "from-flag"}, env).rdzv_id == "from-flag"
-
-
-@pytest.mark.xfail(strict=True, reason="bug: an rdzv_id taken from SLURM_JOB_ID/PBS_JOBID is "
-                   "not recorded in Config.sources")
-def test_rdzv_id_from_the_job_id_is_recorded_in_sources():
-    assert build({}, {"SLURM_JOB_ID": "4242"}).sources.get("rdzv_id") == "SLURM_JOB_ID"
+    sched = {"rdzv_id": ("ddpcheck-4242", "SLURM_JOB_ID=4242")}
+    env = {"DDPCHECK_RDZV_ID": "from-env"}
+    assert build({}, env, sched).rdzv_id == "from-env"
+    assert build({"rdzv_id": "from-flag"}, env, sched).rdzv_id == "from-flag"
 
 
 def test_new_run_id_is_a_fresh_short_hex_string():

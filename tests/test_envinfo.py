@@ -27,8 +27,6 @@ def test_ordinary_distributed_settings_are_not_secret(name):
     assert not is_secret(name)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the SECRET pattern matches PASSW but not PASS or "
-                   "PASSPHRASE, so e.g. DDPCHECK_DB_PASS is printed in clear")
 @pytest.mark.parametrize("name", ["DDPCHECK_DB_PASS", "NCCL_GPG_PASSPHRASE"])
 def test_pass_and_passphrase_names_are_secret(name):
     assert is_secret(name)

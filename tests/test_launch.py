@@ -49,22 +49,33 @@ def test_rdzv_conf_timeouts_are_at_least_one_second():
     assert c["join_timeout"] == "1" and c["read_timeout"] == "1"
 
 
-def test_multi_node_uses_c10d_with_endpoint_run_id_and_node_rank():
+def test_multi_node_uses_c10d_with_endpoint_and_run_id():
     cfg = Config(nodes=3, node_rank=2, rdzv_endpoint=("node0", 29400))
     argv = torchrun_argv(cfg, 8, "job-77")
     assert "--standalone" not in argv
     assert value_after(argv, "--rdzv-backend") == "c10d"
     assert value_after(argv, "--rdzv-endpoint") == "node0:29400"
     assert value_after(argv, "--rdzv-id") == "job-77"
-    assert value_after(argv, "--node-rank") == "2"
     assert value_after(argv, "--nnodes") == "3"
     assert value_after(argv, "--nproc-per-node") == "8"
 
 
-def test_multi_node_without_node_rank_lets_torchrun_assign_it():
+def test_multi_node_agents_join_the_launchers_store_as_clients():
     argv = torchrun_argv(Config(nodes=2, rdzv_endpoint=("node0", 29500)), 2, "r")
-    assert "--node-rank" not in argv
-    assert value_after(argv, "--rdzv-backend") == "c10d"
+    c = conf(argv)
+    assert c["is_host"] == "false"
+    assert c["join_timeout"] == "30" and c["last_call_timeout"] == "1"
+    assert "--local-addr" not in argv
+
+
+def test_multi_node_local_addr_is_passed_when_known():
+    argv = torchrun_argv(Config(nodes=2, rdzv_endpoint=("node0", 29500)), 2, "r", "10.0.0.7")
+    assert value_after(argv, "--local-addr") == "10.0.0.7"
+
+
+def test_single_node_ignores_local_addr_and_hosts_its_own_store():
+    argv = torchrun_argv(Config(), 2, "r", "10.0.0.7")
+    assert "--local-addr" not in argv and "is_host" not in conf(argv)
 
 
 def test_single_node_with_an_explicit_endpoint_uses_c10d():

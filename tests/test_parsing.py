@@ -116,8 +116,6 @@ def test_endpoint_error_through_convert_names_the_flag():
     assert "'h:70000'" in str(err.value)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: endpoint() splits an unbracketed IPv6 address at "
-                   "its last colon: 'fe80::1' -> ('fe80:', 1), '[]:29500' -> ('', 29500)")
 @pytest.mark.parametrize("raw", ["fe80::1", "[]:29500"])
 def test_endpoint_rejects_unbracketed_ipv6_and_empty_brackets(raw):
     with pytest.raises(ValueError):

@@ -189,9 +189,6 @@ def test_a_run_with_events_and_no_deadline_has_no_launch_problems():
     assert diagnose_launch({0: finished(0)}, outcome(returncode=0), 300, "ok") == []
 
 
-@pytest.mark.xfail(strict=True, reason="bug: when the launcher itself ends the run at the "
-                   "deadline, every rank it SIGTERMed is reported as rank-killed (cause: OOM "
-                   "killer / scheduler) although run-deadline-exceeded already explains it")
 def test_ranks_the_launcher_ended_at_the_deadline_are_not_reported_as_killed():
     events = {r: in_allreduce(r) for r in range(2)}
     exits = {r: exit_file(r, -15, "SIGTERM") for r in range(2)}

@@ -1,0 +1,192 @@
+"""``ddpcheck run --nodes N`` on namespace hosts: a healthy cluster passes, and every
+rendezvous or network fault ends with exit 1, the right problem code and host, in seconds.
+
+Test side only: each host runs the real launcher, real torchrun and real pytest workers.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import pytest
+
+PORT = 29500
+FAST = ["--rdzv-timeout", "8", "--probe-timeout", "8", "--timeout", "120"]
+FEW_STAGES = ["--stages", "node,rendezvous,collectives"]
+
+
+@dataclass
+class NodeRun:
+    host: object
+    proc: subprocess.Popen
+    json_path: str
+    results: str
+    out: str = ""
+
+    def finish(self, timeout: float = 150) -> int:
+        self.out, _ = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode
+
+    def report(self) -> dict:
+        with open(self.json_path) as fh:
+            return json.load(fh)
+
+    def codes(self) -> list[str]:
+        return [p["code"] for p in self.report()["problems"]]
+
+    def problem(self, code: str) -> dict:
+        return next(p for p in self.report()["problems"] if p["code"] == code)
+
+
+def start(cluster, tmp_path, *args, hosts=None, env=None, per_host_env=None) -> list[NodeRun]:
+    """Start ``ddpcheck run`` on each host (node0 hosts the endpoint)."""
+    runs = []
+    for i, h in enumerate(cluster.hosts if hosts is None else hosts):
+        js, res = tmp_path / f"{h.name}.json", tmp_path / f"results-{h.name}"
+        argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(len(cluster.hosts)),
+                "--rdzv-endpoint", f"node0:{PORT}", "--json", str(js), "--results-dir",
+                str(res), *FAST, *args]
+        henv = {**(env or {}), **((per_host_env or {}).get(h.name, {}))}
+        proc = h.popen(argv, env=henv or None, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+        runs.append(NodeRun(h, proc, str(js), str(res)))
+    return runs
+
+
+def finish_all(runs, timeout=150):
+    return [r.finish(timeout) for r in runs]
+
+
+def test_healthy_two_node_cluster_is_ready(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    runs = start(cluster, tmp_path, "--stages", "node,rendezvous,collectives,ddp")
+    assert finish_all(runs) == [0, 0], runs[0].out + runs[1].out
+    whole = runs[0].report()
+    assert whole["ready"] and whole["world_size"] == 4
+    assert set(whole["hosts"].values()) == {"node0", "node1"}
+    assert "whole report is printed on the node hosting rank 0 (node0)" in runs[1].out
+
+
+def test_dropped_endpoint_port_is_named_in_seconds(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    cluster[0].drop_port(PORT)
+    began = time.monotonic()
+    runs = start(cluster, tmp_path)
+    assert runs[1].finish() == 1
+    assert time.monotonic() - began < 15
+    problem = runs[1].problem("endpoint-unreachable")
+    assert "timed out" in problem["observed"] and problem["hosts"] == ["node1"]
+    assert f"open TCP port {PORT}" in problem["fix"]
+    assert runs[0].finish() == 1
+    assert runs[0].codes() == ["node-missing"]
+
+
+def test_node_that_never_starts_is_named_by_hostname(make_cluster, tmp_path):
+    cluster = make_cluster(3)
+    # the environment of `srun --ntasks-per-node=1` in a 3-node allocation
+    slurm = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "node[0-2]", "SLURM_NNODES": "3",
+             "SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": "node[0-2]", "SLURM_NTASKS": "3",
+             "SLURM_STEP_NUM_NODES": "3", "SLURM_STEP_TASKS_PER_NODE": "1(x3)"}
+    per_host = {h.name: {"SLURM_NODEID": str(i), "SLURMD_NODENAME": h.name}
+                for i, h in enumerate(cluster.hosts)}
+    began = time.monotonic()
+    runs = start(cluster, tmp_path, hosts=cluster.hosts[:2], env=slurm, per_host_env=per_host)
+    assert finish_all(runs) == [1, 1]
+    assert time.monotonic() - began < 8 + 15
+    for run in runs:
+        problem = run.problem("node-missing")
+        assert problem["hosts"] == ["node2"]
+        assert "2 of 3 nodes joined" in problem["observed"]
+
+
+def test_gloo_interface_missing_on_one_node_is_named_on_every_node(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    runs = start(cluster, tmp_path, per_host_env={"node1": {"GLOO_SOCKET_IFNAME": "eth9"}})
+    assert finish_all(runs) == [1, 1]
+    for run in runs:
+        problem = run.problem("socket-ifname-invalid")
+        assert problem["hosts"] == ["node1"] and "eth9" in problem["observed"]
+        assert "GLOO_SOCKET_IFNAME=eth0" in problem["fix"]
+
+
+def test_gloo_interface_without_route_to_the_others_is_named(make_cluster, tmp_path):
+    cluster = make_cluster(2, dummy=[1])
+    runs = start(cluster, tmp_path, per_host_env={"node1": {"GLOO_SOCKET_IFNAME": "dummy0"}})
+    assert finish_all(runs) == [1, 1]
+    codes = runs[1].codes()
+    assert "socket-ifname-unreachable" in codes, runs[1].out
+    assert runs[1].problem("socket-ifname-unreachable")["hosts"] == ["node1"]
+
+
+def test_firewall_that_only_lets_the_rendezvous_port_through_is_named(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    for h in cluster.hosts:
+        h.drop_all_tcp_except([PORT])
+    began = time.monotonic()
+    runs = start(cluster, tmp_path)
+    assert finish_all(runs) == [1, 1]
+    assert time.monotonic() - began < 30
+    problem = runs[0].problem("peer-ports-blocked")
+    assert str(PORT) in problem["observed"]
+
+
+def test_nodes_started_with_different_node_counts_are_named(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    runs = start(cluster, tmp_path)
+    runs[1].proc.kill()
+    runs[1].proc.communicate()
+    js = tmp_path / "node1-3.json"
+    other = cluster[1].popen([sys.executable, "-m", "ddpcheck", "run", "--nodes", "3",
+                              "--rdzv-endpoint", f"node0:{PORT}", "--json", str(js), *FAST],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = other.communicate(timeout=150)
+    assert other.returncode == 1, out
+    assert runs[0].finish() == 1
+    assert "nodes-mismatch" in runs[0].codes()
+    assert "nodes-mismatch" in [p["code"] for p in json.loads(js.read_text())["problems"]]
+
+
+def test_port_held_by_another_program_is_named_with_its_holder(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    squatter = cluster[0].popen_python(
+        "import socket,time; s=socket.socket(); "
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+        f"s.bind(('0.0.0.0', {PORT})); s.listen(); print('up', flush=True); time.sleep(300)",
+        stdout=subprocess.PIPE, text=True)
+    assert squatter.stdout.readline().strip() == "up"
+    runs = start(cluster, tmp_path)
+    assert finish_all(runs) == [1, 1]
+    held = runs[0].problem("endpoint-port-in-use")
+    assert str(squatter.pid) in held["observed"] and held["hosts"] == ["node0"]
+    assert "endpoint-not-a-store" in runs[1].codes()
+
+
+def test_rank_killed_mid_stage_on_one_node_is_in_the_whole_report(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    runs = start(cluster, tmp_path, "--stages", "node,rendezvous,collectives,bandwidth,ddp")
+    pid = _wait_for_probe(tmp_path / "results-node1", "test_ddp_steps_match")
+    cluster[1].exec_admin(["kill", "-9", str(pid)])
+    assert finish_all(runs) == [1, 1]
+    for run in runs:
+        killed = run.problem("rank-killed")
+        assert "SIGKILL" in killed["observed"] and killed["hosts"] == ["node1"]
+
+
+def _wait_for_probe(results_dir, probe, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in sorted(results_dir.glob("rank-*.jsonl")):
+            events = [json.loads(line) for line in path.read_text().splitlines() if line]
+            if any(e["event"] == "probe-start" and probe in e["nodeid"] for e in events):
+                return events[0]["pid"]
+        time.sleep(0.05)
+    raise AssertionError(f"no rank in {results_dir} started {probe}")
+
+
+__all__ = ["signal", "socket", "pytest"]
