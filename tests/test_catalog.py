@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 from ddpcheck.catalog import checks_dir, list_probes
 from ddpcheck.stages import MARKER, STAGES
 

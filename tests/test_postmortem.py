@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from ddpcheck.launch import LaunchOutcome
 from ddpcheck.postmortem import diagnose_launch, diagnose_ranks, last_activity
 

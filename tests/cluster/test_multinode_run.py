@@ -7,14 +7,10 @@ Test side only: each host runs the real launcher, real torchrun and real pytest 
 from __future__ import annotations
 
 import json
-import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
-
-import pytest
 
 PORT = 29500
 FAST = ["--rdzv-timeout", "8", "--probe-timeout", "8", "--timeout", "120"]
@@ -47,7 +43,7 @@ class NodeRun:
 def start(cluster, tmp_path, *args, hosts=None, env=None, per_host_env=None) -> list[NodeRun]:
     """Start ``ddpcheck run`` on each host (node0 hosts the endpoint)."""
     runs = []
-    for i, h in enumerate(cluster.hosts if hosts is None else hosts):
+    for h in cluster.hosts if hosts is None else hosts:
         js, res = tmp_path / f"{h.name}.json", tmp_path / f"results-{h.name}"
         argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(len(cluster.hosts)),
                 "--rdzv-endpoint", f"node0:{PORT}", "--json", str(js), "--results-dir",
@@ -188,5 +184,3 @@ def _wait_for_probe(results_dir, probe, timeout=120):
         time.sleep(0.05)
     raise AssertionError(f"no rank in {results_dir} started {probe}")
 
-
-__all__ = ["signal", "socket", "pytest"]
