@@ -10,8 +10,8 @@ Fixtures:
 
 * ``make_cluster(n=2, **opts)`` -- factory; every cluster it makes is torn
   down at the end of the test, whatever happened. ``opts`` go to
-  :class:`netns.Cluster` (``names``, ``extra_net``, ``dummy``,
-  ``self_loopback``, ...).
+  :class:`netns.Cluster` (``topology="mesh"``, ``names``, ``extra_net``,
+  ``dummy``, ``self_loopback``, ...).
 * ``cluster2`` / ``cluster3`` -- a running 2-/3-host cluster (node0..).
 * ``netns_available`` -- only skips when clusters cannot be built (for tests
   that drive :class:`netns.Cluster` themselves).

@@ -9,7 +9,7 @@ root.
 
 Topology of ``Cluster(n)`` (all names derive from ``<prefix>-<pid>-<seq>``,
 where ``pid`` is the creating process, so leftovers of crashed runs can be
-recognised and swept)::
+recognised and swept; ``X`` is derived from pid and seq)::
 
     netns <id>-br : bridge br0 (cluster net), br1 (extra net, optional),
                     bridge-side veth ends h<i>e0 / h<i>e1, no IP addresses
@@ -17,11 +17,31 @@ recognised and swept)::
                      eth1 = 10.214.X.(i+1)/24 (optional, on br1)
                      dummy0 = 10.215.X.(i+1)/24 (optional, reaches nobody)
 
+``Cluster(n, topology="mesh")`` (n <= 16) replaces br0/eth0 by a full mesh
+of point-to-point veth pairs, one per pair of hosts, so that every pair's
+traffic has a link of its own that can be shaped alone::
+
+    netns <id>-h<i>: lo = 127.0.0.1/8 + host address H_i = 10.216.X.(i+1)/32
+                     l<j> (for every other host j) = 10.217.X.a/31, veth to
+                         l<i> in host j (10.217.X.a^1/31); link k (pairs
+                         (i<j) in order) uses a = 2k+2 on the i side
+                     route H_j/32 via the peer's l<i> address dev l<j> src H_i
+    netns <id>-br : no br0; only br1 (extra net) and dummy fallbacks
+
+The host address is the only address a host's name resolves to; it sits on
+``lo`` (no ``dummy`` links are needed) and Linux accepts it on any
+interface, so a server bound to 0.0.0.0 or to H_i is reachable at H_i from
+every other host, and outgoing connections to H_j (bound to H_i or not) use
+H_i as source. Forwarding stays off (no transit through a third host) and
+the strict reverse-path check passes, since the route back to H_j is the
+link the packet came in on. Mesh links have IPv6 address generation off, so
+their byte counters only see the cluster's own IPv4 traffic.
+
 There is no uplink and no default route in any namespace, so traffic can
 only go to loopback or to the other namespaces of the same cluster.
 ``/etc/netns/<ns>/hosts`` (bind-mounted over ``/etc/hosts`` by
 ``ip netns exec``) makes every host resolve every host name, its own
-included, to the eth0 address.
+included, to its host address (eth0's, or H_i in a mesh).
 
 Every command a Host starts runs as::
 
@@ -40,6 +60,7 @@ import atexit
 import contextlib
 import functools
 import itertools
+import json
 import os
 import re
 import shlex
@@ -72,6 +93,12 @@ ETC_NETNS = Path("/etc/netns")
 CLUSTER_NET = "10.213"
 EXTRA_NET = "10.214"
 DUMMY_NET = "10.215"
+#: Mesh topology: host addresses (on lo, /32) and point-to-point links (/31 each).
+HOST_NET = "10.216"
+LINK_NET = "10.217"
+#: Largest mesh: 16 hosts = 120 links = 240 link addresses in one /24.
+MESH_MAX_HOSTS = 16
+TOPOLOGIES = ("bridge", "mesh")
 #: The address a host's own name maps to in the "Debian style" fault variant.
 LOOPBACK_SELF_ADDR = "127.0.1.1"
 
@@ -320,9 +347,10 @@ def burst_for_rate(rate: str | float) -> int:
 class Host:
     """One simulated machine: a network namespace plus a hostname.
 
-    Attributes: ``name`` (hostname), ``ns`` (namespace), ``addr`` (eth0 IPv4),
-    ``index``, ``extra_addr`` (eth1, if the cluster has ``extra_net``),
-    ``dummy_addr`` (dummy0, if added), ``cluster``.
+    Attributes: ``name`` (hostname), ``ns`` (namespace), ``addr`` (the
+    address every host resolves this one's name to: eth0's, or in a mesh the
+    host address H_i on lo), ``index``, ``extra_addr`` (eth1, if the cluster
+    has ``extra_net``), ``dummy_addr`` (dummy0, if added), ``cluster``.
     """
 
     def __init__(self, cluster: Cluster, index: int, name: str, ns: str, addr: str) -> None:
@@ -334,8 +362,11 @@ class Host:
         self.extra_addr: str | None = None
         self.dummy_addr: str | None = None
         self.self_loopback = False
-        #: interface name inside the host -> (bridge-side peer or None, address)
-        self._ifaces: dict[str, tuple[str | None, str]] = {}
+        #: interface name inside the host -> (other end as (namespace, device)
+        #: or None, address): the bridge-side veth, or the peer host's l<i>
+        self._ifaces: dict[str, tuple[tuple[str, str] | None, str]] = {}
+        #: mesh only: peer index -> (link device l<j>, peer's address on the link)
+        self._links: dict[int, tuple[str, str]] = {}
 
     def __repr__(self) -> str:
         return f"Host({self.name!r}, ns={self.ns!r}, addr={self.addr!r})"
@@ -344,8 +375,38 @@ class Host:
 
     @property
     def ifaces(self) -> dict[str, str]:
-        """Interface name -> IPv4 address (``eth0``, maybe ``eth1``, ``dummy0``)."""
+        """Interface name -> IPv4 address of the interfaces the cluster made
+        (``eth0`` or the mesh links ``l<j>``, maybe ``eth1``, ``dummy0``;
+        never ``lo``, which holds a mesh host's :attr:`addr`)."""
         return {name: addr for name, (_, addr) in self._ifaces.items()}
+
+    @property
+    def uplinks(self) -> list[str]:
+        """The interfaces that lead to the other hosts: ``["eth0"]``, or in a
+        mesh every ``l<j>`` (by peer index)."""
+        if self.cluster.topology == "mesh":
+            return [dev for _, (dev, _) in sorted(self._links.items())]
+        return ["eth0"]
+
+    def link_dev(self, peer: Host | int | str) -> str:
+        """Mesh only: the interface of this host on its link to ``peer``
+        (a Host, index or name), e.g. ``"l2"``."""
+        other = self._peer(peer)
+        return self._links[other.index][0]
+
+    def byte_counters(self, devs: Iterable[str] | None = None) -> dict[str, tuple[int, int]]:
+        """Interface -> ``(rx_bytes, tx_bytes)`` from the kernel, for ``devs``
+        (default: every interface of :attr:`ifaces`)."""
+        want = list(self._ifaces) if devs is None else list(devs)
+        res = _ip("-s", "-j", "link", "show", ns=self.ns)
+        stats = {}
+        for link in json.loads(res.stdout or "[]"):
+            s64 = link.get("stats64") or link.get("stats") or {}
+            stats[link["ifname"]] = (int(s64["rx"]["bytes"]), int(s64["tx"]["bytes"]))
+        missing = [d for d in want if d not in stats]
+        if missing:
+            raise ValueError(f"{self.name} has no interface {missing} (has {sorted(stats)})")
+        return {d: stats[d] for d in want}
 
     def pids(self) -> list[int]:
         """Pids of every process currently inside this host's namespace."""
@@ -452,8 +513,8 @@ class Host:
 
     def set_self_loopback(self, on: bool = True) -> None:
         """Make this host resolve its own name to 127.0.1.1 (Debian default,
-        a classic gloo/NCCL misconfiguration) or back to its eth0 address.
-        Other hosts keep resolving it to eth0. Affects running processes too
+        a classic gloo/NCCL misconfiguration) or back to its host address.
+        Other hosts keep resolving it to that. Affects running processes too
         (the hosts file is rewritten in place)."""
         self.self_loopback = on
         self.cluster._write_hosts_file(self)
@@ -470,12 +531,12 @@ class Host:
         cidr = addr or f"{self.cluster.dummy_prefix}.{self.index + 1}/24"
         if "/" not in cidr:
             cidr += "/24"
-        peer: str | None = None
+        peer: tuple[str, str] | None = None
         if _ip("link", "add", name, "type", "dummy", ns=self.ns, check=False).returncode != 0:
-            peer = f"h{self.index}d{len(self._ifaces)}"
-            _ip("link", "add", name, "type", "veth", "peer", "name", peer,
-                "netns", self.cluster.bridge_ns, ns=self.ns)
-            _ip("link", "set", peer, "up", ns=self.cluster.bridge_ns)
+            peer = (self.cluster.bridge_ns, f"h{self.index}d{len(self._ifaces)}")
+            _ip("link", "add", name, "type", "veth", "peer", "name", peer[1],
+                "netns", peer[0], ns=self.ns)
+            _ip("link", "set", peer[1], "up", ns=peer[0])
         _ip("addr", "add", cidr, "dev", name, ns=self.ns)
         _ip("link", "set", name, "up", ns=self.ns)
         plain = cidr.split("/")[0]
@@ -519,35 +580,72 @@ class Host:
         self.iptables("-F", "INPUT")
 
     def rate_limit(
-        self, rate: str | float = "100mbit", *, dev: str = "eth0", direction: str = "both",
+        self, rate: str | float = "100mbit", *, dev: str | None = None, direction: str = "both",
         burst: int | None = None, latency: str = "400ms",
     ) -> None:
         """Shape ``dev`` with a tbf qdisc (``tc qdisc replace ... root tbf rate
-        R burst B latency 400ms``). ``direction``: ``"egress"`` shapes what
-        this host sends (qdisc on ``dev``), ``"ingress"`` what it receives
-        (qdisc on the bridge-side veth peer), ``"both"`` (default) both.
-        ``burst`` in bytes defaults to :func:`burst_for_rate`."""
+        R burst B latency 400ms``). ``dev`` defaults to :attr:`uplinks`: eth0,
+        or in a mesh every link of this host (a slow node). ``direction``:
+        ``"egress"`` shapes what this host sends (qdisc on ``dev``),
+        ``"ingress"`` what it receives (qdisc on the other end of the veth:
+        the bridge-side port, or the peer host's ``l<i>``), ``"both"``
+        (default) both. ``burst`` in bytes defaults to :func:`burst_for_rate`.
+        Each interface end has one qdisc: the last limit set on it wins."""
         if direction not in ("egress", "ingress", "both"):
             raise ValueError(f"direction must be egress, ingress or both, got {direction!r}")
-        bits = parse_rate(rate)
-        spec = ["tbf", "rate", f"{int(bits)}bit", "burst", str(burst or burst_for_rate(bits)),
-                "latency", latency]
-        for ns, link in self._shaping_targets(dev, direction):
-            _cmd([_tool("tc"), "-n", ns, "qdisc", "replace", "dev", link, "root", *spec])
+        devs = self.uplinks if dev is None else [dev]
+        _tbf([t for d in devs for t in self._shaping_targets(d, direction)],
+             rate, burst, latency)
 
-    def clear_rate_limit(self, dev: str = "eth0") -> None:
-        """Remove the shaping of :meth:`rate_limit` from ``dev`` (both directions)."""
-        for ns, link in self._shaping_targets(dev, "both"):
-            _cmd([_tool("tc"), "-n", ns, "qdisc", "del", "dev", link, "root"], check=False)
+    def clear_rate_limit(self, dev: str | None = None) -> None:
+        """Remove the shaping of :meth:`rate_limit` from ``dev`` (default
+        :attr:`uplinks`), both directions."""
+        devs = self.uplinks if dev is None else [dev]
+        _untbf([t for d in devs for t in self._shaping_targets(d, "both")])
 
-    def link_down(self, dev: str = "eth0") -> None:
-        """Take ``dev`` down: its subnet route disappears, connects fail with
-        ENETUNREACH, established connections stall."""
-        _ip("link", "set", dev, "down", ns=self.ns)
+    def rate_limit_link(
+        self, peer: Host | int | str, rate: str | float = "100mbit", *,
+        burst: int | None = None, latency: str = "400ms",
+    ) -> None:
+        """Mesh only: limit both directions of the link between this host and
+        ``peer`` (tbf on ``l<peer>`` here and on ``l<self>`` there); every
+        other link keeps its speed. Same parameters as :meth:`rate_limit`."""
+        _tbf(self._shaping_targets(self.link_dev(peer), "both"), rate, burst, latency)
 
-    def link_up(self, dev: str = "eth0") -> None:
-        """Bring ``dev`` back up (address and subnet route return)."""
-        _ip("link", "set", dev, "up", ns=self.ns)
+    def clear_link_limit(self, peer: Host | int | str) -> None:
+        """Mesh only: undo :meth:`rate_limit_link` (both ends of the link)."""
+        _untbf(self._shaping_targets(self.link_dev(peer), "both"))
+
+    def link_down(self, dev: str | None = None) -> None:
+        """Take ``dev`` (default :attr:`uplinks`) down: its subnet route (and
+        in a mesh the host route through it) disappears, connects fail with
+        ENETUNREACH, established connections stall. The other end of the
+        veth loses carrier."""
+        for d in self.uplinks if dev is None else [dev]:
+            _ip("link", "set", d, "down", ns=self.ns)
+
+    def link_up(self, dev: str | None = None) -> None:
+        """Bring ``dev`` (default :attr:`uplinks`) back up (address and subnet
+        route return; in a mesh the host route to the peer is re-added, since
+        the kernel drops it with the link)."""
+        for d in self.uplinks if dev is None else [dev]:
+            _ip("link", "set", d, "up", ns=self.ns)
+            for j, (link, _) in self._links.items():
+                if link == d:
+                    self._add_mesh_route(j)
+
+    def _add_mesh_route(self, j: int) -> None:
+        dev, gateway = self._links[j]
+        _ip("route", "replace", f"{self.cluster.hosts[j].addr}/32", "via", gateway,
+            "dev", dev, "src", self.addr, ns=self.ns)
+
+    def _peer(self, peer: Host | int | str) -> Host:
+        if self.cluster.topology != "mesh":
+            raise ValueError("per-link operations need Cluster(..., topology='mesh')")
+        other = peer if isinstance(peer, Host) else self.cluster.host(peer)
+        if other.cluster is not self.cluster or other is self:
+            raise ValueError(f"{other.name} is not another host of {self.name}'s cluster")
+        return other
 
     def _shaping_targets(self, dev: str, direction: str) -> list[tuple[str, str]]:
         if dev not in self._ifaces:
@@ -558,9 +656,23 @@ class Host:
             targets.append((self.ns, dev))
         if direction in ("ingress", "both"):
             if peer is None:
-                raise ValueError(f"{dev} has no bridge-side peer to shape ingress on")
-            targets.append((self.cluster.bridge_ns, peer))
+                raise ValueError(f"{dev} has no veth peer to shape ingress on")
+            targets.append(peer)
         return targets
+
+
+def _tbf(targets: Iterable[tuple[str, str]], rate: str | float, burst: int | None,
+         latency: str) -> None:
+    bits = parse_rate(rate)
+    spec = ["tbf", "rate", f"{int(bits)}bit", "burst", str(burst or burst_for_rate(bits)),
+            "latency", latency]
+    for ns, link in targets:
+        _cmd([_tool("tc"), "-n", ns, "qdisc", "replace", "dev", link, "root", *spec])
+
+
+def _untbf(targets: Iterable[tuple[str, str]]) -> None:
+    for ns, link in targets:
+        _cmd([_tool("tc"), "-n", ns, "qdisc", "del", "dev", link, "root"], check=False)
 
 
 def _port(port: Port) -> str:
@@ -625,12 +737,16 @@ _LIVE_LOCK = threading.Lock()
 
 
 class Cluster:
-    """``n`` simulated hosts on one bridge; a context manager.
+    """``n`` simulated hosts on one bridge, or in a full mesh; a context manager.
 
     >>> with Cluster(2) as c:
     ...     c[1].run_python("import socket; print(socket.gethostbyname('node0'))")
 
-    Options: ``names`` (hostnames, default ``node0..``), ``extra_net`` (each
+    Options: ``topology`` (``"bridge"``, the default: every host's eth0 on
+    one bridge; ``"mesh"``, n <= 16: one point-to-point link per pair of
+    hosts, see the module docstring, for per-link limits with
+    :meth:`Host.rate_limit_link`), ``names`` (hostnames, default
+    ``node0..``), ``extra_net`` (each
     host also gets ``eth1`` on a second bridge, subnet 10.214.X.0/24),
     ``dummy`` (True or host indices: add ``dummy0`` in 10.215.X.0/24 that
     reaches nobody), ``self_loopback`` (host indices/names whose own name
@@ -647,10 +763,15 @@ class Cluster:
         dummy: bool | Iterable[int] = False,
         self_loopback: Iterable[int | str] = (),
         sweep: bool = True,
+        topology: str = "bridge",
     ) -> None:
         _check_prefix(prefix)
+        if topology not in TOPOLOGIES:
+            raise ValueError(f"topology must be one of {TOPOLOGIES}, got {topology!r}")
         if not 1 <= n <= 250:
             raise ValueError(f"n must be in 1..250, got {n}")
+        if topology == "mesh" and n > MESH_MAX_HOSTS:
+            raise ValueError(f"a mesh has at most {MESH_MAX_HOSTS} hosts, got {n}")
         names = list(names) if names is not None else [f"node{i}" for i in range(n)]
         if len(names) != n or len(set(names)) != n:
             raise ValueError(f"need {n} distinct names, got {names!r}")
@@ -658,6 +779,7 @@ class Cluster:
             if not _HOSTNAME_RE.match(name) or name == "localhost":
                 raise ValueError(f"bad host name {name!r}")
         self.n = n
+        self.topology = topology
         self.prefix = prefix
         self.names = names
         self.extra_net = extra_net
@@ -668,10 +790,15 @@ class Cluster:
         self.id = f"{prefix}-{self.pid}-{self.seq}"
         self.bridge_ns = f"{self.id}-br"
         octet = 1 + (self.pid * 7 + self.seq) % 254
-        self.net_prefix = f"{CLUSTER_NET}.{octet}"
+        #: first three octets of the host addresses (eth0, or mesh H_i) ...
+        self.net_prefix = f"{HOST_NET if topology == 'mesh' else CLUSTER_NET}.{octet}"
         self.extra_prefix = f"{EXTRA_NET}.{octet}"
         self.dummy_prefix = f"{DUMMY_NET}.{octet}"
+        #: ... and of the mesh links' /31s
+        self.link_prefix = f"{LINK_NET}.{octet}"
+        #: the /24 holding the host addresses
         self.subnet = f"{self.net_prefix}.0/24"
+        self.link_subnet = f"{self.link_prefix}.0/24"
         self.extra_subnet = f"{self.extra_prefix}.0/24"
         self.dummy_subnet = f"{self.dummy_prefix}.0/24"
         self.hosts = [
@@ -721,8 +848,16 @@ class Cluster:
 
     @property
     def addrs(self) -> dict[str, str]:
-        """Host name -> eth0 address."""
+        """Host name -> host address (eth0's, or the mesh host address)."""
         return {h.name: h.addr for h in self.hosts}
+
+    @property
+    def links(self) -> list[tuple[Host, Host]]:
+        """Mesh: every link as (lower-index host, higher-index host), in
+        creation order; empty for a bridge cluster."""
+        if self.topology != "mesh":
+            return []
+        return list(itertools.combinations(self.hosts, 2))
 
     # ---- lifecycle
 
@@ -764,29 +899,53 @@ class Cluster:
         for ns in self.namespaces:  # same pid+seq can only be a stale run (pid reuse)
             _remove_ns(ns)
         br = self.bridge_ns
+        mesh = self.topology == "mesh"
         _ip("netns", "add", br)
-        bridges = ["br0", "br1"] if self.extra_net else ["br0"]
+        bridges = ([] if mesh else ["br0"]) + (["br1"] if self.extra_net else [])
         for bridge in bridges:
             _ip("link", "add", bridge, "type", "bridge", ns=br)
             _ip("link", "set", bridge, "up", ns=br)
         for h in self.hosts:
             _ip("netns", "add", h.ns)
             _ip("link", "set", "lo", "up", ns=h.ns)
-            nets = [("eth0", "br0", h.addr)]
+            nets = [] if mesh else [("eth0", "br0", h.addr)]
+            if mesh:
+                _ip("addr", "add", f"{h.addr}/32", "dev", "lo", ns=h.ns)
             if self.extra_net:
                 h.extra_addr = f"{self.extra_prefix}.{h.index + 1}"
                 nets.append(("eth1", "br1", h.extra_addr))
-            for k, (dev, bridge, addr) in enumerate(nets):
-                peer = f"h{h.index}e{k}"
+            for dev, bridge, addr in nets:
+                peer = f"h{h.index}e{dev[3:]}"
                 _ip("link", "add", dev, "type", "veth", "peer", "name", peer, "netns", br, ns=h.ns)
                 _ip("link", "set", peer, "master", bridge, "up", ns=br)
                 _ip("addr", "add", f"{addr}/24", "dev", dev, ns=h.ns)
                 _ip("link", "set", dev, "up", ns=h.ns)
-                h._ifaces[dev] = (peer, addr)
+                h._ifaces[dev] = ((br, peer), addr)
+        if mesh:
+            self._build_mesh()
         for i in self._dummy_hosts:
             self.hosts[i].add_dummy()
         for h in self.hosts:
             self._write_hosts_file(h)
+
+    def _build_mesh(self) -> None:
+        links = self.links
+        for k, (a, b) in enumerate(links):
+            dev_a, dev_b = f"l{b.index}", f"l{a.index}"
+            addr_a, addr_b = f"{self.link_prefix}.{2 * k + 2}", f"{self.link_prefix}.{2 * k + 3}"
+            _ip("link", "add", dev_a, "type", "veth", "peer", "name", dev_b, "netns", b.ns,
+                ns=a.ns)
+            for h, dev, addr, other, other_dev, other_addr in (
+                (a, dev_a, addr_a, b, dev_b, addr_b), (b, dev_b, addr_b, a, dev_a, addr_a)
+            ):
+                _ip("addr", "add", f"{addr}/31", "dev", dev, ns=h.ns)
+                # No IPv6 link-local address: no ND/MLD chatter in the byte counters.
+                _ip("link", "set", dev, "addrgenmode", "none", "up", ns=h.ns)
+                h._ifaces[dev] = ((other.ns, other_dev), addr)
+                h._links[other.index] = (dev, other_addr)
+        for a, b in links:
+            a._add_mesh_route(b.index)
+            b._add_mesh_route(a.index)
 
     def hosts_file(self, host: Host) -> str:
         """The /etc/hosts content ``host`` sees."""

@@ -21,6 +21,7 @@ import pytest
 
 from .netns import (
     ETC_NETNS,
+    MESH_MAX_HOSTS,
     Cluster,
     Host,
     NetnsError,
@@ -35,13 +36,18 @@ PORT = 29500
 
 # Accepts on every port in argv; per connection reads to EOF, answers
 # "<host> <nbytes>" and closes. Bounded: exits after 60 s at the latest.
+# Listens on 0.0.0.0, or with BIND=hostname on the address its own name
+# resolves to (as gloo does).
 SERVER = r"""
-import selectors, socket, sys, time
+import os, selectors, socket, sys, time
 sel = selectors.DefaultSelector()
+bind = os.environ.get("BIND", "0.0.0.0")
+if bind == "hostname":
+    bind = socket.gethostbyname(socket.gethostname())
 for port in sys.argv[1:]:
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("0.0.0.0", int(port)))
+    s.bind((bind, int(port)))
     s.listen(16)
     sel.register(s, selectors.EVENT_READ)
 print("ready", flush=True)
@@ -61,17 +67,23 @@ while time.monotonic() < deadline:
 """
 
 # argv: timeout nbytes target... (target = host:port). Prints one JSON list:
-# {"target", "result": "ok" | "timeout" | errno name, "reply", "elapsed"}.
+# {"target", "result": "ok" | "timeout" | errno name, "reply", "elapsed",
+# "local" (source address)}. With BIND=hostname the socket is bound to the
+# address of the own host name before connecting (as gloo does).
 CLIENT = r"""
-import errno, json, socket, sys, time
+import errno, json, os, socket, sys, time
 timeout, nbytes = float(sys.argv[1]), int(sys.argv[2])
+src = None
+if os.environ.get("BIND") == "hostname":
+    src = (socket.gethostbyname(socket.gethostname()), 0)
 out = []
 for target in sys.argv[3:]:
     host, port = target.rsplit(":", 1)
-    rec = {"target": target, "reply": None}
+    rec = {"target": target, "reply": None, "local": None}
     t0 = time.monotonic()
     try:
-        s = socket.create_connection((host, int(port)), timeout=timeout)
+        s = socket.create_connection((host, int(port)), timeout=timeout, source_address=src)
+        rec["local"] = s.getsockname()[0]
         s.settimeout(30)
         s.sendall(b"x" * nbytes)
         s.shutdown(socket.SHUT_WR)
@@ -93,15 +105,18 @@ print(json.dumps(out))
 """
 
 
-def start_server(host: Host, *ports: int) -> subprocess.Popen:
-    proc = host.popen_python(SERVER, *map(str, ports), stdout=subprocess.PIPE, text=True)
+def start_server(host: Host, *ports: int, bind_own: bool = False) -> subprocess.Popen:
+    env = {"BIND": "hostname" if bind_own else None}
+    proc = host.popen_python(SERVER, *map(str, ports), env=env, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "ready", f"server on {host.name} did not start"
     return proc
 
 
-def connect(host: Host, *targets: str, nbytes: int = 0, timeout: float = 1.0) -> list[dict]:
-    res = host.run_python(CLIENT, str(timeout), str(nbytes), *targets, timeout=60)
+def connect(host: Host, *targets: str, nbytes: int = 0, timeout: float = 1.0,
+            bind_own: bool = False) -> list[dict]:
+    env = {"BIND": "hostname" if bind_own else None}
+    res = host.run_python(CLIENT, str(timeout), str(nbytes), *targets, env=env, timeout=60)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
@@ -149,6 +164,27 @@ def test_bad_options_rejected() -> None:
         Cluster(2, names=["a", "a"])
     with pytest.raises(ValueError):
         Cluster(0)
+    with pytest.raises(ValueError):
+        Cluster(3, topology="ring")
+    with pytest.raises(ValueError):
+        Cluster(MESH_MAX_HOSTS + 1, topology="mesh")
+    bridged = Cluster(2)  # never started: these are checked before any command runs
+    with pytest.raises(ValueError, match="mesh"):
+        bridged[0].rate_limit_link(1)
+    mesh = Cluster(3, topology="mesh")
+    with pytest.raises(ValueError):
+        mesh[0].rate_limit_link("node0")  # no link to itself
+    with pytest.raises(KeyError):
+        mesh[0].clear_link_limit("node7")
+
+
+def test_mesh_address_plan() -> None:
+    c = Cluster(MESH_MAX_HOSTS, topology="mesh")
+    assert c.net_prefix.startswith("10.216.") and c.link_prefix.startswith("10.217.")
+    assert [h.addr for h in c] == [f"{c.net_prefix}.{i + 1}" for i in range(MESH_MAX_HOSTS)]
+    assert len(c.links) == MESH_MAX_HOSTS * (MESH_MAX_HOSTS - 1) // 2  # 120 /31s fit a /24
+    assert (c.links[0][0].name, c.links[0][1].name) == ("node0", "node1")
+    assert Cluster(3).links == []
 
 
 def test_available_reports_reason() -> None:
@@ -287,6 +323,131 @@ def test_link_down_and_up(cluster2: Cluster) -> None:
     rec = connect1(h0, f"node1:{PORT}", timeout=0.7)
     assert rec["result"] in ("EHOSTUNREACH", "timeout"), rec
     h1.link_up()
+    assert connect1(h0, f"node1:{PORT}", timeout=5)["result"] == "ok"
+
+
+# --------------------------------------------------------------------------- mesh
+
+MIB4 = 4 * 1024 * 1024  # at 100 Mbit/s: 0.34 s
+
+
+def run_qdiscs(ns: str, dev: str) -> str:
+    return subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", dev],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def all_counters(c: Cluster) -> dict[tuple[int, int], tuple[int, int]]:
+    """(host, peer) -> (rx, tx) bytes of host's interface on the link to peer."""
+    return {(h.index, int(dev[1:])): v for h in c for dev, v in h.byte_counters(h.uplinks).items()}
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_mesh_every_pair_talks_by_name_over_its_own_link(
+    make_cluster: Callable[..., Cluster], n: int,
+) -> None:
+    c = make_cluster(n, topology="mesh")
+    names = [h.name for h in c]
+    assert len(c.links) == n * (n - 1) // 2
+    for h in c:
+        assert h.addr == f"{c.net_prefix}.{h.index + 1}"
+        assert h.uplinks == [f"l{o.index}" for o in c if o is not h]
+        assert set(h.ifaces) == set(h.uplinks)
+        assert all(a.startswith(c.link_prefix + ".") for a in h.ifaces.values())
+        assert h.link_dev(c[(h.index + 1) % n].name) == f"l{(h.index + 1) % n}"
+    if n == 3:  # strict reverse-path filtering (many distros' default) must not matter
+        for h in c:
+            h.exec_admin(["/bin/sh", "-c",
+                          "for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 1 > $f; done"])
+        rp = c[1].exec_admin(["cat", "/proc/sys/net/ipv4/conf/l0/rp_filter"]).stdout
+        assert rp.strip() == "1"
+    # Odd hosts listen on 0.0.0.0, even ones on the address of their own name (like gloo).
+    servers = [start_server(h, PORT, bind_own=h.index % 2 == 0) for h in c]
+    nbytes = 300_000
+    for h in c:
+        assert resolve(h, *names) == c.addrs
+        others = [o for o in c if o is not h]
+        before = all_counters(c)
+        # Odd senders bind to their host address first (like gloo), even ones let the kernel pick.
+        recs = connect(h, *(f"{o.name}:{PORT}" for o in others), nbytes=nbytes,
+                       bind_own=h.index % 2 == 1)
+        after = all_counters(c)
+        for o, rec in zip(others, recs):
+            assert rec["result"] == "ok", rec
+            assert rec["reply"] == f"{o.name} {nbytes}"
+            assert rec["local"] == h.addr, rec  # source is H_i either way
+        for (i, j), (rx, tx) in after.items():
+            d_rx, d_tx = rx - before[i, j][0], tx - before[i, j][1]
+            if i == h.index:  # each of h's links carried exactly one transfer out
+                assert nbytes <= d_tx < 1.5 * nbytes, (h.name, i, j, d_tx)
+            elif j == h.index:
+                assert nbytes <= d_rx < 1.5 * nbytes, (h.name, i, j, d_rx)
+            else:  # links between two other hosts stay quiet
+                assert d_rx < 20_000 and d_tx < 20_000, (h.name, i, j, d_rx, d_tx)
+    for s in servers:
+        assert s.poll() is None
+
+
+def test_mesh_rate_limit_link_slows_only_that_link(make_cluster: Callable[..., Cluster]) -> None:
+    c = make_cluster(4, topology="mesh")
+    h0, h1, h2, h3 = c
+    for h in c:
+        start_server(h, PORT)
+    fast01, fast02 = connect(h0, f"node1:{PORT}", f"node2:{PORT}", nbytes=MIB4)
+    h0.rate_limit_link("node2", "100mbit")
+    assert "tbf" in run_qdiscs(h0.ns, "l2") and "tbf" in run_qdiscs(h2.ns, "l0")
+    assert not any("tbf" in run_qdiscs(h.ns, dev) for h in c for dev in h.uplinks
+                   if (h.index, dev) not in ((0, "l2"), (2, "l0")))
+    ok01, slow02 = connect(h0, f"node1:{PORT}", f"node2:{PORT}", nbytes=MIB4)
+    slow20, ok21, ok23 = connect(h2, f"node0:{PORT}", f"node1:{PORT}", f"node3:{PORT}",
+                                 nbytes=MIB4)
+    ok13 = connect1(h1, f"node3:{PORT}", nbytes=MIB4)
+    print(f"\nmesh link limit 100mbit, 4 MiB: node0->node1 {fast01['elapsed']:.3f}s "
+          f"node0->node2 {fast02['elapsed']:.3f}s unlimited; limited: node0->node2 "
+          f"{slow02['elapsed']:.3f}s node2->node0 {slow20['elapsed']:.3f}s, others: "
+          f"node0->node1 {ok01['elapsed']:.3f}s node2->node1 {ok21['elapsed']:.3f}s "
+          f"node2->node3 {ok23['elapsed']:.3f}s node1->node3 {ok13['elapsed']:.3f}s")
+    for rec in (fast01, fast02, ok01, slow02, slow20, ok21, ok23, ok13):
+        assert rec["result"] == "ok" and rec["reply"].endswith(f" {MIB4}"), rec
+    for slow in (slow02, slow20):  # both directions of the link
+        assert 0.28 <= slow["elapsed"] < 10, slow
+    for ok in (ok01, ok21, ok23, ok13):
+        assert ok["elapsed"] * 2 < slow02["elapsed"], (ok, slow02)
+    h2.clear_link_limit(h0)  # either end clears both
+    assert "tbf" not in run_qdiscs(h0.ns, "l2") + run_qdiscs(h2.ns, "l0")
+    again = connect1(h0, f"node2:{PORT}", nbytes=MIB4)
+    assert again["elapsed"] * 2 < slow02["elapsed"], (again, slow02)
+
+
+def test_mesh_host_rate_limit_slows_all_its_links(make_cluster: Callable[..., Cluster]) -> None:
+    c = make_cluster(4, topology="mesh")
+    h0, h1, h2, h3 = c
+    for h in c:
+        start_server(h, PORT)
+    h1.rate_limit("100mbit")  # a slow node: every link of node1, both directions
+    to1, to2 = connect(h0, f"node1:{PORT}", f"node2:{PORT}", nbytes=MIB4)
+    from1, = connect(h1, f"node3:{PORT}", nbytes=MIB4)
+    from3, = connect(h3, f"node1:{PORT}", nbytes=MIB4)
+    print(f"\nmesh node1 limited 100mbit, 4 MiB: node0->node1 {to1['elapsed']:.3f}s "
+          f"node1->node3 {from1['elapsed']:.3f}s node3->node1 {from3['elapsed']:.3f}s "
+          f"node0->node2 {to2['elapsed']:.3f}s")
+    for slow in (to1, from1, from3):
+        assert slow["result"] == "ok", slow
+        assert 0.28 <= slow["elapsed"] < 10, slow
+    assert to2["elapsed"] * 2 < to1["elapsed"], (to2, to1)
+    h1.clear_rate_limit()
+    assert not any("tbf" in run_qdiscs(h.ns, dev) for h in c for dev in h.uplinks)
+
+
+def test_mesh_link_down_and_up_restores_route(make_cluster: Callable[..., Cluster]) -> None:
+    c = make_cluster(3, topology="mesh")
+    h0, h1, h2 = c
+    start_server(h1, PORT)
+    start_server(h2, PORT)
+    h0.link_down(h0.link_dev(h1))
+    cut, other = connect(h0, f"node1:{PORT}", f"node2:{PORT}", timeout=0.7)
+    assert cut["result"] in ("ENETUNREACH", "EHOSTUNREACH", "timeout"), cut  # no detour via node2
+    assert other["result"] == "ok", other
+    h0.link_up(h0.link_dev(h1))  # the kernel dropped the host route with the link: re-added
     assert connect1(h0, f"node1:{PORT}", timeout=5)["result"] == "ok"
 
 

@@ -1,0 +1,29 @@
+"""docs/problems.md lists every problem code, as generated from the catalogue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ddpcheck.catalog import problems_markdown
+
+DOC = Path(__file__).parent.parent / "docs" / "problems.md"
+
+
+def test_problem_page_is_up_to_date_with_the_catalogue():
+    assert DOC.read_text() == problems_markdown(), (
+        "regenerate it: python -m ddpcheck.catalog > docs/problems.md")
+
+
+def test_every_registered_code_is_documented():
+    import importlib
+    import pkgutil
+    import re
+
+    import ddpcheck
+    from ddpcheck.diagnoses import CATALOGUE
+
+    for mod in pkgutil.iter_modules(ddpcheck.__path__):
+        if mod.name not in ("__main__", "plugin", "worker"):
+            importlib.import_module(f"ddpcheck.{mod.name}")
+    documented = set(re.findall(r"^## `([a-z0-9-]+)`$", DOC.read_text(), re.M))
+    assert set(CATALOGUE) == documented, "add the module to catalog.DIAGNOSIS_MODULES"
