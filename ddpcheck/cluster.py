@@ -47,6 +47,10 @@ HOSTNAME_LOOPBACK = CATALOGUE.setdefault("hostname-loopback", Diagnosis(
     "the other nodes, which connect to themselves",
     "fix /etc/hosts so the hostname resolves to the cluster address, or set "
     "GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the cluster interface"))
+STORE_LOST = CATALOGUE.setdefault("rendezvous-store-lost", Diagnosis(
+    "rendezvous-store-lost", "the rendezvous store went away during check-in",
+    "ddpcheck on the endpoint node stopped (a problem it found, Ctrl-C, or the node failed)",
+    "read the endpoint node's own report; it names the problem that stopped it"))
 ENDPOINT_LOOPBACK = CATALOGUE.setdefault("endpoint-loopback", Diagnosis(
     "endpoint-loopback", "the rendezvous endpoint is a loopback address on a multi-node run",
     "localhost/127.x only reaches the node itself; the other nodes cannot join",
@@ -120,11 +124,34 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
                      st.advertised, st.listener.port,
                      {i.name: [a.address for a in i.ipv4] for i in ifaces if i.is_up},
                      [p.to_dict() for p in local])
-    publish(st.store, st.me)
-    st.cards, st.problems = wait_for_nodes(st.store, st.me, deadline, expected_hosts)
-    if not st.problems:
-        _probe_peers(st, port, deadline + CONNECT_TIMEOUT * 2)
+    try:
+        publish(st.store, st.me)
+        st.cards, st.problems = wait_for_nodes(st.store, st.me, deadline, expected_hosts)
+        if not st.problems:
+            _probe_peers(st, port, deadline + CONNECT_TIMEOUT * 2)
+        _settle(st)
+    except (RuntimeError, ValueError, TimeoutError) as exc:  # the store's host went away
+        st.problems.append(STORE_LOST.problem(
+            f"the rendezvous store on {host}:{port} closed while {node} was checking in "
+            f"({str(exc).splitlines()[0][:120]})", hosts=[host]))
     return st
+
+
+def _settle(st: ClusterState) -> None:
+    """Every node says it has judged; the store's host waits for that before going on.
+
+    Without it, a host that stops on a problem closes the store while slower nodes are
+    still reading the cards that explain why.
+    """
+    assert st.me is not None
+    key = f"ddpcheck/settled/{st.me.run_id}"
+    st.store.add(key, 1)
+    if not st.is_host:
+        return
+    n = len([c for c in st.cards if c.run_id == st.me.run_id]) or 1
+    end = time.monotonic() + FINAL_WAIT
+    while int(st.store.add(key, 0)) < n and time.monotonic() < end:
+        time.sleep(0.05)
 
 
 def _open_store(st: ClusterState, host: str, port: int, node: str, grace: float) -> bool:

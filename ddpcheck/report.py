@@ -44,6 +44,7 @@ class Report:
     elapsed: float
     backend: str = ""
     notes: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)  # hosts known before any rank started
 
     @property
     def ready(self) -> bool:
@@ -181,18 +182,27 @@ def render_text(report: Report) -> str:
 
 
 def _table(report: Report) -> str:
-    ranks = sorted(report.hosts_by_rank) or list(range(report.world_size))
+    if not report.hosts_by_rank:  # no rank ever started: one column per node we know of
+        nodes = report.nodes or ["this node"]
+        rows = [[s.name, *[_cell(s.status, "", s.blocked_by)] * len(nodes)]
+                for s in report.stages]
+        return tabulate(rows, headers=["stage", *nodes], tablefmt="simple")
+    ranks = sorted(report.hosts_by_rank)
     headers = ["stage"] + [f"rank {r}\n{report.hosts_by_rank.get(r, '?')}" for r in ranks]
     rows = []
     for s in report.stages:
         cells = []
         for r in ranks:
             status = s.per_rank.get(r, MISSING if s.per_rank else s.status)
-            fig = s.figures.get(r, "")
-            cells.append(f"{status} {fig}".strip() if status != results.BLOCKED else
-                         f"BLOCKED ({s.blocked_by})" if s.blocked_by else status)
+            cells.append(_cell(status, s.figures.get(r, ""), s.blocked_by))
         rows.append([s.name, *cells])
     return tabulate(rows, headers=headers, tablefmt="simple")
+
+
+def _cell(status: str, figure: str, blocked_by: str) -> str:
+    if status == results.BLOCKED:
+        return f"BLOCKED ({blocked_by})" if blocked_by else status
+    return f"{status} {figure}".strip()
 
 
 def render_problem(p: Problem, hosts_by_rank: dict[int, str]) -> str:
@@ -209,17 +219,24 @@ def render_problem(p: Problem, hosts_by_rank: dict[int, str]) -> str:
 
 
 def verdict(report: Report) -> str:
-    n_hosts = len(set(report.hosts_by_rank.values())) or 1
-    where = f"{report.world_size} ranks on {n_hosts} host{'s' if n_hosts != 1 else ''}"
+    n_hosts = len(set(report.hosts_by_rank.values()) or report.nodes) or 1
+    where = f"{_n(report.world_size, 'rank')} on {_n(n_hosts, 'host')}"
+    if not report.hosts_by_rank:
+        where = f"stopped before torchrun ({_n(report.world_size, 'rank')} expected on " \
+                f"{_n(len(report.nodes) or 1, 'node')} known)"
     if report.ready:
         passed = sum(s.status == results.PASS for s in report.stages)
         skipped = sum(s.status == results.SKIP for s in report.stages)
-        return (f"READY: {passed} stages passed, {skipped} skipped, {where}, "
+        return (f"READY: {_n(passed, 'stage')} passed, {skipped} skipped, {where}, "
                 f"in {report.elapsed:.1f} s")
     first = report.problems[0] if report.problems else None
     lead = (f"; first: {first.code} on rank {format_ranks(first.ranks)}" if first and first.ranks
             else f"; first: {first.code}" if first else "")
     return f"NOT READY: {len(report.problems)} problem(s), {where}{lead}"
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def to_json(report: Report, extra: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -47,6 +47,7 @@ def run(cfg: Config) -> int:
         pre = merge_problems([*pre, *st.problems])
     if pre:
         report = build_report({}, cfg.stages, pre, time.monotonic() - start, nproc * cfg.nodes)
+        report.nodes = sorted({c.host for c in st.cards} | {socket.gethostname()})
         _prepend_preflight(report, results.FAIL)
         st.close()
         return _finish(cfg, report, results_dir, nproc)

@@ -390,7 +390,8 @@ class SlurmCluster:
             if self.munged.poll() is not None:
                 raise SlurmStartError("munged exited:\n" + self.logs("munged.out"))
             if time.monotonic() > deadline:
-                raise SlurmStartError("munged did not create its socket:\n" + self.logs("munged.out"))
+                raise SlurmStartError(
+                    "munged did not create its socket:\n" + self.logs("munged.out"))
             time.sleep(0.02)
 
     def _dead_daemons(self) -> list[str]:
