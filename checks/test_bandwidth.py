@@ -7,37 +7,33 @@ is the slowest rank's, and rates come from the median trial time.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 import torch.distributed as dist
 
+from ddpcheck import links
 from ddpcheck.bandwidth import format_sweep, sizes, sweep_row
+from ddpcheck.diagnoses import ProblemFound
+from ddpcheck.measure import iterations, time_all_reduce
 from ddpcheck.stages import stage
 
 WARMUP, TRIALS = 2, 3
 
 
-def _iterations(nbytes: int) -> int:
-    """More iterations for small messages so each trial lasts long enough to time."""
-    return max(2, min(50, (8 << 20) // max(nbytes, 1)))
-
-
-def _time_trial(t: torch.Tensor, iters: int, backend: str) -> float:
-    dist.barrier()
-    start = time.perf_counter()
-    for _ in range(iters):
-        dist.all_reduce(t)
-    if backend == "nccl":
-        torch.cuda.synchronize()
-    local = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
-    dist.all_reduce(local, op=dist.ReduceOp.MAX)  # the collective is as slow as its slowest rank
-    return float(local.item())
+def _expectation(pg, settings):
+    """(minimum busbw GB/s, where it comes from): --expect-busbw, else a GPU-model reference."""
+    if settings.expected_busbw is not None:
+        return settings.expected_busbw, "busbw (--expect-busbw)"
+    if pg.backend == "nccl":
+        name = torch.cuda.get_device_name()
+        ref = links.reference_busbw(name, pg.local_world_size, "nccl")
+        if ref:
+            return ref[0], f"busbw (reference for {pg.local_world_size}x {name})"
+    return None, ""
 
 
 @stage("bandwidth")
-def test_all_reduce_bandwidth_sweep(pg, record):
+def test_all_reduce_bandwidth_sweep(pg, settings, record):
     """all-reduce time, algbw and busbw over message sizes (nccl-tests' definitions)."""
     if pg.world_size < 2:
         pytest.skip("bandwidth needs at least 2 ranks")
@@ -45,14 +41,20 @@ def test_all_reduce_bandwidth_sweep(pg, record):
     rows = []
     for nbytes in sizes(4 << 10, max_bytes, factor=4):
         t = torch.ones(nbytes // 4, dtype=torch.float32, device=pg.device)
-        iters = _iterations(nbytes)
+        iters = iterations(nbytes)
         for _ in range(WARMUP):
             dist.all_reduce(t)
-        trials = [_time_trial(t, iters, pg.backend) for _ in range(TRIALS)]
+        trials = [time_all_reduce(t, iters, pg.backend) for _ in range(TRIALS)]
         rows.append(sweep_row(nbytes, 4, "float", trials, pg.world_size).to_dict())
     peak = max(r["busbw"] for r in rows)
     record.measure("allreduce_sweep", rows)
     record.measure("peak_busbw_gbps", peak)
     record.key_figure(f"{peak:.2f} GB/s busbw")
+    expected, what = _expectation(pg, settings)
+    if expected is not None:
+        record.measure("expected_busbw_gbps", expected)
+        problems = links.expect_verdict(peak, expected, what)
+        if problems:
+            raise ProblemFound(*problems)
     if pg.rank == 0:
         print("\n" + format_sweep(rows, pg.world_size, pg.backend))  # shown with pytest -s

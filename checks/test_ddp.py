@@ -7,11 +7,14 @@ a single-process model trained on the concatenated global batch.
 
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
+from ddpcheck import links
 from ddpcheck.diagnoses import DDP_DIVERGED, SAMPLER_SHARDS_WRONG
 from ddpcheck.stages import stage
 
@@ -90,3 +93,59 @@ def test_distributed_sampler_shards_are_disjoint_and_cover_the_dataset(pg):
                             f"{len(every) - len(distinct)} repeats (padding is {padding})")
     if problems:
         raise SAMPLER_SHARDS_WRONG.fail("; ".join(problems))
+
+
+SCALING_STEPS, SCALING_WARMUP, SCALING_BATCH = 6, 2, 64
+
+
+def _scaling_sizes(n: int) -> list[int]:
+    """World sizes 1, 2, 4, ... up to n, and n itself."""
+    sizes, k = [], 1
+    while k < n:
+        sizes.append(k)
+        k *= 2
+    return sizes + [n]
+
+
+@stage("ddp")
+def test_ddp_scaling_across_world_sizes(pg, record):
+    """DDP step time and samples/s at world sizes 1, 2, 4, ... up to the full world."""
+    device = pg.device
+    sizes = _scaling_sizes(pg.world_size)
+    groups = {k: dist.new_group(list(range(k))) for k in sizes}  # every rank, same order
+    rows = []
+    for k in sizes:
+        if pg.rank < k:
+            step = _time_ddp_steps(groups[k], device)
+            rows.append({"world_size": k, "step_time_s": step,
+                         "samples_per_s": k * SCALING_BATCH / step})
+        dist.barrier()  # ranks outside the subgroup wait here, so sizes never overlap
+    got = pg.exchange("scaling", rows if pg.rank == 0 else [])
+    table = links.scaling_table(got.values.get(0, []))
+    record.measure("ddp_scaling", table)
+    last = table[-1] if table else None
+    if last and last.get("efficiency") is not None:
+        record.key_figure(f"{last['efficiency'] * 100:.0f}% efficiency at {last['world_size']}")
+
+
+def _time_ddp_steps(group, device: torch.device) -> float:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 256)).to(device)
+    ddp = DistributedDataParallel(model, process_group=group,
+                                  device_ids=[device.index] if device.type == "cuda" else None)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    x = torch.randn(SCALING_BATCH, 256, device=device)
+    times = []
+    for i in range(SCALING_WARMUP + SCALING_STEPS):
+        start = time.perf_counter()
+        opt.zero_grad()
+        ddp(x).square().mean().backward()
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if i >= SCALING_WARMUP:
+            times.append(time.perf_counter() - start)
+    slowest = torch.tensor([sorted(times)[len(times) // 2]], dtype=torch.float64, device=device)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=group)
+    return float(slowest.item())

@@ -49,6 +49,9 @@ HELP = {
     "json_path": "also write the report as JSON to this file",
     "checkpoint_dir": "directory on shared storage to probe with a save/load",
     "results_dir": "where ranks write their result files (default: a new temp dir)",
+    "expect_busbw": "expected all-reduce busbw in GB/s: below it is a problem",
+    "slow_link_ratio": "a link slower than this x the median link is slow (default 0.5)",
+    "plot_dir": "write PNG plots (busbw vs size, scaling) here; needs matplotlib",
 }
 
 
@@ -56,7 +59,8 @@ METAVAR = {"nodes": "N", "node_rank": "N", "nproc_per_node": "N|auto",
            "rdzv_endpoint": "HOST:PORT", "rdzv_id": "ID", "backend": "auto|nccl|gloo",
            "gpus_per_replica": "K", "stages": "LIST", "timeout": "SECONDS",
            "probe_timeout": "SECONDS", "rdzv_timeout": "SECONDS", "json_path": "PATH",
-           "checkpoint_dir": "DIR", "results_dir": "DIR"}
+           "checkpoint_dir": "DIR", "results_dir": "DIR", "expect_busbw": "GBPS",
+           "slow_link_ratio": "RATIO", "plot_dir": "DIR"}
 
 
 def build_parser() -> Parser:

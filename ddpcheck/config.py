@@ -43,6 +43,9 @@ class Config:
     json_path: Path | None = None
     checkpoint_dir: Path | None = None
     results_dir: Path | None = None
+    expect_busbw: float | None = None
+    slow_link_ratio: float = 0.5
+    plot_dir: Path | None = None
     verbose: bool = False
     traceback: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where it came from
@@ -50,7 +53,7 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["rdzv_endpoint"] = endpoint_text(self.rdzv_endpoint)
-        for key in ("json_path", "checkpoint_dir", "results_dir"):
+        for key in ("json_path", "checkpoint_dir", "results_dir", "plot_dir"):
             data[key] = str(data[key]) if data[key] else None
         return data
 
@@ -80,6 +83,9 @@ SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
      lambda raw: Path(_nonempty(raw, "a directory"))),
     ("results_dir", "--results-dir", "DDPCHECK_RESULTS_DIR",
      lambda raw: Path(_nonempty(raw, "a directory"))),
+    ("expect_busbw", "--expect-busbw", "DDPCHECK_EXPECT_BUSBW", parsing.positive_number),
+    ("slow_link_ratio", "--slow-link-ratio", "DDPCHECK_SLOW_LINK_RATIO", parsing.ratio),
+    ("plot_dir", "--plot", "DDPCHECK_PLOT", lambda raw: Path(_nonempty(raw, "a directory"))),
 )
 
 
@@ -136,6 +142,12 @@ def check_consistency(cfg: Config) -> None:
                          f"rendezvous deadline ({src('rdzv_timeout')})")
     if cfg.json_path is not None:
         check_writable_file(cfg.json_path, cfg.sources.get("json_path", "--json"))
+    if cfg.plot_dir is not None:
+        from ddpcheck.plots import matplotlib_available
+
+        if not matplotlib_available():
+            raise UsageError(f"{src('plot_dir')}: matplotlib is not installed: "
+                             "pip install 'ddpcheck[plot]' (or drop --plot)")
 
 
 def check_writable_file(path: Path, source: str) -> None:

@@ -63,6 +63,11 @@ def worker_env(cfg: Config, env: dict[str, str], results_dir: Path, nproc: int) 
         "DDPCHECK_EXPECT_NPROC_PER_NODE": str(nproc),
         "PYTHONUNBUFFERED": "1",
     })
+    out["DDPCHECK_SLOW_LINK_RATIO"] = f"{cfg.slow_link_ratio:g}"
+    if cfg.expect_busbw:
+        out["DDPCHECK_EXPECT_BUSBW"] = f"{cfg.expect_busbw:g}"
+    else:
+        out.pop("DDPCHECK_EXPECT_BUSBW", None)
     out.setdefault("OMP_NUM_THREADS", "1")
     if cfg.checkpoint_dir:
         out["DDPCHECK_CHECKPOINT_DIR"] = str(cfg.checkpoint_dir)

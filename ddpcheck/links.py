@@ -126,12 +126,13 @@ def link_verdicts(matrix: Matrix, slow_ratio: float = 0.5) -> list[Problem]:
 
     matrix[(src, dst)] is GB/s from src to dst. A link's figure is its slower direction.
 
-    1. A node's capacity is its best link. A node whose best link is below slow_ratio x the
-       (upper) median capacity is a candidate slow node: all its links are slow, whoever
-       the peer. The best link, not the median, so one bad pair does not condemn a node;
-       the upper median, so a minority of slow nodes cannot drag the reference down.
-    2. The reference is the median link among the other nodes. A candidate whose best link
-       is below slow_ratio x reference is one ``slow-node`` problem (not n-1 link problems).
+    1. A node's capacity is its best link. Nodes whose capacity is below slow_ratio x the
+       (upper) median capacity are left out of the reference: all their links are slow,
+       whoever the peer. The best link, not the median, so one bad pair does not condemn a
+       node; the upper median, so a minority of slow nodes cannot drag it down.
+    2. The reference is the median link among the remaining nodes. Every node whose best
+       link is below slow_ratio x reference (every link of it is slow) is one
+       ``slow-node`` problem, not n-1 link problems.
     3. Among the other nodes, each link below slow_ratio x reference is a ``slow-link``.
 
     With ±30% noise every healthy figure lies within 0.7/1.3 = 0.54 of any other, above the
@@ -154,7 +155,7 @@ def link_verdicts(matrix: Matrix, slow_ratio: float = 0.5) -> list[Problem]:
     if reference <= 0:
         return []
     limit = slow_ratio * reference
-    slow_nodes = [h for h in candidates if capacity[h] < limit]
+    slow_nodes = [h for h in hosts if capacity[h] < limit]
 
     problems: list[Problem] = []
     for h in slow_nodes:
@@ -253,7 +254,7 @@ def reference_busbw(gpu_name: str, n_gpus_per_node: int,
 
 # --- stragglers --------------------------------------------------------------------------
 def _ms(seconds: float) -> str:
-    ms = seconds * 1000
+    ms = round(seconds * 1000, 1)
     return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
 
 
@@ -266,7 +267,7 @@ def _mad(values: Sequence[float]) -> float:
 
 def straggler_verdict(waits: Mapping[int, Sequence[float]], hosts: Mapping[int, str],
                       min_share: float = 0.8, min_lateness_s: float = 0.005, *,
-                      noise_factor: float = 3.0, min_iterations: int = 5,
+                      noise_factor: float = 2.0, min_iterations: int = 5,
                       iteration_s: float | None = None,
                       min_iteration_share: float = 0.05) -> list[Problem]:
     """``straggler`` problems from the time each rank spent inside barrier-like collectives.

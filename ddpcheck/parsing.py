@@ -56,6 +56,26 @@ def positive_float(raw: str) -> float:
     return value
 
 
+def positive_number(raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValueError("expected a number > 0") from None
+    if not 0 < value < float("inf"):
+        raise ValueError("expected a number > 0")
+    return value
+
+
+def ratio(raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ValueError("expected a ratio between 0 and 1") from None
+    if not 0 < value < 1:
+        raise ValueError("expected a ratio between 0 and 1")
+    return value
+
+
 def choice(*allowed: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         value = raw.strip().lower()

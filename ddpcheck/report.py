@@ -16,6 +16,7 @@ from tabulate import tabulate
 from ddpcheck import results
 from ddpcheck.bandwidth import format_sweep
 from ddpcheck.diagnoses import Problem
+from ddpcheck.links import format_intra_inter, format_matrix, format_scaling, hosts_of
 from ddpcheck.ranges import format_ranks, ranks_with_hosts
 
 # How statuses combine over probes and ranks: a stage is SKIP only when nothing in it ran.
@@ -171,14 +172,31 @@ def _measurements(events: dict[int, list[dict]]) -> dict[str, Any]:
 # --- rendering --------------------------------------------------------------------------
 def render_text(report: Report) -> str:
     parts = [_table(report)]
-    sweep = report.measurements.get("allreduce_sweep")
-    if sweep:
-        parts.append(format_sweep(sweep, report.world_size, report.backend))
+    parts.extend(render_measurements(report.measurements, report.world_size, report.backend))
     for p in report.problems:
         parts.append(render_problem(p, report.hosts_by_rank))
     parts.extend(report.notes)
     parts.append(verdict(report))
     return "\n\n".join(parts) + "\n"
+
+
+def render_measurements(m: dict[str, Any], world_size: int, backend: str) -> list[str]:
+    """The figures a user reads at a glance: sweep, link matrix, intra/inter, scaling."""
+    parts = []
+    if m.get("allreduce_sweep"):
+        parts.append(format_sweep(m["allreduce_sweep"], world_size, backend))
+    if m.get("link_matrix"):
+        matrix = {tuple(k.split("->")): v for k, v in m["link_matrix"].items()}
+        parts.append("# point-to-point links, one direction (median of trials)\n"
+                     + format_matrix(m.get("link_hosts") or hosts_of(matrix), matrix))
+    if m.get("intra_node_busbw") or m.get("cross_node_busbw") is not None:
+        parts.append("# all-reduce busbw within nodes and across nodes\n"
+                     + format_intra_inter(m.get("intra_node_busbw") or {},
+                                          m.get("cross_node_busbw")))
+    if m.get("ddp_scaling"):
+        parts.append("# DDP scaling (subgroups of the first k ranks)\n"
+                     + format_scaling(m["ddp_scaling"]))
+    return parts
 
 
 def _table(report: Report) -> str:

@@ -141,6 +141,12 @@ def _prepend_preflight(report: Report, status: str) -> None:
 
 def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
             extra: dict | None = None) -> int:
+    if cfg.plot_dir and report.measurements:
+        from ddpcheck.plots import write_plots
+
+        cfg.plot_dir.mkdir(parents=True, exist_ok=True)
+        paths = write_plots(report.measurements, cfg.plot_dir)
+        report.notes.append("plots: " + ", ".join(str(p) for p in paths))
     report.notes.append(f"results: {results_dir}  (rank files, torchrun.log)")
     print(render_text(report), end="")
     if cfg.json_path:

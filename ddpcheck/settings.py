@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpcheck.parsing import convert, positive_float, positive_int
+from ddpcheck.parsing import convert, positive_float, positive_int, positive_number, ratio
 from ddpcheck.stages import parse_stages
 
 DEFAULT_PROBE_TIMEOUT = 20.0
@@ -25,6 +25,8 @@ class WorkerSettings:
     results_dir: Path | None
     expected_world_size: int | None
     expected_nproc_per_node: int | None
+    expected_busbw: float | None = None  # GB/s, --expect-busbw
+    slow_link_ratio: float = 0.5  # a link below ratio x median link is slow
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -42,4 +44,6 @@ class WorkerSettings:
             results_dir=Path(results) if results else None,
             expected_world_size=get("DDPCHECK_EXPECT_WORLD_SIZE", positive_int, None),
             expected_nproc_per_node=get("DDPCHECK_EXPECT_NPROC_PER_NODE", positive_int, None),
+            expected_busbw=get("DDPCHECK_EXPECT_BUSBW", positive_number, None),
+            slow_link_ratio=get("DDPCHECK_SLOW_LINK_RATIO", ratio, 0.5),
         )

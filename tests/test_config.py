@@ -34,7 +34,8 @@ def test_defaults_without_flags_env_or_scheduler():
 def test_every_setting_has_a_flag_and_a_ddpcheck_variable():
     for name, flag, var, _ in config.SETTINGS:
         assert name in Config.__dataclass_fields__
-        assert flag == "--" + name.replace("_", "-") or (name, flag) == ("json_path", "--json")
+        assert flag == "--" + name.replace("_", "-") or (name, flag) in (
+            ("json_path", "--json"), ("plot_dir", "--plot"))
         assert var.startswith("DDPCHECK_")
 
 
@@ -75,8 +76,11 @@ def test_every_setting_parses_from_its_environment_variable(tmp_path):
            "DDPCHECK_STAGES": "ddp,node", "DDPCHECK_TIMEOUT": "120",
            "DDPCHECK_PROBE_TIMEOUT": "7.5", "DDPCHECK_RDZV_TIMEOUT": "60",
            "DDPCHECK_JSON": str(tmp_path / "r.json"), "DDPCHECK_CHECKPOINT_DIR": "/shared/ck",
-           "DDPCHECK_RESULTS_DIR": str(tmp_path / "res")}
+           "DDPCHECK_RESULTS_DIR": str(tmp_path / "res"), "DDPCHECK_EXPECT_BUSBW": "40",
+           "DDPCHECK_SLOW_LINK_RATIO": "0.3", "DDPCHECK_PLOT": str(tmp_path / "plots")}
     cfg = build({}, env)
+    assert cfg.expect_busbw == 40.0 and cfg.slow_link_ratio == 0.3
+    assert cfg.plot_dir == tmp_path / "plots"
     assert cfg.nodes == 2 and cfg.node_rank == 1 and cfg.nproc_per_node is None
     assert cfg.rdzv_endpoint == ("::1", 29400) and cfg.rdzv_id == "job7"
     assert cfg.backend == "nccl" and cfg.gpus_per_replica == 2 and cfg.stages == ("node", "ddp")

@@ -22,16 +22,21 @@ paths must stay under 108 bytes, pytest's tmp paths do not), removed on exit.
 What makes Slurm 22.05 run in namespaces (also under gVisor):
 
 * ``ip netns exec`` remounts ``/sys``, so ``/sys/fs/cgroup`` is empty in a
-  host and slurmd refuses to start ("No filesystem mounted on
-  /sys/fs/cgroup", "Unable to initialize cgroup plugin"; 22.05 has no
-  ``CgroupPlugin=disabled``). Each slurmd is started through a wrapper that
-  mounts a bare tmpfs on ``/sys/fs/cgroup`` in its own mount namespace, and
-  ``cgroup.conf`` says ``CgroupPlugin=cgroup/v1``: the v1 plugin's init only
-  checks that something is mounted there. No controller is mounted and no
-  cgroup is ever created, because nothing uses cgroups:
+  host. Slurm 22.05 has no ``CgroupPlugin=disabled``, and its default
+  ``autodetect`` then refuses to start slurmd ("No filesystem mounted on
+  /sys/fs/cgroup", "Unable to initialize cgroup plugin"). ``cgroup.conf``
+  therefore names ``CgroupPlugin=cgroup/v1``: loading that plugin checks
+  nothing (verified under gVisor: slurmd runs with nothing mounted there).
+  Nothing uses cgroups, so no cgroup is ever created:
   ``ProctrackType=proctrack/linuxproc`` (finds a step's processes by parent
   links, so torchrun workers that ``setsid`` are still tracked),
   ``TaskPlugin=task/none``, ``JobAcctGatherType=jobacct_gather/none``.
+  Each slurmd still starts through a wrapper that mounts (best effort) a
+  private tmpfs on ``/sys/fs/cgroup`` in its own mount namespace (so no
+  plugin could reach the machine's hierarchy through it);
+  ``cgroup_controllers=("cpu", ...)`` additionally mounts those v1
+  controllers there (the machine's shared hierarchies), for a kernel whose
+  slurmd wants them. Not needed under gVisor.
 * ``SlurmdSpoolDir``/``SlurmdPidFile``/``SlurmdLogFile`` contain ``%n``: all
   slurmds share one filesystem.
 * ``SlurmdParameters=config_overrides``: the configured CPUs win over what
@@ -90,10 +95,16 @@ RUNDIR_PREFIX = "ddpc-slurm-"
 
 Argv = Union[str, Sequence[str]]
 
-# The wrapper every slurmd runs in (inside its host, own mount namespace).
-_SLURMD_WRAPPER = (
-    'mount -t tmpfs -o mode=755,size=1m ddpc_cgroup /sys/fs/cgroup || exit 97; exec "$@"'
-)
+# The wrapper every slurmd runs in (inside its host, own mount namespace):
+# $1 = space-separated cgroup v1 controllers to mount (may be empty), then argv.
+_SLURMD_WRAPPER = r"""
+ctrls=$1; shift
+mount -t tmpfs -o mode=755,size=1m ddpc_cgroup /sys/fs/cgroup 2>/dev/null
+for c in $ctrls; do
+    mkdir -p "/sys/fs/cgroup/$c" && mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c" || exit 97
+done
+exec "$@"
+"""
 
 
 class SlurmError(RuntimeError):
@@ -111,7 +122,7 @@ def _which(name: str) -> str | None:
 def available() -> tuple[bool, str]:
     """``(True, "")`` if the Slurm and munge programs are installed, else
     ``(False, reason)``. (Whether namespaces work is :func:`netns.available`.)"""
-    missing = [p for p in DAEMONS + CLIENTS + ("mount",) if _which(p) is None]
+    missing = [p for p in DAEMONS + CLIENTS if _which(p) is None]
     if missing:
         return False, (
             f"{', '.join(missing)} not found "
@@ -166,8 +177,10 @@ class SlurmCluster:
     working directory of :meth:`run` (so sbatch output files land there).
     ``cpus``: CPUs per node (default: the CPUs this process may use).
     ``conf``: extra or overriding slurm.conf settings, e.g.
-    ``{"SlurmdTimeout": 5}``. ``start_timeout``: seconds until every node
-    must be idle.
+    ``{"SlurmdTimeout": 5}`` (a ``None`` value drops a default).
+    ``cgroup_controllers``: v1 controllers to mount for each slurmd (none
+    needed here; see the module docstring). ``start_timeout``: seconds until
+    every node must be idle.
     """
 
     def __init__(
@@ -179,6 +192,7 @@ class SlurmCluster:
         conf: Mapping[str, Any] | None = None,
         partition: str = "debug",
         cluster_name: str = "ddpc",
+        cgroup_controllers: Sequence[str] = (),
         start_timeout: float = 30.0,
     ) -> None:
         self.cluster = cluster
@@ -187,6 +201,10 @@ class SlurmCluster:
         self.extra_conf = dict(conf or {})
         self.partition = partition
         self.cluster_name = cluster_name
+        for ctrl in cgroup_controllers:
+            if not re.match(r"^[a-z_=]+$", ctrl):
+                raise ValueError(f"bad cgroup controller {ctrl!r}")
+        self.cgroup_controllers = tuple(cgroup_controllers)
         self.start_timeout = start_timeout
         self.conf_path = self.tmpdir / "slurm.conf"
         self.log_dir = self.tmpdir / "log"
@@ -280,8 +298,8 @@ class SlurmCluster:
         self.munge_socket = self.rundir / "munge" / "munge.socket"
         self.conf_path.write_text(self.slurm_conf())
         (self.tmpdir / "cgroup.conf").write_text(
-            "# ddpcheck test cluster: nothing uses cgroups; the v1 plugin only needs\n"
-            "# /sys/fs/cgroup to be a mount (slurmd's wrapper mounts a tmpfs there).\n"
+            "# ddpcheck test cluster: nothing uses cgroups. Naming the v1 plugin\n"
+            "# skips 'autodetect', which fails on the empty /sys/fs/cgroup of a netns.\n"
             "CgroupPlugin=cgroup/v1\nCgroupAutomount=no\n"
         )
 
@@ -314,12 +332,16 @@ class SlurmCluster:
             "AccountingStorageType": "accounting_storage/none",
             "JobCompType": "jobcomp/none",
             "MpiDefault": "none",
+            "MailProg": "/bin/true",
             "SwitchType": "switch/none",
             "SelectType": "select/cons_tres",
             "SelectTypeParameters": "CR_Core",
             "SlurmdParameters": "config_overrides",
             "PropagateResourceLimits": "NONE",
             "ReturnToService": 2,
+            # Reject a job that can never run (e.g. more nodes than exist) at
+            # submission instead of leaving it pending forever.
+            "EnforcePartLimits": "ALL",
             "SlurmctldTimeout": 10,
             "SlurmdTimeout": 30,
             "MessageTimeout": 10,
@@ -380,6 +402,7 @@ class SlurmCluster:
             with self._log(f"slurmd-{h.name}.out") as out:
                 self.slurmds.append(h.popen(
                     ["/bin/sh", "-c", _SLURMD_WRAPPER, "slurmd-wrapper",
+                     " ".join(self.cgroup_controllers),
                      _which("slurmd"), "-D", "-N", h.name, "-f", str(self.conf_path)],
                     env=env, stdout=out, stderr=subprocess.STDOUT,
                 ))

@@ -1,0 +1,52 @@
+"""Bandwidth verdicts on namespace hosts joined by a full mesh of veth links.
+
+Test side only. One link of a 3-host mesh is rate-limited with tc: ddpcheck must name
+exactly that link. A healthy mesh must raise no bandwidth problem, run after run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PORT = 29500
+ARGS = ["--nproc-per-node", "1", "--stages", "rendezvous,bandwidth", "--rdzv-timeout", "15",
+        "--probe-timeout", "30", "--timeout", "150"]
+BANDWIDTH_CODES = {"slow-link", "slow-node", "straggler", "below-expected-bandwidth"}
+
+
+def run_all(cluster, tmp_path, tag: str) -> list[dict]:
+    procs = []
+    for h in cluster.hosts:
+        js = tmp_path / f"{tag}-{h.name}.json"
+        argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(len(cluster.hosts)),
+                "--rdzv-endpoint", f"node0:{PORT}", "--json", str(js), *ARGS]
+        procs.append((h.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True), js))
+    reports = []
+    for proc, js in procs:
+        out, _ = proc.communicate(timeout=200)
+        assert js.exists(), out
+        reports.append(json.loads(js.read_text()))
+    return reports
+
+
+def test_one_slow_link_among_three_hosts_is_named(make_cluster, tmp_path):
+    cluster = make_cluster(3, topology="mesh")
+    cluster[0].rate_limit_link(cluster[2], "200mbit")
+    whole = run_all(cluster, tmp_path, "slow")[0]
+    slow = [p for p in whole["problems"] if p["code"] in BANDWIDTH_CODES]
+    assert [p["code"] for p in slow] == ["slow-link"], whole["problems"]
+    assert sorted(slow[0]["hosts"]) == ["node0", "node2"]
+    matrix = whole["measurements"]["link_matrix"]
+    assert 0.015 < matrix["node0->node2"] < 0.03  # 200 Mbit/s = 0.025 GB/s
+    assert matrix["node0->node1"] > 0.1
+
+
+def test_healthy_mesh_raises_no_bandwidth_problem_run_after_run(make_cluster, tmp_path):
+    cluster = make_cluster(3, topology="mesh")
+    for i in range(5):
+        whole = run_all(cluster, tmp_path, f"healthy{i}")[0]
+        assert whole["ready"], (i, whole["problems"])
+        assert len(whole["measurements"]["link_matrix"]) == 6
