@@ -45,15 +45,8 @@ class World:
     timeout: float
     store: Any = field(repr=False)
     lost: set = field(default_factory=set)  # ranks that missed a deadline: never waited for again
+    hosts_by_rank: dict = field(default_factory=dict)  # every rank's host, from the hello
     _pg_ready: bool = field(default=False, repr=False)
-
-    # --- identity ----------------------------------------------------------------------
-    @property
-    def hosts_by_rank(self) -> dict[int, str]:
-        return getattr(self, "_hosts", {self.rank: self.host})
-
-    def set_hosts(self, hosts: dict[int, str]) -> None:
-        self._hosts = dict(hosts)
 
     # --- agreement ---------------------------------------------------------------------
     def exchange(self, key: str, payload: Any, timeout: float | None = None) -> Exchange:
@@ -141,8 +134,9 @@ def connect(env: dict[str, str] | None = None, timeout: float = 30.0) -> World:
     node_rank = _env_int(env, "GROUP_RANK", "SLURM_NODEID", default=0)
     backend = resolve_backend(env.get("DDPCHECK_BACKEND", "auto"))
     store = _connect_store(env, rank, world_size, timeout)
-    return World(rank, world_size, local_rank, local_world, node_rank, hostname(), backend,
-                 timeout, store)
+    host = hostname()
+    return World(rank, world_size, local_rank, local_world, node_rank, host, backend,
+                 timeout, store, hosts_by_rank={rank: host})
 
 
 def _connect_store(env: dict[str, str], rank: int, world_size: int, timeout: float) -> Any:

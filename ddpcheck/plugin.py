@@ -71,7 +71,7 @@ class RankSession:
               "pid": os.getpid()}
         self.log.write("start", rank=w.rank, world_size=w.world_size, backend=w.backend, **me)
         hello = w.exchange("hello", me, timeout=s.probe_timeout)
-        w.set_hosts({r: v["host"] for r, v in hello.values.items()})
+        w.hosts_by_rank = {r: v["host"] for r, v in hello.values.items()}
         self.log.write("hello", ranks={r: v for r, v in hello.values.items()},
                        missing=list(hello.missing))
         if hello.missing:
@@ -169,8 +169,7 @@ class RankSession:
         statuses = [v["status"] for v in got.values.values()]
         agreed = results.FAIL if got.missing or results.FAIL in statuses else outcome["status"]
         self.log.write("probe", nodeid=item.nodeid, name=item.name, stage=stage,
-                       doc=(item.obj.__doc__ or "").strip().splitlines()[0:1] if hasattr(
-                           item, "obj") else [],
+                       doc=_doc_lines(item),
                        status=outcome["status"], agreed=agreed, duration=outcome["duration"],
                        message=outcome.get("message", ""), figure=rec.figure,
                        measurements=rec.measurements, problems=[p.to_dict() for p in problems])
@@ -214,6 +213,12 @@ class RankSession:
                                {"ranks": got.values, "missing": list(got.missing)})
         if not self.blocked_by:
             w.close()
+
+
+def _doc_lines(item: pytest.Item) -> list[str]:
+    """The probe's one-line, user-facing docstring (as a list, empty when missing)."""
+    doc = (getattr(item, "obj", None).__doc__ or "").strip()  # type: ignore[union-attr]
+    return doc.splitlines()[:1]
 
 
 # --- fixtures the probes use --------------------------------------------------------------

@@ -62,7 +62,7 @@ def build_report(events: dict[int, list[dict]], stages: Sequence[str],
                  launcher_problems: Iterable[Problem], elapsed: float,
                  expected_world: int = 0) -> Report:
     """Assemble stages, problems and measurements from every rank's events."""
-    hosts = _hosts(events)
+    hosts = hosts_of_events(events)
     stage_results = [_stage(name, events) for name in stages]
     problems = merge_problems([*launcher_problems, *_rank_problems(events)])
     _mark_failed_ranks(stage_results, problems)
@@ -73,7 +73,7 @@ def build_report(events: dict[int, list[dict]], stages: Sequence[str],
     return Report(stage_results, problems, hosts, _measurements(events), world, elapsed, backend)
 
 
-def _hosts(events: dict[int, list[dict]]) -> dict[int, str]:
+def hosts_of_events(events: dict[int, list[dict]]) -> dict[int, str]:
     hosts = {}
     for rank, evs in events.items():
         for e in evs:

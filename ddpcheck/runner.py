@@ -24,6 +24,7 @@ from ddpcheck.report import (
     Report,
     StageResult,
     build_report,
+    hosts_of_events,
     merge_problems,
     render_text,
     to_json,
@@ -56,9 +57,8 @@ def run(cfg: Config) -> int:
     finally:
         st.close()
     events = results.rank_events(results_dir)
-    hosts = {r: e.get("host", "?") for r, evs in events.items() for e in evs
-             if e.get("event") == "start"}
-    problems = diagnose_ranks(events, results.exit_statuses(results_dir), outcome, hosts)
+    problems = diagnose_ranks(events, results.exit_statuses(results_dir), outcome,
+                              hosts_of_events(events))
     problems += diagnose_launch(events, outcome, cfg.timeout, log_tail)
     rank0_here = 0 in _local_ranks(results_dir)
     problems += cluster.share_final(st, problems, rank0_here)
