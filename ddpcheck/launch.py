@@ -38,7 +38,7 @@ def torchrun_argv(cfg: Config, nproc: int, run_id: str, local_addr: str = "") ->
             "--nproc-per-node", str(nproc), "--max-restarts", "0", "--monitor-interval", "0.5"]
     conf = (f"join_timeout={int(max(cfg.rdzv_timeout, 1))},read_timeout="
             f"{int(max(cfg.rdzv_timeout, 1))},last_call_timeout=1,close_timeout=10")
-    if cfg.nodes == 1 and cfg.rdzv_endpoint is None:
+    if cfg.nodes == 1:  # one node never needs the endpoint, whatever the scheduler says
         argv += ["--standalone"]
     else:
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", str(endpoint_text(cfg.rdzv_endpoint)),

@@ -78,10 +78,10 @@ def test_single_node_ignores_local_addr_and_hosts_its_own_store():
     assert "--local-addr" not in argv and "is_host" not in conf(argv)
 
 
-def test_single_node_with_an_explicit_endpoint_uses_c10d():
+def test_single_node_with_an_endpoint_from_the_scheduler_still_runs_standalone():
+    # A 1-node Slurm job has an endpoint, but nobody hosts a store there: no c10d.
     argv = torchrun_argv(Config(rdzv_endpoint=("127.0.0.1", 29511)), 2, "r")
-    assert "--standalone" not in argv
-    assert value_after(argv, "--rdzv-endpoint") == "127.0.0.1:29511"
+    assert "--standalone" in argv and "--rdzv-endpoint" not in argv
 
 
 def test_argv_is_all_strings():
