@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from ddpcheck.diagnoses import COLLECTIVE_FAILED, ProblemFound
+from ddpcheck.slurmworld import is_srun_rank, torch_env
 
 
 def _env_int(env: dict[str, str], *names: str, default: int) -> int:
@@ -127,11 +128,13 @@ def resolve_backend(requested: str) -> str:
 def connect(env: dict[str, str] | None = None, timeout: float = 30.0) -> World:
     """Build this rank's World from torchrun's (or Slurm's) environment and connect the store."""
     env = dict(os.environ if env is None else env)
-    rank = _env_int(env, "RANK", "SLURM_PROCID", default=0)
-    world_size = _env_int(env, "WORLD_SIZE", "SLURM_NTASKS", default=1)
-    local_rank = _env_int(env, "LOCAL_RANK", "SLURM_LOCALID", default=0)
+    if is_srun_rank(env):  # started by srun directly: Slurm's variables give the layout
+        env.update(torch_env(env))
+    rank = _env_int(env, "RANK", default=0)
+    world_size = _env_int(env, "WORLD_SIZE", default=1)
+    local_rank = _env_int(env, "LOCAL_RANK", default=0)
     local_world = _env_int(env, "LOCAL_WORLD_SIZE", default=world_size)
-    node_rank = _env_int(env, "GROUP_RANK", "SLURM_NODEID", default=0)
+    node_rank = _env_int(env, "GROUP_RANK", default=0)
     backend = resolve_backend(env.get("DDPCHECK_BACKEND", "auto"))
     store = _connect_store(env, rank, world_size, timeout)
     host = hostname()

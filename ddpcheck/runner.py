@@ -41,9 +41,12 @@ def run(cfg: Config) -> int:
     results_dir.mkdir(parents=True, exist_ok=True)
     nproc = cfg.nproc_per_node or auto_nproc()
     job = detect(env)
-    pre = node_preflight(cfg, env, nproc) + _shape_problems(cfg, job, nproc)
+    shape = _shape_problems(cfg, job, nproc)
+    pre = node_preflight(cfg, env, nproc) + shape
     st = ClusterState()
-    if cfg.nodes > 1:
+    # A job-level contradiction (same on every node) is reported by each node on its own:
+    # checking in would only add noise (two launchers on one node fighting for the port).
+    if cfg.nodes > 1 and not shape:
         st = cluster.connect(cfg, env, nproc, pre, start + cfg.rdzv_timeout, job.nodes)
         pre = merge_problems([*pre, *st.problems])
     if pre:
