@@ -83,3 +83,4 @@ def cluster2(make_cluster: Callable[..., Cluster]) -> Cluster:
 def cluster3(make_cluster: Callable[..., Cluster]) -> Cluster:
     """Three running hosts, node0..node2."""
     return make_cluster(3)
+from .slurm_fixtures import *  # noqa: E402,F401,F403  (Slurm fixtures: make_slurm, slurm2, slurm_available)

@@ -1,0 +1,92 @@
+"""ddpcheck under a real Slurm on namespace hosts: jobs/slurm/ddpcheck.sbatch submitted with
+sbatch, Slurm-specific faults named by Slurm node, and ranks launched by srun directly.
+
+Test side only; needs the Slurm fixture (tests/cluster/slurm.py).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent.parent
+SBATCH = REPO / "jobs" / "slurm" / "ddpcheck.sbatch"
+QUICK = {"DDPCHECK_STAGES": "node,rendezvous,collectives", "DDPCHECK_NPROC_PER_NODE": "1",
+         "DDPCHECK_RDZV_TIMEOUT": "15", "DDPCHECK_PROBE_TIMEOUT": "15"}
+
+
+def submit(slurm, tmp_path, nodes: int) -> tuple[str, int, str]:
+    """sbatch the job script as a user would; return (state, exit code, output file text)."""
+    script = shutil.copy(SBATCH, tmp_path / "ddpcheck.sbatch")
+    env = {**slurm.env(), **QUICK}
+    res = slurm.run(["sbatch", "--parsable", f"--nodes={nodes}", f"--chdir={tmp_path}",
+                     str(script)], env=env, timeout=30)
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip().split(";")[0]
+    state, code = slurm.wait_job(job, timeout=180)
+    out = (tmp_path / f"ddpcheck-{job}.out").read_text()
+    return state, code, out
+
+
+def ddpcheck_step(slurm, tmp_path, srun_args, run_args=(), shell_prefix="", timeout=150):
+    """srun one step of `ddpcheck run` from host 0; returns the CompletedProcess."""
+    cmd = f"{shell_prefix}exec {sys.executable} -m ddpcheck run {' '.join(run_args)}"
+    return slurm.run(["srun", *srun_args, "bash", "-c", cmd], env={**slurm.env(), **QUICK},
+                     timeout=timeout, cwd=str(tmp_path))
+
+
+def test_sbatch_job_script_on_two_nodes_prints_a_ready_report(make_slurm, tmp_path):
+    slurm = make_slurm(2)
+    state, code, out = submit(slurm, tmp_path, 2)
+    assert (state, code) == ("COMPLETED", 0), out
+    assert re.search(r"READY: 4 stages passed, 0 skipped, 2 ranks on 2 hosts", out), out
+    assert "whole report is printed on the node hosting rank 0" in out
+
+
+def test_sbatch_job_script_on_three_nodes_prints_a_ready_report(make_slurm, tmp_path):
+    slurm = make_slurm(3)
+    state, code, out = submit(slurm, tmp_path, 3)
+    assert (state, code) == ("COMPLETED", 0), out
+    assert re.search(r"READY: .* 3 ranks on 3 hosts", out), out
+
+
+def test_two_ddpcheck_tasks_per_node_are_named(make_slurm, tmp_path):
+    slurm = make_slurm(2)
+    res = ddpcheck_step(slurm, tmp_path, ["-N2", "--ntasks-per-node=2"])
+    assert res.returncode != 0
+    assert "too-many-tasks-per-node" in res.stdout, res.stdout + res.stderr
+    assert "node0" in res.stdout and "node1" in res.stdout
+
+
+def test_nodes_flag_not_matching_the_allocation_is_named(make_slurm, tmp_path):
+    slurm = make_slurm(2)
+    res = ddpcheck_step(slurm, tmp_path, ["-N2", "--ntasks-per-node=1"], ["--nodes", "3"])
+    assert res.returncode != 0
+    assert "job-shape-mismatch" in res.stdout, res.stdout + res.stderr
+    assert "--nodes 3" in res.stdout and "node[0-1]" in res.stdout
+
+
+def test_one_node_with_a_wrong_interface_setting_is_named_by_slurm_node(make_slurm, tmp_path):
+    slurm = make_slurm(2)
+    prefix = 'if [ "$SLURMD_NODENAME" = node1 ]; then export GLOO_SOCKET_IFNAME=eth9; fi; '
+    res = ddpcheck_step(slurm, tmp_path, ["-N2", "--ntasks-per-node=1"], shell_prefix=prefix)
+    assert res.returncode != 0
+    blocks = res.stdout.split("FAIL  socket-ifname-invalid")
+    assert len(blocks) == 3, res.stdout  # reported by both nodes
+    assert all("node node1" in b.splitlines()[0] for b in blocks[1:])
+    assert "GLOO_SOCKET_IFNAME=eth0" in res.stdout
+
+
+def test_ranks_launched_by_srun_without_torchrun_pass_the_probes(make_slurm, tmp_path):
+    slurm = make_slurm(2)
+    env = {**slurm.env(), "DDPCHECK_STAGES": "node,rendezvous,collectives,ddp",
+           "DDPCHECK_PROBE_TIMEOUT": "20", "DDPCHECK_RESULTS_DIR": str(tmp_path / "res")}
+    res = slurm.run(["srun", "-N2", "--ntasks-per-node=2", sys.executable, "-m", "pytest",
+                     "-p", "ddpcheck.plugin", "--pyargs", "ddpcheck.checks", "-q",
+                     "-p", "no:cacheprovider"], env=env, timeout=200, cwd=str(tmp_path))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert res.stdout.count(" passed") == 4  # one pytest summary per task
+    world = (tmp_path / "res" / "world.json").read_text()
+    assert '"node1"' in world and '"missing": []' in world
