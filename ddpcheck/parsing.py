@@ -7,7 +7,7 @@ UsageError with one line such as "--nodes: expected a positive integer, got 'abc
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
@@ -26,54 +26,26 @@ def convert(source: str, raw: str, parse: Callable[[str], T]) -> T:
         raise UsageError(f"{where}: {exc}{shown}") from None
 
 
-def positive_int(raw: str) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ValueError("expected a positive integer") from None
-    if value < 1:
-        raise ValueError("expected a positive integer")
-    return value
+def _bounded(kind: Callable[[str], Any], expected: str,
+             ok: Callable[[Any], bool]) -> Callable[[str], Any]:
+    """A parser of int or float values that must satisfy ok; errors say what was expected."""
+    def parse(raw: str) -> Any:
+        try:
+            value = kind(raw.strip())
+        except ValueError:
+            raise ValueError(f"expected {expected}") from None
+        if not ok(value):
+            raise ValueError(f"expected {expected}")
+        return value
+    return parse
 
 
-def non_negative_int(raw: str) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ValueError("expected an integer >= 0") from None
-    if value < 0:
-        raise ValueError("expected an integer >= 0")
-    return value
-
-
-def positive_float(raw: str) -> float:
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise ValueError("expected a number of seconds > 0") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise ValueError("expected a number of seconds > 0")
-    return value
-
-
-def positive_number(raw: str) -> float:
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise ValueError("expected a number > 0") from None
-    if not 0 < value < float("inf"):
-        raise ValueError("expected a number > 0")
-    return value
-
-
-def ratio(raw: str) -> float:
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise ValueError("expected a ratio between 0 and 1") from None
-    if not 0 < value < 1:
-        raise ValueError("expected a ratio between 0 and 1")
-    return value
+INF = float("inf")
+positive_int = _bounded(int, "a positive integer", lambda v: v >= 1)
+non_negative_int = _bounded(int, "an integer >= 0", lambda v: v >= 0)
+positive_float = _bounded(float, "a number of seconds > 0", lambda v: 0 < v < INF)
+positive_number = _bounded(float, "a number > 0", lambda v: 0 < v < INF)
+ratio = _bounded(float, "a ratio between 0 and 1", lambda v: 0 < v < 1)
 
 
 def choice(*allowed: str) -> Callable[[str], str]:
