@@ -118,14 +118,10 @@ def cmd_list() -> int:
 
 
 def cmd_env() -> int:
-    facts = {"host": socket.gethostname(), "python": sys.version.split()[0],
-             "ddpcheck": __version__, "env": distributed_env(os.environ)}
-    try:
-        from ddpcheck.nodeinfo import node_summary
+    from ddpcheck.nodeinfo import node_summary
 
-        facts.update(node_summary())
-    except ImportError:
-        pass
+    facts = {"host": socket.gethostname(), "python": sys.version.split()[0],
+             "ddpcheck": __version__, **node_summary(), "env": distributed_env(os.environ)}
     print(json.dumps(facts, indent=2))
     return Exit.READY
 
