@@ -22,7 +22,7 @@ def convert(source: str, raw: str, parse: Callable[[str], T]) -> T:
         return parse(raw)
     except ValueError as exc:
         where = source if source.startswith("-") else f"{source}={raw!r} (environment)"
-        shown = f", got {raw!r}" if source.startswith("-") and raw not in str(exc) else ""
+        shown = f", got {raw!r}" if source.startswith("-") and repr(raw) not in str(exc) else ""
         raise UsageError(f"{where}: {exc}{shown}") from None
 
 
