@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from ddpcheck.plots import matplotlib_available
 from ddpcheck.stages import STAGES
 
 pytestmark = pytest.mark.world
@@ -24,7 +25,8 @@ def codes(report: dict) -> list[str]:
 
 
 def test_healthy_run_is_ready_with_every_stage_pass_or_reasoned_skip(ddpcheck_run, tmp_path):
-    run = ddpcheck_run("--checkpoint-dir", str(tmp_path / "ckpt"))
+    plots = ["--plot", str(tmp_path / "plots")] if matplotlib_available() else []
+    run = ddpcheck_run("--checkpoint-dir", str(tmp_path / "ckpt"), *plots)
     assert run.finish() == 0, run.stdout + run.stderr
     report = run.report()
     assert report["ready"] is True and report["problems"] == []
@@ -35,6 +37,12 @@ def test_healthy_run_is_ready_with_every_stage_pass_or_reasoned_skip(ddpcheck_ru
     sweep = report["measurements"]["allreduce_sweep"]
     assert len(sweep) >= 5 and all(r["busbw"] > 0 for r in sweep[-3:])
     assert "READY:" in run.stdout and "Peak bus bandwidth" in run.stdout
+    scaling = report["measurements"]["ddp_scaling"]
+    assert [r["world_size"] for r in scaling] == [1, 2] and scaling[0]["efficiency"] == 1.0
+    assert "# DDP scaling" in run.stdout
+    if plots:
+        pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
+        assert pngs == ["allreduce-busbw.png", "ddp-scaling.png"]
 
 
 def test_rank_killed_mid_stage_is_named_with_signal_and_stage(ddpcheck_run):
