@@ -46,8 +46,9 @@ def _stage(node: ast.FunctionDef) -> str | None:
 
 # Modules that register diagnoses next to the code that raises them.
 DIAGNOSIS_MODULES = ("ddpcheck.diagnoses", "ddpcheck.nccl", "ddpcheck.interfaces",
-                     "ddpcheck.netprobe", "ddpcheck.scheduler", "ddpcheck.checkin",
-                     "ddpcheck.peerprobe", "ddpcheck.cluster", "ddpcheck.links")
+                     "ddpcheck.netprobe", "ddpcheck.scheduler", "ddpcheck.shape",
+                     "ddpcheck.checkin", "ddpcheck.peerprobe", "ddpcheck.cluster",
+                     "ddpcheck.links")
 
 
 def problems_markdown() -> str:

@@ -29,7 +29,8 @@ from ddpcheck.report import (
     render_text,
     to_json,
 )
-from ddpcheck.scheduler import JobEnv, detect, shape_problems
+from ddpcheck.scheduler import JobEnv, detect
+from ddpcheck.shape import shape_problems
 
 PREFLIGHT = "preflight"
 

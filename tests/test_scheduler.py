@@ -10,7 +10,8 @@ import pytest
 
 from ddpcheck import diagnoses, scheduler
 from ddpcheck.hostlist import expand_slurm_nodelist, parse_slurm_tasks_per_node
-from ddpcheck.scheduler import JobEnv, detect, shape_problems
+from ddpcheck.scheduler import JobEnv, detect
+from ddpcheck.shape import shape_problems
 
 JOBS = Path(__file__).parent / "data" / "jobs"
 CODES = ("scheduler-env-invalid", "job-shape-mismatch", "too-many-tasks-per-node",
