@@ -61,11 +61,14 @@ def finish_all(runs, timeout=150):
 
 def test_healthy_two_node_cluster_is_ready(make_cluster, tmp_path):
     cluster = make_cluster(2)
-    runs = start(cluster, tmp_path, "--stages", "node,rendezvous,collectives,ddp")
+    runs = start(cluster, tmp_path, "--stages", "node,rendezvous,collectives,bandwidth,ddp")
     assert finish_all(runs) == [0, 0], runs[0].out + runs[1].out
     whole = runs[0].report()
     assert whole["ready"] and whole["world_size"] == 4
     assert set(whole["hosts"].values()) == {"node0", "node1"}
+    m = whole["measurements"]
+    assert set(m["intra_node_busbw"]) == {"node0", "node1"} and m["cross_node_busbw"] > 0
+    assert set(m["link_matrix"]) == {"node0->node1", "node1->node0"}
     assert "whole report is printed on the node hosting rank 0 (node0)" in runs[1].out
 
 
@@ -146,6 +149,15 @@ def test_nodes_started_with_different_node_counts_are_named(make_cluster, tmp_pa
     assert runs[0].finish() == 1
     assert "nodes-mismatch" in runs[0].codes()
     assert "nodes-mismatch" in [p["code"] for p in json.loads(js.read_text())["problems"]]
+
+
+def test_nodes_started_with_different_run_ids_are_named(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    runs = start(cluster, tmp_path, per_host_env={"node1": {"DDPCHECK_RDZV_ID": "other"}})
+    assert finish_all(runs) == [1, 1]
+    for run in runs:
+        problem = run.problem("run-id-mismatch")
+        assert "'other'" in problem["observed"] and "'ddpcheck'" in problem["observed"]
 
 
 def test_port_held_by_another_program_is_named_with_its_holder(make_cluster, tmp_path):
