@@ -23,6 +23,7 @@ class Problem:
     stage: str = ""
     hosts: tuple[str, ...] = ()
     ranks: tuple[int, ...] = ()
+    consequence_of: str = ""  # code of the root cause this follows from, if any
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -64,7 +64,7 @@ def build_report(events: dict[int, list[dict]], stages: Sequence[str],
     """Assemble stages, problems and measurements from every rank's events."""
     hosts = hosts_of_events(events)
     stage_results = [_stage(name, events) for name in stages]
-    problems = merge_problems([*launcher_problems, *_rank_problems(events)])
+    problems = mark_consequences(merge_problems([*launcher_problems, *_rank_problems(events)]))
     _mark_failed_ranks(stage_results, problems)
     _mark_blocked(stage_results)
     world = max([expected_world, len(events), *[r + 1 for r in events]])
@@ -159,6 +159,31 @@ def merge_problems(problems: Iterable[Problem]) -> list[Problem]:
     return list(merged.values())
 
 
+# What peers observe when one rank dies or stops: consequences, not causes.
+ROOT_CODES = ("rank-killed", "rank-exited", "probe-timeout")
+ECHO_CODES = ("collective-failed", "rank-unresponsive")
+
+
+def _is_root(p: Problem) -> bool:
+    return p.code in ROOT_CODES or (p.code == "rank-unresponsive" and " is stopped" in p.observed)
+
+
+def mark_consequences(problems: list[Problem]) -> list[Problem]:
+    """Mark what peers saw of a rank that died or stopped as its consequence; causes first.
+
+    A stopped rank also shows up as "rank 1 did not finish" (the agreement) and as a
+    collective timeout on every other rank: true, but the user must act on the root cause.
+    """
+    roots = [p for p in problems if _is_root(p)]
+    out = []
+    for p in problems:
+        root = next((r for r in roots if r is not p and r.stage == p.stage), None)
+        if root and p.code in ECHO_CODES and not _is_root(p):
+            p = p.where(consequence_of=root.code)
+        out.append(p)
+    return sorted(out, key=lambda p: bool(p.consequence_of))  # stable: causes first
+
+
 def _measurements(events: dict[int, list[dict]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for rank in sorted(events):
@@ -173,8 +198,14 @@ def _measurements(events: dict[int, list[dict]]) -> dict[str, Any]:
 def render_text(report: Report) -> str:
     parts = [_table(report)]
     parts.extend(render_measurements(report.measurements, report.world_size, report.backend))
-    for p in report.problems:
+    causes = [p for p in report.problems if not p.consequence_of]
+    echoes = [p for p in report.problems if p.consequence_of]
+    for p in causes:
         parts.append(render_problem(p, report.hosts_by_rank))
+    if echoes:
+        parts.append("consequences (what the other ranks saw; fix the cause above):\n" + "\n".join(
+            f"  {p.code} on rank {ranks_with_hosts(p.ranks, report.hosts_by_rank)}: "
+            f"{p.observed}" for p in echoes))
     parts.extend(report.notes)
     parts.append(verdict(report))
     return "\n\n".join(parts) + "\n"
@@ -247,10 +278,13 @@ def verdict(report: Report) -> str:
         skipped = sum(s.status == results.SKIP for s in report.stages)
         return (f"READY: {_n(passed, 'stage')} passed, {skipped} skipped, {where}, "
                 f"in {report.elapsed:.1f} s")
-    first = report.problems[0] if report.problems else None
+    causes = [p for p in report.problems if not p.consequence_of]
+    first = causes[0] if causes else None
     lead = (f"; first: {first.code} on rank {format_ranks(first.ranks)}" if first and first.ranks
             else f"; first: {first.code}" if first else "")
-    return f"NOT READY: {len(report.problems)} problem(s), {where}{lead}"
+    echoes = len(report.problems) - len(causes)
+    more = f" (+{_n(echoes, 'consequence')})" if echoes else ""
+    return f"NOT READY: {_n(len(causes), 'problem')}{more}, {where}{lead}"
 
 
 def _n(count: int, noun: str) -> str:

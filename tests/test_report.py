@@ -16,7 +16,9 @@ from ddpcheck.diagnoses import Problem
 from ddpcheck.report import (
     MISSING,
     NO_RESULT,
+    Report,
     build_report,
+    mark_consequences,
     merge_problems,
     render_problem,
     render_text,
@@ -287,7 +289,7 @@ def test_verdict_line_is_last_and_says_not_ready_with_the_first_problem():
     report = failing_report()
     last = render_text(report).rstrip("\n").splitlines()[-1]
     assert last == verdict(report)
-    assert last.startswith("NOT READY: 2 problem(s), 4 ranks on 2 hosts")
+    assert last.startswith("NOT READY: 2 problems, 4 ranks on 2 hosts")
     assert "first: rank-killed on rank 3" in last
 
 
@@ -349,3 +351,21 @@ def test_ready_is_false_with_any_problem_whatever_the_stages_say(status):
 def test_no_result_marker_is_used_only_for_stages_that_never_ran():
     report = build_report({0: all_pass(0)}, STAGES, [], 0)
     assert all(s.status != NO_RESULT for s in report.stages)
+
+
+def test_what_peers_saw_of_a_stopped_rank_is_marked_as_its_consequence():
+    stopped = diagnoses.RANK_UNRESPONSIVE.problem(
+        "rank 1 (pid 7) on vm is stopped (state T)", ranks=[1], stage="bandwidth")
+    echo = diagnoses.COLLECTIVE_FAILED.problem("Timed out waiting 5000ms", ranks=[0],
+                                               stage="bandwidth")
+    missing = diagnoses.RANK_UNRESPONSIVE.problem("rank 1 did not finish probe x", ranks=[1],
+                                                  stage="bandwidth")
+    unrelated = diagnoses.DEV_SHM_TOO_SMALL.problem("64 MiB", ranks=[0], stage="node")
+    marked = mark_consequences([echo, missing, stopped, unrelated])
+    assert [p.code for p in marked if not p.consequence_of] == ["rank-unresponsive",
+                                                                 "dev-shm-too-small"]
+    assert {p.consequence_of for p in marked if p.consequence_of} == {"rank-unresponsive"}
+    report = Report([], marked, {0: "vm", 1: "vm"}, {}, 2, 1.0)
+    text = render_text(report)
+    assert text.count("FAIL  ") == 2 and "consequences (what the other ranks saw" in text
+    assert verdict(report).startswith("NOT READY: 2 problems (+2 consequences)")
