@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from ddpcheck import __version__
 from ddpcheck.config import SETTINGS, build_config
 from ddpcheck.envinfo import distributed_env
+from ddpcheck.launch import Interrupted
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import STAGES
 
@@ -98,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return run(cfg)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         print("ddpcheck: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # the last resort: one line, unless --traceback

@@ -208,6 +208,10 @@ RUN_DEADLINE = _d(
     "run-deadline-exceeded", "the whole run passed its --timeout",
     "a stage or the rendezvous hung",
     "see the other problems; raise --timeout if the cluster is just slow")
+RUN_INTERRUPTED = _d(
+    "run-interrupted", "the run was interrupted before it finished",
+    "Ctrl-C, or the scheduler ended the job (time limit, scancel) with SIGTERM",
+    "rerun; under Slurm give the job more time (--time) than ddpcheck's --timeout")
 LAUNCH_FAILED = _d(
     "launch-failed", "torchrun failed before the probes ran",
     "torchrun could not start the workers",

@@ -26,6 +26,18 @@ END_GRACE_S = 8.0  # ranks reported their end; torchrun gets this long to exit b
 KILL_GRACE_S = 3.0  # SIGTERM, then SIGKILL after this long
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived: end torchrun, then report what is known."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
+def raise_interrupted(signum: int, _frame: object) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
 def torchrun_argv(cfg: Config, nproc: int, run_id: str, local_addr: str = "") -> list[str]:
     """The torchrun command line for this node (pure).
 
@@ -84,6 +96,7 @@ class LaunchOutcome:
     elapsed: float
     deadline_hit: bool = False
     killed_after_end: bool = False
+    interrupted: str = ""  # the signal that ended the run early (SIGINT, SIGTERM), if any
     stopped_pids: list[int] = field(default_factory=list)  # in state T when we ended the run
     alive_pids: list[int] = field(default_factory=list)
 
@@ -110,9 +123,8 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
             if ended_at is not None and now - ended_at > END_GRACE_S:
                 outcome.killed_after_end = True
                 break
-    except KeyboardInterrupt:
-        _end_tree(proc, outcome)
-        raise
+    except Interrupted as exc:  # Ctrl-C, or the scheduler ending the job: still report
+        outcome.interrupted = exc.signal_name
     if proc.poll() is None:
         _end_tree(proc, outcome)
     outcome.returncode = proc.wait()

@@ -16,6 +16,7 @@ from ddpcheck.diagnoses import (
     RANK_KILLED,
     RANK_UNRESPONSIVE,
     RUN_DEADLINE,
+    RUN_INTERRUPTED,
     Problem,
 )
 from ddpcheck.launch import LaunchOutcome
@@ -66,7 +67,7 @@ def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
     # A rank ended by SIGTERM after another rank failed was torn down by torchrun (or by us):
     # a consequence, not a cause. Report it only when nothing else explains the failure.
     causes = {r: ex for r, ex in unfinished.items() if ex.get("signal_name") != "SIGTERM"}
-    if not causes and (problems or outcome.deadline_hit):  # we (or torchrun) ended them
+    if not causes and (problems or outcome.deadline_hit or outcome.interrupted):  # ended by us
         unfinished = {}
     for rank, ex in (causes or unfinished).items():
         stage, where = _where(events.get(rank, []))
@@ -93,12 +94,16 @@ def diagnose_launch(events: dict[int, list[dict]], outcome: LaunchOutcome, timeo
                     log_tail: str) -> list[Problem]:
     """Problems of the run as a whole: the deadline, or torchrun failing before any rank."""
     problems = []
+    if outcome.interrupted:
+        problems.append(RUN_INTERRUPTED.problem(
+            f"ddpcheck received {outcome.interrupted} after {outcome.elapsed:.1f} s and ended "
+            "torchrun; stages after that point did not run"))
     if outcome.deadline_hit:
         silent = [r for r, evs in events.items() if not any(e["event"] == "end" for e in evs)]
         problems.append(RUN_DEADLINE.problem(
             f"the run did not end within --timeout {timeout:g} s"
             + (f"; ranks still running: {', '.join(map(str, silent))}" if silent else "")))
-    if not events and not outcome.deadline_hit:
+    if not events and not outcome.deadline_hit and not outcome.interrupted:
         lines = [ln for ln in log_tail.strip().splitlines() if ln.strip()][-3:]
         problems.append(LAUNCH_FAILED.problem(
             f"torchrun exited with code {outcome.returncode} before any rank started"

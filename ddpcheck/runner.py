@@ -8,6 +8,7 @@ failure is turned into a diagnosis by postmortem.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
 import time
@@ -17,7 +18,13 @@ from ddpcheck import cluster, results
 from ddpcheck.cluster import ClusterState
 from ddpcheck.config import Config, new_run_id
 from ddpcheck.diagnoses import Problem
-from ddpcheck.launch import default_results_dir, run_torchrun, torchrun_argv, worker_env
+from ddpcheck.launch import (
+    default_results_dir,
+    raise_interrupted,
+    run_torchrun,
+    torchrun_argv,
+    worker_env,
+)
 from ddpcheck.postmortem import diagnose_launch, diagnose_ranks
 from ddpcheck.preflight import auto_nproc, node_preflight
 from ddpcheck.report import (
@@ -61,9 +68,9 @@ def run(cfg: Config) -> int:
     finally:
         st.close()
     events = results.rank_events(results_dir)
-    problems = diagnose_ranks(events, results.exit_statuses(results_dir), outcome,
-                              hosts_of_events(events))
-    problems += diagnose_launch(events, outcome, cfg.timeout, log_tail)
+    problems = diagnose_launch(events, outcome, cfg.timeout, log_tail)
+    problems += diagnose_ranks(events, results.exit_statuses(results_dir), outcome,
+                               hosts_of_events(events))
     rank0_here = 0 in _local_ranks(results_dir)
     problems += cluster.share_final(st, problems, rank0_here)
     report = build_report(events, cfg.stages, problems, time.monotonic() - start,
@@ -72,7 +79,8 @@ def run(cfg: Config) -> int:
     if cfg.nodes > 1 and not rank0_here:
         report.notes.append(f"this is {socket.gethostname()}'s part; the whole report is printed "
                             f"on the node hosting rank 0 ({_rank0_host(events)})")
-    return _finish(cfg, report, results_dir, nproc)
+    code = _finish(cfg, report, results_dir, nproc)
+    return 128 + signal.Signals[outcome.interrupted] if outcome.interrupted else code
 
 
 def _shape_problems(cfg: Config, job: JobEnv, nproc: int) -> list[Problem]:
@@ -102,6 +110,8 @@ def _launch(cfg: Config, results_dir: Path, nproc: int, start: float,
     argv = torchrun_argv(cfg, nproc, cfg.rdzv_id or new_run_id(), local_addr)
     env = worker_env(cfg, dict(os.environ), results_dir, nproc)
     log_path = results_dir / "torchrun.log"
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, raise_interrupted)
     with open(log_path, "w", encoding="utf-8") as log:
         follower = _Follower(log_path) if cfg.verbose else None
         outcome = run_torchrun(argv, env, results_dir, start + cfg.timeout, log,

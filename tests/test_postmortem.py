@@ -191,3 +191,14 @@ def test_ranks_the_launcher_ended_at_the_deadline_are_not_reported_as_killed():
     events = {r: in_allreduce(r) for r in range(2)}
     exits = {r: exit_file(r, -15, "SIGTERM") for r in range(2)}
     assert diagnose_ranks(events, exits, outcome(deadline_hit=True), HOSTS) == []
+
+
+def test_ranks_ended_after_the_user_interrupted_are_not_blamed():
+    from ddpcheck.launch import LaunchOutcome
+    from ddpcheck.postmortem import diagnose_launch, diagnose_ranks
+
+    outcome = LaunchOutcome(returncode=-15, elapsed=9.4, interrupted="SIGTERM")
+    exits = {0: {"pid": 5, "returncode": -15, "signal_name": "SIGTERM", "finished": False}}
+    assert diagnose_ranks({}, exits, outcome, {0: "vm"}) == []
+    (problem,) = diagnose_launch({}, outcome, 300, "")
+    assert problem.code == "run-interrupted" and "SIGTERM after 9.4 s" in problem.observed
