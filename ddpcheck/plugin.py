@@ -28,6 +28,7 @@ from ddpcheck.diagnoses import (
     ProblemFound,
 )
 from ddpcheck.dist import Exchange, World, connect, first_line, is_communication_error
+from ddpcheck.parsing import UsageError
 from ddpcheck.ranges import format_ranks
 from ddpcheck.recorder import Recorder
 from ddpcheck.settings import WorkerSettings
@@ -53,7 +54,10 @@ class RankSession:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.settings = WorkerSettings.from_env(os.environ)
+        try:
+            self.settings = WorkerSettings.from_env(os.environ)
+        except UsageError as exc:  # a bad DDPCHECK_* value: one line, no traceback
+            raise pytest.UsageError(f"ddpcheck: {exc}") from None
         self.world: World | None = None
         self.log: results.RankLog | None = None
         self.blocked_by: str | None = None  # stage whose failure blocks the rest
@@ -64,7 +68,12 @@ class RankSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         s = self.settings
-        self.world = connect(timeout=s.probe_timeout)
+        try:
+            self.world = connect(timeout=s.probe_timeout)
+        except Exception as exc:  # the store is unreachable: nothing can be agreed, stop here
+            where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+            pytest.exit(f"ddpcheck: cannot reach the control store at {where} within "
+                        f"{s.probe_timeout:g} s: {first_line(exc)}", returncode=3)
         self.log = results.RankLog(s.results_dir, self.world.rank)
         w = self.world
         me = {"host": w.host, "local_rank": w.local_rank, "node_rank": w.node_rank,
