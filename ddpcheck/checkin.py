@@ -20,33 +20,29 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from ddpcheck.diagnoses import CATALOGUE, Diagnosis, Problem
+from ddpcheck.diagnoses import Problem, register
 
 COUNT_KEY = "ddpcheck/checkin/count"
 
 
-def _register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
-    return CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
-
-
-NODE_MISSING = _register(
+NODE_MISSING = register(
     "node-missing", "nodes did not join before the rendezvous deadline",
     "the node never started ddpcheck, started it too late, or cannot reach the endpoint",
     "start ddpcheck on every node of the job (Slurm: srun --ntasks-per-node=1), check the "
     "missing node's own report, or raise --rdzv-timeout")
-NODES_MISMATCH = _register(
+NODES_MISMATCH = register(
     "nodes-mismatch", "nodes were started with different --nodes",
     "the job script passes a different node count on some nodes",
     "pass the same --nodes on every node (Slurm: --nodes \"$SLURM_NNODES\")")
-RUN_ID_MISMATCH = _register(
+RUN_ID_MISMATCH = register(
     "run-id-mismatch", "nodes were started with different run ids",
     "each node derived its own --rdzv-id (e.g. from a per-node variable or the date)",
     "pass one --rdzv-id to every node (e.g. the job id)")
-TOO_MANY_NODES = _register(
+TOO_MANY_NODES = register(
     "too-many-nodes", "more nodes joined than --nodes says",
     "ddpcheck was started more than once on a node, or on nodes outside the job",
     "start exactly one ddpcheck per node, on the job's nodes only")
-ENDPOINT_NOT_A_STORE = _register(
+ENDPOINT_NOT_A_STORE = register(
     "endpoint-not-a-store", "the rendezvous port answers, but not as a c10d store",
     "another program holds the port on the endpoint host (a stale job, a web server, ...)",
     "pick a free port (--rdzv-endpoint HOST:OTHER_PORT) or stop the program holding it")

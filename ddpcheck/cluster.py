@@ -25,7 +25,7 @@ from ddpcheck.checkin import (
     wait_for_nodes,
 )
 from ddpcheck.config import Config
-from ddpcheck.diagnoses import CATALOGUE, Diagnosis, Problem
+from ddpcheck.diagnoses import Problem, register
 from ddpcheck.interfaces import Interface, propose_interface
 from ddpcheck.netprobe import (
     bind_check,
@@ -41,20 +41,20 @@ from ddpcheck.peerprobe import Listener, exchange_results, judge_addresses, judg
 CONNECT_TIMEOUT = 3.0
 FINAL_WAIT = 10.0
 
-HOSTNAME_LOOPBACK = CATALOGUE.setdefault("hostname-loopback", Diagnosis(
+HOSTNAME_LOOPBACK = register(
     "hostname-loopback", "this node's hostname resolves to a loopback address",
     "Debian/Ubuntu put `127.0.1.1 <hostname>` in /etc/hosts; gloo then advertises 127.0.1.1 to "
     "the other nodes, which connect to themselves",
     "fix /etc/hosts so the hostname resolves to the cluster address, or set "
-    "GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the cluster interface"))
-STORE_LOST = CATALOGUE.setdefault("rendezvous-store-lost", Diagnosis(
+    "GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the cluster interface")
+STORE_LOST = register(
     "rendezvous-store-lost", "the rendezvous store went away during check-in",
     "ddpcheck on the endpoint node stopped (a problem it found, Ctrl-C, or the node failed)",
-    "read the endpoint node's own report; it names the problem that stopped it"))
-ENDPOINT_LOOPBACK = CATALOGUE.setdefault("endpoint-loopback", Diagnosis(
+    "read the endpoint node's own report; it names the problem that stopped it")
+ENDPOINT_LOOPBACK = register(
     "endpoint-loopback", "the rendezvous endpoint is a loopback address on a multi-node run",
     "localhost/127.x only reaches the node itself; the other nodes cannot join",
-    "pass --rdzv-endpoint with node rank 0's cluster address or name"))
+    "pass --rdzv-endpoint with node rank 0's cluster address or name")
 
 
 @dataclass

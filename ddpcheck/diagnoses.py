@@ -83,6 +83,11 @@ def _d(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
     return CATALOGUE[code]
 
 
+def register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
+    """Add a diagnosis to the catalogue next to the code that raises it (idempotent)."""
+    return CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
+
+
 def codes() -> Iterable[str]:
     return CATALOGUE.keys()
 

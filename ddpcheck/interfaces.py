@@ -19,16 +19,12 @@ from typing import Any, Callable, Optional
 import psutil
 
 from ddpcheck import diagnoses
-from ddpcheck.diagnoses import Diagnosis, Problem
+from ddpcheck.diagnoses import Diagnosis, Problem, register
 
 RouteLookup = Callable[[str], Optional[str]]
 
 
-def _register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
-    return diagnoses.CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
-
-
-SOCKET_IFNAME_UNREACHABLE = _register(
+SOCKET_IFNAME_UNREACHABLE = register(
     "socket-ifname-unreachable", "a *_SOCKET_IFNAME interface cannot reach the other nodes",
     "the interface is loopback or sits on a network that does not lead to the rendezvous host",
     "set the variable to the interface on the network all nodes share, or unset it")

@@ -18,15 +18,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddpcheck.diagnoses import CATALOGUE, Diagnosis, Problem
+from ddpcheck.diagnoses import Problem, register
 from ddpcheck.ranges import ranks_with_hosts
 
-
-def _register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
-    return CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
-
-
-SLOW_LINK = _register(
+SLOW_LINK = register(
     "slow-link", "the link between two nodes is much slower than the other links",
     "the path between these two nodes is degraded: a bad cable or transceiver, a port that "
     "negotiated a lower speed, a congested or misrouted switch path, or this pair's traffic "
@@ -34,14 +29,14 @@ SLOW_LINK = _register(
     "measure the pair directly (ib_write_bw or iperf3 between the two hosts), check both ports' "
     "speed and error counters (ibstat, ethtool IFACE, ethtool -S IFACE); exclude one of the "
     "nodes (Slurm: --exclude) until the path is fixed")
-SLOW_NODE = _register(
+SLOW_NODE = register(
     "slow-node", "every link of one node is much slower than the other links",
     "the node's network is degraded: its NIC runs at a lower speed or width, the NIC sits in a "
     "PCIe slot of reduced width, NCCL/gloo use a slower interface on this node "
     "(NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), or the node is busy with other work",
     "exclude the node (Slurm: --exclude=NODE) and report it; check its link speed and errors "
     "(ethtool IFACE, ibstat, ethtool -S IFACE), its *_SOCKET_IFNAME and its load (top)")
-BELOW_EXPECTED_BANDWIDTH = _register(
+BELOW_EXPECTED_BANDWIDTH = register(
     "below-expected-bandwidth", "measured bandwidth is below what this hardware should reach",
     "traffic takes a slower path than the hardware offers: NCCL over TCP sockets instead of "
     "InfiniBand/RoCE or NVLink, peer-to-peer disabled (NCCL_P2P_DISABLE, a VM or ACS), a link "
@@ -49,7 +44,7 @@ BELOW_EXPECTED_BANDWIDTH = _register(
     "rerun with NCCL_DEBUG=INFO and check the transports NCCL picks (NET/IB vs NET/Socket, "
     "P2P vs SHM); check nvidia-smi topo -m and nvidia-smi nvlink -s, ibstat; lower the "
     "expectation if it does not fit this hardware")
-STRAGGLER = _register(
+STRAGGLER = register(
     "straggler", "a rank arrives last at almost every collective",
     "the rank (or its node) is slower or busier than the others: CPU contention or another "
     "job on the node, a throttled or slower GPU, slower data loading, or extra work only this "

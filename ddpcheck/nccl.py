@@ -14,21 +14,20 @@ from dataclasses import dataclass
 
 from ddpcheck.diagnoses import (
     BAD_SOCKET_IFNAME,
-    CATALOGUE,
     NCCL_LIBRARY_MISMATCH,
-    Diagnosis,
     Problem,
+    register,
 )
 
 Version = tuple[int, int, int]
 
 # Not yet in diagnoses.py: registered here so reports and `codes()` know it.
-NCCL_ENV_INVALID = CATALOGUE.setdefault("nccl-env-invalid", Diagnosis(
+NCCL_ENV_INVALID = register(
     "nccl-env-invalid", "an NCCL_* variable has a value NCCL ignores or reads differently",
     "NCCL parses its variables leniently: a misspelt or out-of-range value silently falls "
     "back to a default or is clamped",
     "correct the variable (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html) "
-    "or unset it"))
+    "or unset it")
 
 
 # --- versions and the loaded library ------------------------------------------------------

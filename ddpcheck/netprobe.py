@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from ddpcheck import diagnoses
-from ddpcheck.diagnoses import Diagnosis, Problem
+from ddpcheck.diagnoses import Problem, register
 from ddpcheck.interfaces import (
     Interface,
     Ipv4Addr,
@@ -45,41 +44,37 @@ __all__ = [
 OUTCOMES = ("ok", "refused", "timeout", "no-route", "unreachable", "resolve-failed", "error")
 
 
-def _register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
-    return diagnoses.CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
-
-
-ENDPOINT_REFUSED = _register(
+ENDPOINT_REFUSED = register(
     "endpoint-refused", "nothing is listening on the rendezvous endpoint",
     "the host node (node rank 0) has not started or has exited, or --rdzv-endpoint / "
     "--node-rank point at a machine that is not hosting the rendezvous",
     "start the host node first; pass the same --rdzv-endpoint on every node and --node-rank 0 "
     "on the machine that owns that address")
-ENDPOINT_UNREACHABLE = _register(
+ENDPOINT_UNREACHABLE = register(
     "endpoint-unreachable", "connections to the rendezvous endpoint time out",
     "no reply at all: a firewall (iptables/nftables, cloud security group) drops the packets, "
     "or the address is on a network this node cannot reach",
     "open the port between the nodes, or use an --rdzv-endpoint address on a network all "
     "nodes reach")
-ENDPOINT_NO_ROUTE = _register(
+ENDPOINT_NO_ROUTE = register(
     "endpoint-no-route", "this node has no route to the rendezvous endpoint",
     "the address is on a network this node is not connected to, or the host does not answer "
     "on its subnet (down, wrong address, or a firewall rejecting with host-unreachable)",
     "use an --rdzv-endpoint address on a network every node has (see `ip -o addr`), "
     "or fix the routing")
-ENDPOINT_UNRESOLVABLE = _register(
+ENDPOINT_UNRESOLVABLE = register(
     "endpoint-unresolvable", "the rendezvous host name does not resolve",
     "the name is misspelled, or not in DNS / /etc/hosts on this node",
     "use the host's IP address, or a name every node resolves")
-ENDPOINT_CONNECT_FAILED = _register(
+ENDPOINT_CONNECT_FAILED = register(
     "endpoint-connect-failed", "connecting to the rendezvous endpoint failed",
     "a local firewall (EPERM from an OUTPUT rule), a bad source address, or another socket error",
     "check this node's firewall rules and the address named")
-ENDPOINT_PORT_IN_USE = _register(
+ENDPOINT_PORT_IN_USE = register(
     "endpoint-port-in-use", "the rendezvous port is already in use on the host node",
     "another job, or a leftover torchrun / TCPStore from an earlier run, listens on it",
     "stop the process holding the port, or pick another port in --rdzv-endpoint")
-ENDPOINT_BIND_FAILED = _register(
+ENDPOINT_BIND_FAILED = register(
     "endpoint-bind-failed", "the host node cannot listen on the rendezvous endpoint",
     "the address is not one of this node's addresses, or the port needs privileges",
     "run the host node (--node-rank 0) on the machine that owns the --rdzv-endpoint address, "

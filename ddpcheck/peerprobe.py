@@ -18,28 +18,24 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddpcheck.checkin import NodeCard
-from ddpcheck.diagnoses import CATALOGUE, Diagnosis, Problem
+from ddpcheck.diagnoses import Problem, register
 from ddpcheck.netprobe import is_loopback, tcp_connect
 
 CONNECT_TIMEOUT = 3.0
 
 
-def _register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
-    return CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
-
-
-PEER_PORTS_BLOCKED = _register(
+PEER_PORTS_BLOCKED = register(
     "peer-ports-blocked", "nodes cannot open connections to each other beyond the rendezvous "
     "port", "a firewall lets only the rendezvous port through; the workers' store (a random "
     "port on the rank-0 node) and gloo/NCCL connections (ephemeral ports) are dropped",
     "allow TCP between the job's nodes on all ports (or at least the ephemeral range, "
     "net.ipv4.ip_local_port_range), e.g. iptables -A INPUT -s <cluster subnet> -j ACCEPT")
-PEER_UNREACHABLE = _register(
+PEER_UNREACHABLE = register(
     "peer-unreachable", "a node's advertised address cannot be reached from another node",
     "the interface ddpcheck/gloo/NCCL picked is on a network the other node does not reach",
     "set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on every node to the interface of the "
     "network the nodes share")
-ADDRESS_UNUSABLE = _register(
+ADDRESS_UNUSABLE = register(
     "address-unusable", "a node advertises an address peers cannot use",
     "the interface is loopback, or a bridge such as docker0 whose address repeats on every node",
     "set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface of the network the nodes "

@@ -14,8 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar
 
-from ddpcheck import diagnoses
-from ddpcheck.diagnoses import Diagnosis, Problem
+from ddpcheck.diagnoses import Problem, register
 from ddpcheck.hostlist import (
     compress_hostlist,
     count_devices,
@@ -44,11 +43,7 @@ _ENV_VARS = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "WORLD_SIZE", "RANK", "L
              "LOCAL_WORLD_SIZE")
 
 
-def _register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
-    return diagnoses.CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
-
-
-ENV_INVALID = _register(
+ENV_INVALID = register(
     "scheduler-env-invalid", "a scheduler variable could not be read",
     "the variable is malformed or stale (exported by hand, or copied from another job)",
     "unset the variable, or start ddpcheck from a fresh job step")

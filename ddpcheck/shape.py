@@ -8,37 +8,32 @@ to report, not a crash.
 from __future__ import annotations
 
 from ddpcheck import diagnoses
-from ddpcheck.diagnoses import Diagnosis, Problem
+from ddpcheck.diagnoses import Problem, register
 from ddpcheck.hostlist import compress_hostlist, same_host
 from ddpcheck.scheduler import JobEnv
 
-
-def _register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
-    return diagnoses.CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
-
-
-SHAPE_MISMATCH = _register(
+SHAPE_MISMATCH = register(
     "job-shape-mismatch", "ddpcheck's flags disagree with the job's allocation",
     "--nodes (or --nproc-per-node) was written for a different allocation",
     "pass the allocation's values, or change the allocation to match the flags")
-TOO_MANY_TASKS = _register(
+TOO_MANY_TASKS = register(
     "too-many-tasks-per-node", "the scheduler starts more than one ddpcheck per node",
     "srun inherited --ntasks-per-node (or -n) from the job, and every task starts torchrun",
     "start one ddpcheck per node: srun --ntasks-per-node=1 ddpcheck run ...")
-TASKS_GPUS_MISMATCH = _register(
+TASKS_GPUS_MISMATCH = register(
     "tasks-gpus-mismatch", "Slurm tasks per node differ from GPUs per node",
     "--ntasks-per-node and --gres=gpu:N (or --gpus-per-node) were set to different numbers, "
     "so ranks launched by srun directly would share GPUs or leave some idle",
     "make --ntasks-per-node equal the GPUs per node, or use --ntasks-per-node=1 with torchrun")
-NOT_PER_NODE = _register(
+NOT_PER_NODE = register(
     "not-launched-per-node", "ddpcheck runs on only one node of a multi-node allocation",
     "it was started in the batch script (or salloc shell) itself, not once per node by srun",
     "start it on every node: srun --ntasks-per-node=1 ddpcheck run ...")
-NODE_RANK_INVALID = _register(
+NODE_RANK_INVALID = register(
     "node-rank-invalid", "this node's rank is outside 0..nodes-1",
     "NODE_RANK / PET_NODE_RANK / SLURM_NODEID was set for a larger job or by hand",
     "give every node a distinct rank below --nodes, or unset the variable")
-NOT_IN_ALLOCATION = _register(
+NOT_IN_ALLOCATION = register(
     "node-not-in-allocation", "this host is not in the job's node list",
     "ddpcheck runs on a login node or another machine (e.g. an salloc shell without srun), "
     "or the scheduler's node names differ from the hostname",

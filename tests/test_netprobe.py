@@ -42,7 +42,7 @@ def listener() -> Iterator[socket.socket]:
 def test_codes_registered_and_registration_is_idempotent():
     for code in NEW_CODES:
         assert code in diagnoses.CATALOGUE
-    again = netprobe._register("endpoint-refused", "other", "other", "other")
+    again = diagnoses.register("endpoint-refused", "other", "other", "other")
     assert again is netprobe.ENDPOINT_REFUSED and again.summary != "other"
 
 
