@@ -129,9 +129,8 @@ def test_no_rank_is_a_straggler(pg, record):
         work.append(time.perf_counter() - begin)
         dist.all_reduce(flag)  # everyone waits for the last: the iterations stay aligned
     got = pg.exchange("straggler", work).values
+    waits = links.waits_from_work(got)
     slowest = [max(w[i] for w in got.values()) for i in range(STRAGGLER_ITERS)]
-    # What each rank would wait for the slowest one, iteration by iteration: the last waits 0.
-    waits = {r: [slowest[i] - w[i] for i in range(STRAGGLER_ITERS)] for r, w in got.items()}
     step = sorted(slowest)[len(slowest) // 2]
     record.measure("straggler_work_ms", {r: [round(x * 1e3, 3) for x in w]
                                          for r, w in got.items()})

@@ -454,3 +454,24 @@ def test_format_intra_inter_single_node_and_nothing_measured():
 def test_codes_are_registered_with_summary_cause_and_fix(code):
     d = CATALOGUE[code]
     assert d.code == code and d.summary and d.cause and d.fix
+
+
+def test_a_rank_whose_work_is_consistently_slower_is_a_straggler():
+    from ddpcheck.links import waits_from_work
+
+    rng = random.Random(3)
+    work = {r: [0.020 * (1.3 if r == 2 else 1.0) * rng.uniform(0.97, 1.03) for _ in range(20)]
+            for r in range(4)}
+    waits = waits_from_work(work)
+    assert sum(w == 0.0 for w in waits[2]) == 20  # rank 2 is the slowest every time
+    (problem,) = straggler_verdict(waits, {r: f"h{r // 2}" for r in range(4)}, iteration_s=0.026)
+    assert problem.code == "straggler" and 2 in problem.ranks
+
+
+def test_equal_work_with_jitter_names_no_straggler():
+    from ddpcheck.links import waits_from_work
+
+    rng = random.Random(4)
+    work = {r: [0.020 * rng.uniform(0.7, 1.3) for _ in range(20)] for r in range(4)}
+    assert straggler_verdict(waits_from_work(work), {r: "h" for r in range(4)},
+                             iteration_s=0.02) == []
