@@ -237,13 +237,41 @@ def _table(report: Report) -> str:
                 for s in report.stages]
         return tabulate(rows, headers=["stage", *nodes], tablefmt="simple")
     ranks = sorted(report.hosts_by_rank)
+    if len(ranks) > MAX_RANK_COLUMNS:
+        return _host_table(report)
     headers = ["stage"] + [f"rank {r}\n{report.hosts_by_rank.get(r, '?')}" for r in ranks]
     rows = []
     for s in report.stages:
         cells = []
         for r in ranks:
-            status = s.per_rank.get(r, MISSING if s.per_rank else s.status)
-            cells.append(_cell(status, s.figures.get(r, ""), s.blocked_by))
+            cells.append(_cell(_status(s, r), s.figures.get(r, ""), s.blocked_by))
+        rows.append([s.name, *cells])
+    return tabulate(rows, headers=headers, tablefmt="simple")
+
+
+MAX_RANK_COLUMNS = 8
+
+
+def _status(s: StageResult, rank: int) -> str:
+    return s.per_rank.get(rank, MISSING if s.per_rank else s.status)
+
+
+def _host_table(report: Report) -> str:
+    """Many ranks: one column per host; ranks that differ from the host's majority are named."""
+    by_host: dict[str, list[int]] = {}
+    for r, h in sorted(report.hosts_by_rank.items()):
+        by_host.setdefault(h, []).append(r)
+    headers = ["stage"] + [f"{h}\nranks {format_ranks(rs)}" for h, rs in by_host.items()]
+    rows = []
+    for s in report.stages:
+        cells = []
+        for rs in by_host.values():
+            statuses = {r: _status(s, r) for r in rs}
+            worst = max(statuses.values(), key=lambda st: ORDER.get(st, 4))
+            odd = [r for r, st in statuses.items() if st == worst]
+            who = f" on {format_ranks(odd)}" if len(odd) < len(rs) else ""
+            cells.append(_cell(worst, s.figures.get(rs[0], "") if not who else "",
+                               s.blocked_by) + who)
         rows.append([s.name, *cells])
     return tabulate(rows, headers=headers, tablefmt="simple")
 

@@ -369,3 +369,17 @@ def test_what_peers_saw_of_a_stopped_rank_is_marked_as_its_consequence():
     text = render_text(report)
     assert text.count("FAIL  ") == 2 and "consequences (what the other ranks saw" in text
     assert verdict(report).startswith("NOT READY: 2 problems (+2 consequences)")
+
+
+def test_many_ranks_are_shown_one_column_per_host_with_the_odd_ranks_named():
+    events = {}
+    for r in range(16):
+        status = "FAIL" if r == 9 else "PASS"
+        events[r] = [{"event": "start", "host": f"gpu-{r // 8}", "backend": "gloo"},
+                     {"event": "probe", "name": "p", "stage": "collectives", "status": status,
+                      "figure": "", "problems": []}]
+    report = build_report(events, ["collectives"], [], 1.0)
+    table = render_text(report).split("\n\n")[0]
+    assert "gpu-0" in table and "ranks 0-7" in table and "ranks 8-15" in table
+    row = next(line for line in table.splitlines() if line.startswith("collectives"))
+    assert "PASS" in row and "FAIL on 9" in row and "rank 15" not in table
