@@ -38,6 +38,10 @@ RUN_ID_MISMATCH = register(
     "run-id-mismatch", "nodes were started with different run ids",
     "each node derived its own --rdzv-id (e.g. from a per-node variable or the date)",
     "pass one --rdzv-id to every node (e.g. the job id)")
+NPROC_MISMATCH = register(
+    "nproc-mismatch", "nodes were started with different numbers of ranks per node",
+    "--nproc-per-node differs across nodes (or auto found different GPU counts)",
+    "pass the same --nproc-per-node everywhere, or fix the node whose GPU count differs")
 TOO_MANY_NODES = register(
     "too-many-nodes", "more nodes joined than --nodes says",
     "ddpcheck was started more than once on a node, or on nodes outside the job",
@@ -156,6 +160,12 @@ def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str]
             "; ".join(f"{_hosts([c for c in same if c.nodes == n])} started with --nodes {n}"
                       for n in sorted(counts)),
             hosts=sorted(c.host for c in same if c.nodes != me.nodes)))
+    nprocs = {c.nproc for c in same}
+    if len(nprocs) > 1:
+        problems.append(NPROC_MISMATCH.problem(
+            "; ".join(f"{_hosts([c for c in same if c.nproc == n])} start {n} ranks"
+                      for n in sorted(nprocs)),
+            hosts=sorted(c.host for c in same if c.nproc != me.nproc)))
     if len(same) > me.nodes and not others:
         problems.append(TOO_MANY_NODES.problem(
             f"{len(same)} launchers joined but --nodes is {me.nodes}: {_hosts(same)}",
