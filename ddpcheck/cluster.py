@@ -51,6 +51,11 @@ STORE_LOST = register(
     "rendezvous-store-lost", "the rendezvous store went away during check-in",
     "ddpcheck on the endpoint node stopped (a problem it found, Ctrl-C, or the node failed)",
     "read the endpoint node's own report; it names the problem that stopped it")
+TWO_LAUNCHERS = register(
+    "two-launchers-on-node", "more than one ddpcheck runs on one node",
+    "the job starts ddpcheck once per task instead of once per node (or it was started twice)",
+    "start exactly one ddpcheck per node (Slurm: srun --ntasks-per-node=1; by hand: once per "
+    "host)")
 ENDPOINT_LOOPBACK = register(
     "endpoint-loopback", "the rendezvous endpoint is a loopback address on a multi-node run",
     "localhost/127.x only reaches the node itself; the other nodes cannot join",
@@ -156,7 +161,12 @@ def _settle(st: ClusterState) -> None:
 
 def _open_store(st: ClusterState, host: str, port: int, node: str, grace: float) -> bool:
     if st.is_host:
-        problem = describe_bind(bind_check(port), node)
+        bound = bind_check(port)
+        problem = describe_bind(bound, node)
+        if "ddpcheck" in bound.holder_cmdline:  # not a stranger: a second launcher here
+            problem = TWO_LAUNCHERS.problem(
+                f"{bound.holder} already hosts the rendezvous on {node}:{port}; this is a "
+                f"second ddpcheck on the same node", hosts=[node])
         if problem is None:
             try:
                 st.store = host_store(port, timeout=grace)

@@ -160,6 +160,18 @@ def test_nodes_started_with_different_run_ids_are_named(make_cluster, tmp_path):
         assert "'other'" in problem["observed"] and "'ddpcheck'" in problem["observed"]
 
 
+def test_two_launchers_on_one_node_are_named(make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    first = start(cluster, tmp_path, hosts=cluster.hosts[:1])[0]
+    time.sleep(3)  # the first one hosts the rendezvous store by now
+    (tmp_path / "again").mkdir()
+    second = start(cluster, tmp_path / "again", hosts=cluster.hosts[:1])[0]
+    assert second.finish() == 1
+    problem = second.problem("two-launchers-on-node")
+    assert problem["hosts"] == ["node0"] and "ddpcheck" in problem["observed"]
+    assert first.finish() == 1
+
+
 def test_port_held_by_another_program_is_named_with_its_holder(make_cluster, tmp_path):
     cluster = make_cluster(2)
     squatter = cluster[0].popen_python(
