@@ -37,7 +37,8 @@ class Parser(argparse.ArgumentParser):
 
 HELP = {
     "nodes": "number of nodes in the job (default 1; Slurm/PBS: the allocation's)",
-    "node_rank": "this node's rank, 0..nodes-1 (default: from Slurm/PBS, else assigned)",
+    "node_rank": "this node's rank, 0..nodes-1, checked against the job (torchrun's c10d "
+                 "rendezvous assigns the actual rank order)",
     "nproc_per_node": "ranks on this node: N or auto (GPUs on this node, else 2)",
     "rdzv_endpoint": "HOST:PORT of the rendezvous on node rank 0 (multi-node)",
     "rdzv_id": "run id shared by all nodes (default: the job id)",
