@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from ddpcheck.consistency import odd_ranks
 from ddpcheck.diagnoses import Problem, register
 
 COUNT_KEY = "ddpcheck/checkin/count"
@@ -151,21 +152,17 @@ def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str]
     others = [c for c in cards if c.run_id != me.run_id]
     if others:
         problems.append(RUN_ID_MISMATCH.problem(
-            f"{_hosts(same)} use run id {me.run_id!r}, but " + "; ".join(
-                f"{c.host} uses {c.run_id!r}" for c in others),
-            hosts=sorted({c.host for c in others})))
-    counts = {c.nodes for c in same}
-    if len(counts) > 1:
-        problems.append(NODES_MISMATCH.problem(
-            "; ".join(f"{_hosts([c for c in same if c.nodes == n])} started with --nodes {n}"
-                      for n in sorted(counts)),
-            hosts=sorted(c.host for c in same if c.nodes != me.nodes)))
-    nprocs = {c.nproc for c in same}
-    if len(nprocs) > 1:
-        problems.append(NPROC_MISMATCH.problem(
-            "; ".join(f"{_hosts([c for c in same if c.nproc == n])} start {n} ranks"
-                      for n in sorted(nprocs)),
-            hosts=sorted(c.host for c in same if c.nproc != me.nproc)))
+            "; ".join(f"{_hosts([c for c in cards if c.run_id == v])} use run id {v!r}"
+                      for v in sorted({c.run_id for c in cards})),
+            hosts=_odd_hosts(cards, "run_id")))
+    for key, diag, what in (("nodes", NODES_MISMATCH, "started with --nodes {}"),
+                            ("nproc", NPROC_MISMATCH, "start {} ranks")):
+        values = {getattr(c, key) for c in same}
+        if len(values) > 1:
+            problems.append(diag.problem(
+                "; ".join(f"{_hosts([c for c in same if getattr(c, key) == v])} "
+                          + what.format(v) for v in sorted(values)),
+                hosts=_odd_hosts(same, key)))
     if len(same) > me.nodes and not others:
         problems.append(TOO_MANY_NODES.problem(
             f"{len(same)} launchers joined but --nodes is {me.nodes}: {_hosts(same)}",
@@ -184,6 +181,12 @@ def _missing(same: Sequence[NodeCard], me: NodeCard, expected: Sequence[str]) ->
     return NODE_MISSING.problem(
         f"{len(same)} of {me.nodes} nodes joined within the rendezvous deadline "
         f"(joined: {', '.join(joined)}); missing: {who}", hosts=absent)
+
+
+def _odd_hosts(cards: Sequence[NodeCard], key: str) -> list[str]:
+    """Hosts whose value differs from the majority's: the same answer on every node."""
+    _, others = odd_ranks({i: getattr(c, key) for i, c in enumerate(cards)})
+    return sorted({cards[i].host for idx in others.values() for i in idx})
 
 
 def _hosts(cards: Sequence[NodeCard]) -> str:

@@ -26,7 +26,7 @@ from ddpcheck.checkin import (
 )
 from ddpcheck.config import Config
 from ddpcheck.diagnoses import Problem, register
-from ddpcheck.interfaces import Interface, propose_interface
+from ddpcheck.interfaces import Interface, nccl_matches, propose_interface
 from ddpcheck.netprobe import (
     bind_check,
     connect_with_grace,
@@ -85,10 +85,14 @@ def advertised_address(env: dict[str, str], backend: str, ifaces: Sequence[Inter
                        endpoint_ip: str) -> tuple[str, str]:
     """(address, how it was chosen): what gloo/NCCL on this node will tell its peers."""
     var = "NCCL_SOCKET_IFNAME" if backend == "nccl" else "GLOO_SOCKET_IFNAME"
-    names = [n for n in env.get(var, "").lstrip("^=").split(",") if n]
-    for iface in ifaces:
-        if names and iface.name == names[0] and iface.ipv4:
-            return iface.ipv4[0].address, f"{var}={env[var]}"
+    value = env.get(var, "")
+    if value:
+        if backend == "nccl":  # NCCL's syntax: prefixes, ^ excludes, = exact
+            chosen = [i for i in nccl_matches(value, ifaces) if i.ipv4]
+        else:  # gloo: exact names, the first one is used
+            chosen = [i for i in ifaces if i.name == value.split(",")[0] and i.ipv4]
+        if chosen:
+            return chosen[0].ipv4[0].address, f"{var}={value}"
     res = resolve(socket.gethostname())
     if res.ok and res.addresses:
         return res.addresses[0], f"hostname {socket.gethostname()}"

@@ -179,4 +179,6 @@ def is_communication_error(exc: BaseException) -> bool:
     """True for errors that leave the process group unusable (timeouts, closed peers)."""
     if isinstance(exc, ProblemFound):
         return any(p.code == COLLECTIVE_FAILED.code for p in exc.problems)
+    if isinstance(exc, (NotImplementedError, RecursionError)):  # RuntimeErrors, but local
+        return False
     return isinstance(exc, (RuntimeError, dist.DistError, TimeoutError, ConnectionError))

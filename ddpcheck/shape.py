@@ -71,7 +71,8 @@ def _node_count(job: JobEnv, flag: int | None, nproc: int | None) -> list[Proble
     n, tasks, hosts = job.nnodes, job.tasks_per_node, _hosts(job)
     batch_one = job.source == "slurm" and not job.step_id and flag == 1  # one node, legitimately
     if flag is not None and n is not None and flag != n and not batch_one:
-        fix = {"slurm": f"pass --nodes {n}, or allocate {flag} nodes (sbatch --nodes={flag}) "
+        nodes = "node" if flag == 1 else "nodes"
+        fix = {"slurm": f"pass --nodes {n}, or allocate {flag} {nodes} (sbatch --nodes={flag}) "
                         "and start ddpcheck with srun --ntasks-per-node=1",
                "pbs": f"pass --nodes {n}, or request {flag} nodes (qsub -l select={flag}:...)"}
         out.append(SHAPE_MISMATCH.problem(f"--nodes {flag} but {_allocation(job)}", hosts=hosts,
