@@ -152,7 +152,7 @@ def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str]
     others = [c for c in cards if c.run_id != me.run_id]
     if others:
         problems.append(RUN_ID_MISMATCH.problem(
-            "; ".join(f"{_hosts([c for c in cards if c.run_id == v])} use run id {v!r}"
+            "; ".join(f"run id {v!r} on {_hosts([c for c in cards if c.run_id == v])}"
                       for v in sorted({c.run_id for c in cards})),
             hosts=_odd_hosts(cards, "run_id")))
     for key, diag, what in (("nodes", NODES_MISMATCH, "started with --nodes {}"),

@@ -75,8 +75,8 @@ def test_run_id_mismatch_names_the_odd_hosts() -> None:
     [problem] = judge(cards, me)
     assert problem.code == "run-id-mismatch"
     assert problem.hosts == ("c", "d")
-    assert problem.observed == ("a, b use run id 'job-1'; c use run id 'job-2'; "
-                                "d use run id 'job-3'")
+    assert problem.observed == ("run id 'job-1' on a, b; run id 'job-2' on c; "
+                                "run id 'job-3' on d")
     # every node names the same odd hosts, whichever node judges
     assert judge(cards, cards[2])[0].hosts == ("c", "d")
 
