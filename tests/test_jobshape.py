@@ -2,33 +2,16 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+from recorded_jobs import env_of, job_of, recorded
 
 from ddpcheck.jobshape import scheduler_settings
-from ddpcheck.scheduler import detect
-
-JOBS = Path(__file__).parent / "data" / "jobs"
-
-
-def recorded(name: str) -> dict[str, Any]:
-    return json.loads((JOBS / f"{name}.json").read_text())
 
 
 def settings_of(name: str, **changes: str | None) -> dict[str, tuple[Any, str]]:
-    doc = recorded(name)
-    env = dict(doc["env"])
-    for key, value in changes.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    files = {path: (JOBS / stored).read_text() for path, stored in doc.get("files", {}).items()}
-    job = detect(env, read_file=files.__getitem__, hostname=doc["hostname"])
-    return scheduler_settings(env, job)
+    return scheduler_settings(env_of(name, **changes), job_of(name, **changes))
 
 
 def test_slurm_step_gives_nodes_rank_endpoint_and_run_id() -> None:

@@ -2,47 +2,17 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any, Callable
-
 import pytest
+from recorded_jobs import JOBS, job_of, reader, recorded
 
 from ddpcheck import diagnoses, scheduler
 from ddpcheck.hostlist import expand_slurm_nodelist, parse_slurm_tasks_per_node
-from ddpcheck.scheduler import JobEnv, detect
+from ddpcheck.scheduler import detect
 from ddpcheck.shape import shape_problems
 
-JOBS = Path(__file__).parent / "data" / "jobs"
 CODES = ("scheduler-env-invalid", "job-shape-mismatch", "too-many-tasks-per-node",
          "tasks-gpus-mismatch", "not-launched-per-node", "node-rank-invalid",
          "node-not-in-allocation")
-
-
-def recorded(name: str) -> dict[str, Any]:
-    return json.loads((JOBS / f"{name}.json").read_text())
-
-
-def reader(doc: dict[str, Any]) -> Callable[[str], str]:
-    files = {path: (JOBS / stored).read_text() for path, stored in doc.get("files", {}).items()}
-
-    def read(path: str) -> str:
-        if path not in files:
-            raise FileNotFoundError(2, "No such file or directory", path)
-        return files[path]
-    return read
-
-
-def job_of(name: str, hostname: str | None = None, **changes: str | None) -> JobEnv:
-    """detect() on a recorded environment; changes set (or, with None, remove) variables."""
-    doc = recorded(name)
-    env = dict(doc["env"])
-    for key, value in changes.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return detect(env, read_file=reader(doc), hostname=hostname or doc["hostname"])
 
 
 def codes(problems: list[diagnoses.Problem]) -> list[str]:

@@ -3,27 +3,11 @@ recorded environments' main contradictions)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
+from recorded_jobs import job_of
 
 from ddpcheck import shape
 from ddpcheck.diagnoses import CATALOGUE, Problem
-from ddpcheck.scheduler import JobEnv, detect
 from ddpcheck.shape import shape_problems
-
-JOBS = Path(__file__).parent / "data" / "jobs"
-
-
-def job_of(name: str, **changes: str | None) -> JobEnv:
-    doc: dict[str, Any] = json.loads((JOBS / f"{name}.json").read_text())
-    env = dict(doc["env"])
-    for key, value in changes.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return detect(env, hostname=doc["hostname"])
 
 
 def codes(problems: list[Problem]) -> list[str]:
