@@ -34,6 +34,7 @@ from ddpcheck.recorder import Recorder
 from ddpcheck.settings import WorkerSettings
 from ddpcheck.stages import MARKER, STAGES
 
+AFTER_FAILURE_WAIT_S = 5.0
 RECORD_KEY = pytest.StashKey[Recorder]()
 OUTCOME_KEY = pytest.StashKey[dict]()
 
@@ -172,7 +173,10 @@ class RankSession:
         if outcome["status"] == results.BLOCKED:  # every live rank blocked at the same point
             got = Exchange({w.rank: mine}, ())
         else:
-            got = w.exchange(f"probe/{self.counter}", mine)
+            # After a collective timed out here, live peers time out at about the same moment:
+            # waiting the full deadline again for a dead or stopped one only delays the report.
+            wait = min(w.timeout, AFTER_FAILURE_WAIT_S) if mine["breaks_world"] else None
+            got = w.exchange(f"probe/{self.counter}", mine, timeout=wait)
         if got.missing:
             problems.append(self._unresponsive(got.missing, f"probe {item.name}", stage))
         statuses = [v["status"] for v in got.values.values()]
