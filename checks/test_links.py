@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import links
+from ddpcheck import links, straggler
 from ddpcheck.bandwidth import allreduce_busbw
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.measure import iterations, link_gbps, time_all_reduce
@@ -129,12 +129,12 @@ def test_no_rank_is_a_straggler(pg, record):
         work.append(time.perf_counter() - begin)
         dist.all_reduce(flag)  # everyone waits for the last: the iterations stay aligned
     got = pg.exchange("straggler", work).values
-    waits = links.waits_from_work(got)
+    waits = straggler.waits_from_work(got)
     slowest = [max(w[i] for w in got.values()) for i in range(STRAGGLER_ITERS)]
     step = sorted(slowest)[len(slowest) // 2]
     record.measure("straggler_work_ms", {r: [round(x * 1e3, 3) for x in w]
                                          for r, w in got.items()})
     record.key_figure(f"work {step * 1e3:.1f} ms per iteration")
-    problems = links.straggler_verdict(waits, pg.hosts_by_rank, iteration_s=step)
+    problems = straggler.straggler_verdict(waits, pg.hosts_by_rank, iteration_s=step)
     if problems:
         raise ProblemFound(*problems)
