@@ -21,7 +21,7 @@ from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.measure import iterations, link_gbps, time_all_reduce
 from ddpcheck.stages import stage
 
-P2P_TRIALS = 3
+P2P_TRIALS = 5
 STRAGGLER_ITERS = 20
 INTRA_INTER_BYTES = 4 << 20
 

@@ -93,14 +93,19 @@ def hosts_of(matrix: Matrix) -> list[str]:
 
 
 def link_figures(matrix: Matrix) -> dict[tuple[str, str], float]:
-    """Each unordered link (in host order) with its figure: the slower measured direction."""
+    """Each unordered link (in host order) with its figure: the faster measured direction.
+
+    A degraded link or port is slow both ways; one slow direction alone is almost always a
+    busy host at that moment (gloo is CPU-bound), so judging the faster direction keeps a
+    healthy cluster free of false alarms. Both directions are shown in the problem text.
+    """
     hosts = hosts_of(matrix)
     out: dict[tuple[str, str], float] = {}
     for i, a in enumerate(hosts):
         for b in hosts[i + 1:]:
             measured = [matrix[k] for k in ((a, b), (b, a)) if k in matrix]
             if measured:
-                out[(a, b)] = max(0.0, min(measured))
+                out[(a, b)] = max(0.0, max(measured))
     return out
 
 
@@ -112,7 +117,8 @@ def _direction(matrix: Matrix, src: str, dst: str) -> str:
 def link_verdicts(matrix: Matrix, slow_ratio: float = 0.5) -> list[Problem]:
     """Slow nodes and slow links, judged against the other links of the same matrix.
 
-    matrix[(src, dst)] is GB/s from src to dst. A link's figure is its slower direction.
+    matrix[(src, dst)] is GB/s from src to dst. A link's figure is its faster direction
+    (see link_figures).
 
     1. A node's capacity is its best link. Nodes whose capacity is below slow_ratio x the
        (upper) median capacity are left out of the reference: all their links are slow,

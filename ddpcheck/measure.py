@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 MIN_P2P_BYTES = 1 << 20
 MAX_P2P_BYTES = 64 << 20
-P2P_TARGET_S = 0.25  # size a transfer so the link, not the per-call overhead, sets its time
+P2P_TARGET_S = 0.15  # size a transfer so the link, not the per-call overhead, sets its time
 
 
 def iterations(nbytes: int) -> int:
@@ -69,10 +69,13 @@ def one_way(rank: int, src: int, dst: int, nbytes: int, device: torch.device) ->
 
 
 def link_gbps(rank: int, src: int, dst: int, trials: int, device: torch.device) -> float:
-    """Median one-way rate src -> dst in GB/s (known on src; 0.0 on dst).
+    """Best one-way rate src -> dst over the trials, in GB/s (known on src; 0.0 on dst).
 
     A 1 MiB transfer first estimates the rate; the timed size is then chosen so that one
-    transfer lasts about P2P_TARGET_S, and src tells dst the size before the trials.
+    transfer lasts about P2P_TARGET_S, and src tells dst the size before the trials. The
+    fastest trial is the link's figure: a link never runs faster than it can, while a slower
+    trial measures CPU contention on the hosts (gloo is CPU-bound), which would otherwise
+    pass for a slow link.
     """
     first = one_way(rank, src, dst, MIN_P2P_BYTES, device)
     if rank == src:
@@ -84,4 +87,4 @@ def link_gbps(rank: int, src: int, dst: int, trials: int, device: torch.device) 
     times = sorted(one_way(rank, src, dst, size, device) for _ in range(trials))
     if rank != src:
         return 0.0
-    return size / times[len(times) // 2] / 1e9
+    return size / times[0] / 1e9

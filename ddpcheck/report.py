@@ -218,7 +218,7 @@ def render_measurements(m: dict[str, Any], world_size: int, backend: str) -> lis
         parts.append(format_sweep(m["allreduce_sweep"], world_size, backend))
     if m.get("link_matrix"):
         matrix = {tuple(k.split("->")): v for k, v in m["link_matrix"].items()}
-        parts.append("# point-to-point links, one direction (median of trials)\n"
+        parts.append("# point-to-point links, one direction (best of trials)\n"
                      + format_matrix(m.get("link_hosts") or hosts_of(matrix), matrix))
     if m.get("intra_node_busbw") or m.get("cross_node_busbw") is not None:
         parts.append("# all-reduce busbw within nodes and across nodes\n"

@@ -81,10 +81,19 @@ def test_round_robin_rejects_negative_n():
 
 
 # --- link figures ------------------------------------------------------------------------------
-def test_link_figure_is_the_slower_direction_in_host_order():
+def test_link_figure_is_the_faster_direction_in_host_order():
     m = {("a", "b"): 2.0, ("b", "a"): 1.5, ("a", "c"): 0.3, ("c", "a"): 0.4}
     assert hosts_of(m) == ["a", "b", "c"]
-    assert link_figures(m) == {("a", "b"): 1.5, ("a", "c"): 0.3}
+    assert link_figures(m) == {("a", "b"): 2.0, ("a", "c"): 0.4}
+
+
+def test_one_slow_direction_alone_is_not_a_slow_link():
+    m = {(a, b): 1.0 for a in "pqrs" for b in "pqrs" if a != b}
+    m[("p", "q")] = 0.2  # a busy host at that moment, not a bad link
+    assert link_verdicts(m) == []
+    m[("q", "p")] = 0.25
+    [problem] = link_verdicts(m)
+    assert problem.code == "slow-link" and problem.hosts == ("p", "q")
 
 
 def test_link_figure_uses_the_one_direction_measured():
@@ -104,7 +113,7 @@ def test_one_slow_pair_is_a_slow_link_with_both_directions():
     assert p.code == "slow-link"
     assert p.hosts == ("gpu-a", "gpu-c")
     assert p.observed.startswith(
-        "link gpu-a <-> gpu-c: 0.10 GB/s (gpu-a->gpu-c 0.11, gpu-c->gpu-a 0.10), "
+        "link gpu-a <-> gpu-c: 0.11 GB/s (gpu-a->gpu-c 0.11, gpu-c->gpu-a 0.10), "
         "the median link is ")
     assert p.observed.endswith(" GB/s")
 
@@ -114,7 +123,7 @@ def test_one_slow_pair_among_three_nodes_is_a_slow_link_not_a_slow_node():
     m[("a", "c")], m[("c", "a")] = 0.11, 0.12
     [p] = link_verdicts(m)
     assert (p.code, p.hosts) == ("slow-link", ("a", "c"))
-    assert p.observed == ("link a <-> c: 0.11 GB/s (a->c 0.11, c->a 0.12), the median link is "
+    assert p.observed == ("link a <-> c: 0.12 GB/s (a->c 0.11, c->a 0.12), the median link is "
                           "1.9 GB/s")
 
 
@@ -123,14 +132,14 @@ def test_a_node_with_every_link_slow_is_one_slow_node_problem():
     assert [p.code for p in problems] == ["slow-node"]
     p = problems[0]
     assert p.hosts == ("gpu-c",)
-    assert p.observed.startswith("every link of gpu-c is slow: 0.10-0.12 GB/s, the median link")
-    assert "1.8 GB/s" in p.observed
+    assert p.observed.startswith("every link of gpu-c is slow: 0.10-0.13 GB/s, the median link")
+    assert "2.0 GB/s" in p.observed
 
 
 def test_slow_node_among_three_nodes_despite_two_of_three_links_being_slow():
     [p] = link_verdicts(load_matrix("slow_node_3node.json"))
     assert (p.code, p.hosts) == ("slow-node", ("gpu-c",))
-    assert "the median link is 1.9 GB/s" in p.observed
+    assert "the median link is 2.0 GB/s" in p.observed
 
 
 def test_two_slow_nodes_are_two_slow_node_problems_and_their_shared_link_is_not_repeated():
@@ -144,7 +153,7 @@ def test_two_nodes_have_no_relative_verdict_but_an_absolute_one():
     assert link_verdicts(m) == []
     [p] = expect_verdict(min(link_figures(m).values()), 9.0, "per link (100 GbE)")
     assert p.code == "below-expected-bandwidth"
-    assert p.observed == "expected >= 9.0 GB/s per link (100 GbE), measured 1.0 GB/s"
+    assert p.observed == "expected >= 9.0 GB/s per link (100 GbE), measured 1.1 GB/s"
 
 
 def test_slow_node_and_an_unrelated_slow_link_are_both_reported():
@@ -152,11 +161,11 @@ def test_slow_node_and_an_unrelated_slow_link_are_both_reported():
     m = {(a, b): 2.0 for a, b in itertools.permutations(hosts, 2)}
     for other in hosts[1:]:
         m[("n0", other)] = m[(other, "n0")] = 0.2
-    m[("n3", "n4")] = 0.4
+    m[("n3", "n4")], m[("n4", "n3")] = 0.4, 0.45
     problems = link_verdicts(m)
     assert [(p.code, p.hosts) for p in problems] == [("slow-node", ("n0",)),
                                                       ("slow-link", ("n3", "n4"))]
-    assert "(n3->n4 0.40, n4->n3 2.0)" in problems[1].observed
+    assert "(n3->n4 0.40, n4->n3 0.45)" in problems[1].observed
 
 
 def test_when_most_nodes_are_slow_nothing_is_relatively_slow():
@@ -176,7 +185,7 @@ def test_a_missing_direction_shows_as_unknown():
 
 def test_a_zero_figure_is_slow():
     m = {(a, b): 2.0 for a, b in itertools.permutations("abcd", 2)}
-    m[("b", "d")] = 0.0
+    m[("b", "d")] = m[("d", "b")] = 0.0
     assert [(p.code, p.hosts) for p in link_verdicts(m)] == [("slow-link", ("b", "d"))]
 
 
