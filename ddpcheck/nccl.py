@@ -21,7 +21,7 @@ from ddpcheck.diagnoses import (
 
 Version = tuple[int, int, int]
 
-# Not yet in diagnoses.py: registered here so reports and `codes()` know it.
+# Registered next to the code that raises it, like the other modules' diagnoses.
 NCCL_ENV_INVALID = register(
     "nccl-env-invalid", "an NCCL_* variable has a value NCCL ignores or reads differently",
     "NCCL parses its variables leniently: a misspelt or out-of-range value silently falls "
