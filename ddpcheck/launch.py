@@ -74,6 +74,9 @@ def worker_env(cfg: Config, env: dict[str, str], results_dir: Path, nproc: int) 
         "DDPCHECK_EXPECT_WORLD_SIZE": str(cfg.nodes * nproc),
         "DDPCHECK_EXPECT_NPROC_PER_NODE": str(nproc),
         "PYTHONUNBUFFERED": "1",
+        # Python >= 3.11: never put the current directory on the workers' sys.path, so they
+        # import ddpcheck from the installation, not from a checkout they happen to run in.
+        "PYTHONSAFEPATH": "1",
     })
     out["DDPCHECK_SLOW_LINK_RATIO"] = f"{cfg.slow_link_ratio:g}"
     if cfg.expect_busbw:
@@ -82,7 +85,7 @@ def worker_env(cfg: Config, env: dict[str, str], results_dir: Path, nproc: int) 
         out.pop("DDPCHECK_EXPECT_BUSBW", None)
     out.setdefault("OMP_NUM_THREADS", "1")
     if cfg.checkpoint_dir:
-        out["DDPCHECK_CHECKPOINT_DIR"] = str(cfg.checkpoint_dir)
+        out["DDPCHECK_CHECKPOINT_DIR"] = str(cfg.checkpoint_dir.absolute())  # workers' cwd differs
     else:
         out.pop("DDPCHECK_CHECKPOINT_DIR", None)
     return out
@@ -105,8 +108,11 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
                  log: IO[str], on_tick: Callable[[], None] | None = None) -> LaunchOutcome:
     """Run torchrun to its end, or end it at the deadline; never hangs."""
     start = time.monotonic()
+    # The workers run in the results directory: ``python -m`` puts the current directory
+    # first on sys.path, and a source checkout there (the repository root, say) would
+    # shadow the installed ddpcheck and its probes (see also PYTHONSAFEPATH in worker_env).
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, cwd=results_dir)
     outcome = LaunchOutcome(None, 0.0)
     ended_at: float | None = None
     try:

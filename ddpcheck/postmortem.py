@@ -20,6 +20,7 @@ from ddpcheck.diagnoses import (
     Problem,
 )
 from ddpcheck.launch import LaunchOutcome
+from ddpcheck.readiness import SESSION_ERROR
 
 
 def last_activity(events: list[dict[str, Any]]) -> tuple[str, str]:
@@ -72,7 +73,35 @@ def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
     for rank, ex in (causes or unfinished).items():
         stage, where = _where(events.get(rank, []))
         problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex, where, stage))
+    problems += _session_errors(exits, hosts, exclude=set(causes or unfinished))
     return problems
+
+
+def _session_errors(exits: dict[int, dict], hosts: dict[int, str],
+                    exclude: set[int]) -> list[Problem]:
+    """Ranks whose pytest session failed as a whole (collection, import, usage errors)."""
+    out = []
+    for rank, ex in sorted(exits.items()):
+        if rank in exclude or not ex.get("session_error"):
+            continue
+        host = hosts.get(rank, "?")
+        tail = _evidence(ex)
+        fix = ""
+        if "ddpcheck.checks" in tail or "No module named 'ddpcheck" in tail:
+            fix = ("the workers' python cannot import ddpcheck's probes: install ddpcheck with "
+                   "`pip install .` (or `pip install ddpcheck`) into the environment that runs "
+                   "torchrun on every node, and do not set PYTHONPATH to a source checkout")
+        out.append(SESSION_ERROR.problem(
+            f"rank {rank} on {host}: pytest ended with exit code {ex.get('returncode')} "
+            f"({ex['session_error']}){tail}", fix=fix, ranks=[rank], hosts=[host],
+            stage="startup"))
+    return out
+
+
+def _evidence(ex: dict, limit: int = 4) -> str:
+    """The last lines the rank printed, as evidence in the observed text."""
+    lines = [ln.strip() for ln in ex.get("tail") or [] if ln.strip()][-limit:]
+    return ("; its last output: " + " | ".join(lines)) if lines else ""
 
 
 def _exit_problem(rank: int, host: str, ex: dict, where: str, stage: str) -> Problem:
@@ -86,8 +115,8 @@ def _exit_problem(rank: int, host: str, ex: dict, where: str, stage: str) -> Pro
             f"rank {rank} on {host} exited {where}: the probe ran past its deadline and "
             "pytest-timeout ended the process", ranks=[rank], hosts=[host], stage=stage)
     return RANK_EXITED.problem(f"rank {rank} (pid {ex.get('pid')}) on {host} exited with code "
-                               f"{ex.get('returncode')} {where}", ranks=[rank], hosts=[host],
-                               stage=stage)
+                               f"{ex.get('returncode')} {where}{_evidence(ex)}", ranks=[rank],
+                               hosts=[host], stage=stage)
 
 
 def diagnose_launch(events: dict[int, list[dict]], outcome: LaunchOutcome, timeout: float,
