@@ -37,6 +37,7 @@ from ddpcheck.netprobe import (
     resolve,
 )
 from ddpcheck.peerprobe import Listener, exchange_results, judge_addresses, judge_peers, probe_peers
+from ddpcheck.userjob import hosting_problem
 
 CONNECT_TIMEOUT = 3.0
 FINAL_WAIT = 10.0
@@ -118,6 +119,10 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
         return st
     ifaces = interfaces()
     st.is_host = any(a.address == ep_ip for i in ifaces for a in i.ipv4)
+    # ddpcheck hosts the store itself; the user's torchrun would pick its host by torch's rule.
+    hosting = hosting_problem(host, node, st.is_host)
+    if hosting:
+        local.append(hosting)
     st.advertised, how = advertised_address(env, cfg.backend, ifaces, ep_ip)
     if is_loopback(st.advertised) and how.startswith("hostname"):
         best = propose_interface(ifaces, ep_ip)

@@ -38,13 +38,15 @@ def raise_interrupted(signum: int, _frame: object) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
-def torchrun_argv(cfg: Config, nproc: int, run_id: str, local_addr: str = "") -> list[str]:
+def torchrun_argv(cfg: Config, nproc: int, run_id: str) -> list[str]:
     """The torchrun command line for this node (pure).
 
     Multi-node: the rendezvous store is hosted by ddpcheck's launcher on the endpoint node
-    (see checkin), so every agent joins it as a client (is_host=false); --local-addr makes
-    the workers' MASTER_ADDR the address the peer probes proved reachable, not an FQDN
-    the other nodes may not resolve.
+    (see checkin), so every agent joins it as a client (is_host=false). Nothing else is
+    chosen for the user: the agents advertise their FQDN as a user's torchrun does (no
+    --local-addr), so a name the other nodes cannot resolve fails here too, and is named
+    beforehand by the check-in (userjob.judge_names). docs/user-job.md lists every
+    difference from the user's torchrun and how each is covered.
     """
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(cfg.nodes),
             "--nproc-per-node", str(nproc), "--max-restarts", "0", "--monitor-interval", "0.5"]
@@ -56,8 +58,6 @@ def torchrun_argv(cfg: Config, nproc: int, run_id: str, local_addr: str = "") ->
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", str(endpoint_text(cfg.rdzv_endpoint)),
                  "--rdzv-id", run_id]
         conf += ",is_host=false"
-        if local_addr:
-            argv += ["--local-addr", local_addr]
     argv += ["--rdzv-conf", conf, "-m", "ddpcheck.worker"]
     return argv
 

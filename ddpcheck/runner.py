@@ -67,7 +67,7 @@ def run(cfg: Config) -> int:
         st.close()
         return _finish(cfg, report, results_dir, nproc)
     try:
-        outcome, log_tail = _launch(cfg, results_dir, nproc, start, st.advertised)
+        outcome, log_tail = _launch(cfg, results_dir, nproc, start)
     finally:
         st.close()
     report = _judge(cfg, st, results_dir, nproc, outcome, log_tail, start)
@@ -145,9 +145,9 @@ def _rank0_host(events: dict[int, list[dict]]) -> str:
     return "unknown"
 
 
-def _launch(cfg: Config, results_dir: Path, nproc: int, start: float,
-            local_addr: str = ""):  # type: ignore[no-untyped-def]
-    argv = torchrun_argv(cfg, nproc, cfg.rdzv_id or new_run_id(), local_addr)
+def _launch(cfg: Config, results_dir: Path, nproc: int,
+            start: float):  # type: ignore[no-untyped-def]
+    argv = torchrun_argv(cfg, nproc, cfg.rdzv_id or new_run_id())
     env = worker_env(cfg, dict(os.environ), results_dir, nproc)
     log_path = results_dir / "torchrun.log"
     for sig in (signal.SIGINT, signal.SIGTERM):

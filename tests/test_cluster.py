@@ -5,7 +5,6 @@ an in-process store. The multi-node path itself runs in tests/cluster/.
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
 import pytest
