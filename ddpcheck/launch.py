@@ -105,8 +105,14 @@ class LaunchOutcome:
 
 
 def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadline: float,
-                 log: IO[str], on_tick: Callable[[], None] | None = None) -> LaunchOutcome:
-    """Run torchrun to its end, or end it at the deadline; never hangs."""
+                 log: IO[str], on_tick: Callable[[], None] | None = None,
+                 nproc: int = 0) -> LaunchOutcome:
+    """Run torchrun to its end, or end it at the deadline; never hangs.
+
+    Once a rank has logged its end, torchrun gets END_GRACE_S to exit by itself, or none
+    at all when each of this node's ``nproc`` ranks has either ended or is stopped (a
+    stopped process never resumes by itself: waiting for it only delays the report).
+    """
     start = time.monotonic()
     # The workers run in the results directory: ``python -m`` puts the current directory
     # first on sys.path, and a source checkout there (the repository root, say) would
@@ -126,7 +132,8 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
             if now >= deadline:
                 outcome.deadline_hit = True
                 break
-            if ended_at is not None and now - ended_at > END_GRACE_S:
+            if ended_at is not None and (now - ended_at > END_GRACE_S
+                                         or _all_settled(results_dir, nproc)):
                 outcome.killed_after_end = True
                 break
     except Interrupted as exc:  # Ctrl-C, or the scheduler ending the job: still report
@@ -141,6 +148,30 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
 def _any_rank_ended(results_dir: Path) -> bool:
     return any(e.get("event") == "end" for path in results_dir.glob("rank-*.jsonl")
                for e in results.read_jsonl(path)[-1:])
+
+
+def _all_settled(results_dir: Path, nproc: int) -> bool:
+    """Every local rank logged its end or is stopped (state T): nothing more will come."""
+    if nproc <= 0:
+        return False
+    paths = sorted(results_dir.glob("rank-*.jsonl"))
+    if len(paths) < nproc:
+        return False
+    for path in paths:
+        events = results.read_jsonl(path)
+        if events and events[-1].get("event") == "end":
+            continue
+        pid = next((e.get("pid") for e in events if e.get("event") == "start"), None)
+        if not pid or not _stopped(int(pid)):
+            return False
+    return True
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
 
 
 def _end_tree(proc: subprocess.Popen, outcome: LaunchOutcome) -> None:

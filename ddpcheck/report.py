@@ -72,7 +72,7 @@ def build_report(events: dict[int, list[dict]], stages: Sequence[str],
     """
     hosts = hosts_of_events(events)
     stage_results = [_stage(name, events) for name in stages]
-    problems = merge_problems([*launcher_problems, *_rank_problems(events)])
+    problems = merge_problems(_fill_hosts([*launcher_problems, *_rank_problems(events)], hosts))
     world = max([expected_world, len(events), *[r + 1 for r in events]])
     expected = expected or Expected.whole(world)
     _mark_failed_ranks(stage_results, problems)
@@ -85,6 +85,18 @@ def build_report(events: dict[int, list[dict]], stages: Sequence[str],
                     if e.get("event") == "start"), "")
     return Report(stage_results, problems, hosts, _measurements(events), world, elapsed, backend,
                   expected=expected)
+
+
+def _fill_hosts(problems: list[Problem], hosts: dict[int, str]) -> list[Problem]:
+    """Name the hosts of problems a rank reported about ranks it knew only by number."""
+    out = []
+    for p in problems:
+        if p.ranks and (not p.hosts or {"?", "unknown host"} & set(p.hosts)):
+            known = sorted({hosts[r] for r in p.ranks if r in hosts})
+            if known:
+                p = p.where(hosts=tuple(known))
+        out.append(p)
+    return out
 
 
 def hosts_of_events(events: dict[int, list[dict]]) -> dict[int, str]:

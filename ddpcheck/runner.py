@@ -140,8 +140,8 @@ def _local_ranks(results_dir: Path) -> set[int]:
 def _rank0_host(events: dict[int, list[dict]]) -> str:
     for evs in events.values():
         for e in evs:
-            if e.get("event") == "hello" and "0" in e.get("ranks", {}):
-                return e["ranks"]["0"]["host"]
+            if e.get("event") == "hello" and e.get("coordinator"):
+                return str(e["coordinator"])
     return "unknown"
 
 
@@ -155,7 +155,7 @@ def _launch(cfg: Config, results_dir: Path, nproc: int,
     with open(log_path, "w", encoding="utf-8") as log:
         follower = _Follower(log_path) if cfg.verbose else None
         outcome = run_torchrun(argv, env, results_dir, start + cfg.timeout, log,
-                               on_tick=follower.tick if follower else None)
+                               on_tick=follower.tick if follower else None, nproc=nproc)
         if follower:
             follower.tick()
     return outcome, _tail(log_path)
