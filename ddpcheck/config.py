@@ -7,6 +7,7 @@ the flag or variable it came from.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -142,6 +143,8 @@ def check_consistency(cfg: Config) -> None:
                          f"rendezvous deadline ({src('rdzv_timeout')})")
     if cfg.json_path is not None:
         check_writable_file(cfg.json_path, cfg.sources.get("json_path", "--json"))
+    if cfg.results_dir is not None:
+        check_writable_dir(cfg.results_dir, cfg.sources.get("results_dir", "--results-dir"))
     if cfg.plot_dir is not None:
         from ddpcheck.plots import matplotlib_available
 
@@ -165,6 +168,19 @@ def check_writable_file(path: Path, source: str) -> None:
         raise UsageError(f"{source} {path}: cannot write there ({exc.strerror})") from None
     if not existed:
         path.unlink()
+
+
+def check_writable_dir(path: Path, source: str) -> None:
+    """Fail now when the results directory cannot be made or written (it is made here)."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{source} {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".ddpcheck-write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{source} {path}: cannot write there ({exc.strerror})") from None
 
 
 def new_run_id() -> str:
