@@ -43,8 +43,9 @@ def read_inputs(paths: Sequence[str], stdin: TextIO) -> list[tuple[str, str]]:
 
 
 def cmd_explain(paths: Sequence[str], json_path: str | None,
-                stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
-    explanation = explain_texts(read_inputs(paths, stdin))
+                stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    stdout = stdout or sys.stdout
+    explanation = explain_texts(read_inputs(paths, stdin or sys.stdin))
     data = explanation.to_json()
     if json_path == "-":
         stdout.write(json.dumps(data, indent=2) + "\n")

@@ -98,8 +98,8 @@ def explain_texts(named_texts: Iterable[tuple[str, str]]) -> Explanation:
         sources.append(name)
         own = _own_json(text)
         if own is not None:
-            found.extend(Explained(p, Record(name, i), not p.consequence_of, "ddpcheck run")
-                         for i, p in enumerate(own))
+            found.extend(Explained(p, Record(name, i, p.observed), not p.consequence_of,
+                                   "ddpcheck run") for i, p in enumerate(own))
         else:
             records.extend(read_text(name, text))
     found.extend(_match(records))

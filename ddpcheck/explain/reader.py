@@ -29,7 +29,7 @@ INNER_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 # NCCL_DEBUG lines: "host:pid:tid [cudaDev] NCCL INFO|WARN ..." (NCCL src/debug.cc format).
 NCCL_HOST = re.compile(r"(?:^|\s|\])(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
 # glog "[E321 02:07:08.408" / "E0325 20:57:27.620000"; logging "2023-10-13 17:40:02,544".
-GLOG_TIME = re.compile(r"\[?[IWEF](?P<mon>\d\d)(?P<day>\d\d) (?P<h>\d\d):(?P<m>\d\d):"
+GLOG_TIME = re.compile(r"\[?[IWEF](?P<mon>\d{1,2})(?P<day>\d\d) (?P<h>\d\d):(?P<m>\d\d):"
                        r"(?P<s>\d\d(?:\.\d+)?)")
 ISO_TIME = re.compile(r"(?P<y>\d{4})-(?P<mon>\d\d)-(?P<day>\d\d)[ T](?P<h>\d\d):(?P<m>\d\d):"
                       r"(?P<s>\d\d(?:[.,]\d+)?)")
