@@ -1,4 +1,4 @@
-"""The ``ddpcheck`` command: run, list, env. Exit 0 ready, 1 not ready, 2 usage error.
+"""The ``ddpcheck`` command: run, list, env, explain. Exit 0 ready, 1 not ready, 2 usage error.
 
 Runs in the launcher, once per node. Never imports torch (workers do), so usage errors
 and preflight answer in well under a second.
@@ -78,6 +78,10 @@ def build_parser() -> Parser:
     run.add_argument("--traceback", action="store_true", help="show raw errors with tracebacks")
     sub.add_parser("list", help="every probe with its stage and description")
     sub.add_parser("env", help="this node's facts and distributed settings (secrets redacted)")
+    explain = sub.add_parser("explain", help="read a failed job's logs: cause, place, fix")
+    explain.add_argument("logs", nargs="*", metavar="LOG", help="log files (default: stdin)")
+    explain.add_argument("--json", dest="json_path", metavar="PATH|-",
+                         help="also write the explanation as JSON (- = JSON on stdout only)")
     return parser
 
 
@@ -88,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_list()
         if args.command == "env":
             return cmd_env()
+        if args.command == "explain":
+            from ddpcheck.explain.command import cmd_explain
+
+            return cmd_explain(args.logs, args.json_path)
         flags = {name: getattr(args, name) for name, *_ in SETTINGS}
         flags.update(verbose=args.verbose, traceback=args.traceback)
         from ddpcheck.jobshape import scheduler_settings
