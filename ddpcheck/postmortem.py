@@ -45,8 +45,13 @@ def _where(events: list[dict[str, Any]]) -> tuple[str, str]:
 
 
 def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
-                   outcome: LaunchOutcome, hosts: dict[int, str]) -> list[Problem]:
-    """One problem per rank that did not finish, from its exit file and process state."""
+                   outcome: LaunchOutcome, hosts: dict[int, str],
+                   local: set[int] | None = None) -> list[Problem]:
+    """One problem per rank that did not finish, from its exit file and process state.
+
+    ``local`` are this node's ranks (those with a rank file here): one of them without an
+    exit file lost its worker wrapper, which only a kill does.
+    """
     problems = []
     pid_rank = {e.get("pid"): r for r, evs in events.items() for e in evs
                 if e.get("event") == "start"}
@@ -74,7 +79,30 @@ def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
         stage, where = _where(events.get(rank, []))
         problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex, where, stage))
     problems += _session_errors(exits, hosts, exclude=set(causes or unfinished))
+    if not (outcome.deadline_hit or outcome.interrupted or outcome.killed_after_end):
+        problems += _lost_wrappers(events, exits, outcome, hosts, local or set())
     return problems
+
+
+def _lost_wrappers(events: dict[int, list[dict]], exits: dict[int, dict],
+                   outcome: LaunchOutcome, hosts: dict[int, str], local: set[int]
+                   ) -> list[Problem]:
+    """Local ranks whose wrapper (ddpcheck.worker) never wrote the exit file: it was killed."""
+    out = []
+    for rank in sorted(local - set(exits)):
+        pid = next((e.get("pid") for e in events.get(rank, []) if e.get("event") == "start"), None)
+        if pid in outcome.stopped_pids:
+            continue
+        host = hosts.get(rank, "?")
+        stage, where = _where(events.get(rank, []))
+        out.append(RANK_KILLED.problem(
+            f"rank {rank} on {host}: its worker process (ddpcheck.worker, the parent of pid "
+            f"{pid}) ended without recording the rank's exit {where}; torchrun exited with "
+            f"code {outcome.returncode}",
+            cause="the worker process was killed (the OOM killer, a scheduler limit, or "
+                  "someone), taking the rank with it or leaving it orphaned",
+            ranks=[rank], hosts=[host], stage=stage))
+    return out
 
 
 def _session_errors(exits: dict[int, dict], hosts: dict[int, str],
@@ -138,3 +166,18 @@ def diagnose_launch(events: dict[int, list[dict]], outcome: LaunchOutcome, timeo
             f"torchrun exited with code {outcome.returncode} before any rank started"
             + (": " + " | ".join(ln.strip()[:200] for ln in lines) if lines else "")))
     return problems
+
+
+def torchrun_failed(events: dict[int, list[dict]], outcome: LaunchOutcome,
+                    log_tail: str) -> list[Problem]:
+    """torchrun failed after the ranks started, and nothing else explains it (the last word)."""
+    if (not events or outcome.returncode in (0, None) or outcome.deadline_hit
+            or outcome.interrupted or outcome.killed_after_end):
+        return []
+    lines = [ln for ln in log_tail.strip().splitlines()
+             if "exitcode" in ln or "Error" in ln or "error" in ln][-3:]
+    return [LAUNCH_FAILED.problem(
+        f"torchrun exited with code {outcome.returncode} after the ranks started"
+        + (": " + " | ".join(ln.strip()[:200] for ln in lines) if lines else ""),
+        cause="torchrun saw a worker or its own agent fail",
+        fix="rerun with -v to see torchrun's output")]

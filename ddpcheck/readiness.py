@@ -97,7 +97,10 @@ def explain(stages: Sequence[StageView], problems: Sequence[Problem], expected: 
     out: list[Problem] = []
     lines = _evidence(evidence)
     absent = missing_ranks(expected, reported)
-    if absent:
+    named = [p for p in problems if not p.consequence_of]
+    if absent and not reported and named:
+        pass  # nothing ran (a preflight or launch problem stopped it): that problem says why
+    elif absent:
         out.append(RANK_NO_RESULT.problem(
             f"{len(absent)} of {expected.world_size} ranks never reported "
             f"(rank {format_ranks(absent)}){lines}", ranks=absent))

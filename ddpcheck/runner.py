@@ -26,7 +26,7 @@ from ddpcheck.launch import (
     torchrun_argv,
     worker_env,
 )
-from ddpcheck.postmortem import diagnose_launch, diagnose_ranks
+from ddpcheck.postmortem import diagnose_launch, diagnose_ranks, torchrun_failed
 from ddpcheck.preflight import auto_nproc, node_preflight
 from ddpcheck.readiness import Expected
 from ddpcheck.report import (
@@ -86,8 +86,10 @@ def _judge(cfg: Config, st: ClusterState, results_dir: Path, nproc: int,
     events = results.rank_events(results_dir)
     exits = results.exit_statuses(results_dir)
     problems = diagnose_launch(events, outcome, cfg.timeout, log_tail)
-    problems += diagnose_ranks(events, exits, outcome, hosts_of_events(events))
     local = _local_ranks(results_dir) | set(exits)
+    problems += diagnose_ranks(events, exits, outcome, hosts_of_events(events),
+                               _local_ranks(results_dir))
+    problems = problems or torchrun_failed(events, outcome, log_tail)
     rank0_here = 0 in local
     multi = cfg.nodes > 1 and st.me is not None
     if multi and rank0_here:
