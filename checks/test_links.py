@@ -52,7 +52,8 @@ def test_links_between_every_pair_of_nodes(pg, settings, record):
                 if me in (a, b):
                     for src, dst in ((a, b), (b, a)):
                         rate = link_gbps(pg.rank, leaders[src], leaders[dst], P2P_TRIALS,
-                                         pg.device)
+                                         pg.device, pg.store,
+                                         f"link/{leaders[src]}-{leaders[dst]}")
                         if pg.rank == leaders[src]:
                             mine[f"{hosts[src]}->{hosts[dst]}"] = rate
             dist.barrier(group=group)  # the next round starts when every pair is done
@@ -128,6 +129,11 @@ def test_no_rank_is_a_straggler(pg, record):
             torch.cuda.synchronize()
         work.append(time.perf_counter() - begin)
         dist.all_reduce(flag)  # everyone waits for the last: the iterations stay aligned
+        # "In the case of CUDA operations, it is not guaranteed that the CUDA operation is
+        # completed" when a synchronous collective returns (pytorch.org/docs/stable/
+        # distributed.html, Synchronous and asynchronous collective operations): reading
+        # the flag waits for the collective, so the next work period never includes it.
+        flag.item()
     got = pg.exchange("straggler", work).values
     waits = straggler.waits_from_work(got)
     slowest = [max(w[i] for w in got.values()) for i in range(STRAGGLER_ITERS)]
