@@ -14,9 +14,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import gpu, nccl
+from ddpcheck import gpu, gpustate, nccl
 from ddpcheck.bandwidth import human_size
 from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, DEV_SHM_TOO_SMALL, ProblemFound
+from ddpcheck.dist import first_line
+from ddpcheck.slurmworld import is_srun_rank
 from ddpcheck.stages import stage
 
 SHM_MIN_BYTES = 512 << 20  # below this, NCCL's shared-memory transport and DataLoaders fail
@@ -28,19 +30,40 @@ def _raise(problems):
         raise ProblemFound(*problems)
 
 
+def _torch_cuda_error() -> str:
+    """First line of torch's reason for not using CUDA ("" when it initialises)."""
+    try:
+        torch.cuda.init()
+    except Exception as exc:  # torch raises RuntimeError/AssertionError with the driver's text
+        return first_line(exc)
+    return ""
+
+
 @stage("node")
 def test_torch_build_and_gpu_count_fit_the_job(world, settings, record):
-    """torch's build (CUDA or CPU-only) and GPU count fit what the job expects of this node."""
-    gpus = gpu.list_gpus()
+    """torch's build (CUDA or CPU-only) and GPU count fit the job; a GPU node is never CPU."""
+    text = gpu.run_nvidia_smi(("-L",))
+    gpus = gpu.parse_nvidia_smi_list(text or "")
+    devs = gpustate.device_files()
     cuda_build = torch.version.cuda is not None
     count = torch.cuda.device_count() if cuda_build else 0
-    need = gpu.expected_gpus(world.local_world_size, settings.gpus_per_replica) \
-        if world.backend == "nccl" or gpus else 0
+    k = settings.gpus_per_replica
+    slots, _ = gpustate.device_slots(world.local_rank, world.local_world_size, count, k,
+                                     is_srun_rank(os.environ))
+    need = gpu.expected_gpus(slots, k) if world.backend == "nccl" or gpus or devs else 0
     record.key_figure(f"torch {torch.__version__}, {count} GPU(s)")
     record.measure("torch", torch.__version__)
-    _raise(gpu.check_gpu_counts(gpus, count, need, cuda_build,
-                                cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-                                gpus_per_replica=settings.gpus_per_replica))
+    record.measure("gpu_device_files", len(devs))
+    problems = gpustate.check_node_gpus(text, devs,
+                                        kernel_version=gpustate.kernel_driver_version())
+    if os.environ.get("DDPCHECK_BACKEND", "auto") in ("", "auto", "nccl"):
+        problems += gpustate.check_torch_sees_gpus(
+            devs, len(gpus), cuda_build, count,
+            _torch_cuda_error() if cuda_build and count == 0 and devs else "")
+    _raise(problems or gpu.check_gpu_counts(
+        None if text is None else gpus, count, need, cuda_build,
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), gpus_per_replica=k,
+        lost_bus_ids=gpu.lost_gpus(text or "")))
 
 
 @stage("node")

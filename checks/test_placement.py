@@ -8,22 +8,28 @@ devices per rank and the split model runs on the CPU.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
-from ddpcheck import gpu
+from ddpcheck import gpu, gpustate
 from ddpcheck.diagnoses import DUPLICATE_DEVICE, PLACEMENT_FAILED, ProblemFound
 from ddpcheck.dist import first_line
 from ddpcheck.ranges import format_ranks
+from ddpcheck.slurmworld import is_srun_rank
 from ddpcheck.stages import stage
 
 
 def _devices(world, k):
     if world.backend == "nccl":
         count = torch.cuda.device_count()
-        plan = gpu.device_plan(world.local_world_size, k, count,
-                               cuda_visible_devices=None)
-        return [torch.device("cuda", i) for i in plan[world.local_rank]], plan[world.local_rank]
+        # an srun task with its own devices (--gpus-per-task) is slot 0 of 1 on them
+        slots, slot = gpustate.device_slots(world.local_rank, world.local_world_size, count, k,
+                                            is_srun_rank(os.environ))
+        plan = gpu.device_plan(slots, k, count,
+                               cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return [torch.device("cuda", i) for i in plan[slot]], plan[slot]
     # CPU: validate the same plan against K virtual devices per local rank
     plan = gpu.device_plan(world.local_world_size, k, world.local_world_size * k)
     return [torch.device("cpu")] * k, plan[world.local_rank]
