@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import gpu, gpustate, nccl
+from ddpcheck import gpu, gpustate, nccl, ncclstack
 from ddpcheck.bandwidth import human_size
 from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, DEV_SHM_TOO_SMALL, ProblemFound
 from ddpcheck.dist import first_line
@@ -75,16 +75,45 @@ def test_cuda_visible_devices_names_existing_gpus():
     _raise(gpu.check_cuda_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), gpus))
 
 
-@stage("node")
-def test_loaded_libnccl_is_the_one_torch_expects(world, record):
-    """The libnccl this process loads is NCCL's version torch reports (no shadowing copy)."""
-    if not (torch.cuda.is_available() and dist.is_nccl_available()):
-        pytest.skip("NCCL needs a CUDA build of torch and a GPU (none here)")
-    version = nccl.parse_nccl_version(torch.cuda.nccl.version())
-    record.key_figure(f"NCCL {nccl.format_version(version)}")
+def _nccl_view() -> tuple[str, nccl.Version | None, dict[str, nccl.Version | None]]:
+    """(/proc/self/maps text, NCCL torch was built with, {mapped libnccl: its own version})."""
     with open("/proc/self/maps", encoding="utf-8") as fh:
         maps = fh.read()
-    _raise(nccl.check_nccl_library(maps, version, version))
+    build = None
+    if torch.version.cuda is not None and dist.is_nccl_available():
+        build = nccl.parse_nccl_version(torch.cuda.nccl.version())  # compile-time constants
+    asked = {p: ncclstack.ask_version(p) for p in nccl.loaded_libnccls(maps)}
+    return maps, build, asked
+
+
+@stage("node")
+def test_loaded_libnccl_is_the_one_torch_expects(record):
+    """The libnccl this process loaded answers ncclGetVersion with torch's build version."""
+    maps, build, asked = _nccl_view()
+    if build is None:
+        pytest.skip("this torch build has no NCCL (CPU-only or ROCm)")
+    libs = list(asked)
+    if not libs:
+        record.key_figure(f"NCCL {nccl.format_version(build)} (linked into torch)")
+        return
+    loaded = asked[libs[0]]
+    record.key_figure(f"NCCL {nccl.format_version(loaded)} loaded, "
+                      f"{nccl.format_version(build)} built")
+    record.measure("libnccl", {p: nccl.format_version(v) for p, v in asked.items()})
+    _raise(nccl.check_nccl_library(maps, build, loaded,
+                                   expected_from="torch's build (torch.cuda.nccl.version())"))
+
+
+@stage("node")
+def test_all_ranks_load_the_same_nccl_plugin_and_driver(world, record):
+    """Every rank loads the same NCCL, NCCL network plugin and NVIDIA driver."""
+    maps, build, asked = _nccl_view()
+    facts = ncclstack.stack_facts(maps, os.environ, gpustate.kernel_driver_version(), build,
+                                  asked)
+    record.measure("nccl_stack", facts)
+    got = world.exchange("nccl-stack", facts)
+    hosts = {r: world.hosts_by_rank.get(r, f"rank{r}") for r in got.values}
+    _raise(ncclstack.compare_stacks(got.values, hosts))
 
 
 @stage("node")

@@ -84,7 +84,7 @@ def test_check_nccl_library_two_libraries() -> None:
 
 def test_check_nccl_library_version_differs() -> None:
     [p] = nccl.check_nccl_library(maps_line(SYSTEM_NCCL), (2, 21, 5))
-    assert p.observed == (f"loaded {SYSTEM_NCCL} is NCCL 2.18.3 but torch's nvidia-nccl wheel "
+    assert p.observed == (f"loaded {SYSTEM_NCCL} is NCCL 2.18.3 but torch's build "
                           "is 2.21.5")
     [p] = nccl.check_nccl_library(MAPS, (2, 21, 5), (2, 20, 5), expected_from="torch build")
     assert p.observed.endswith("is NCCL 2.20.5 but torch build is 2.21.5")
