@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import links, straggler
+from ddpcheck import links, nics, straggler
 from ddpcheck.bandwidth import allreduce_busbw
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.measure import iterations, link_gbps, time_all_reduce
@@ -98,6 +98,27 @@ def test_intra_node_and_cross_node_all_reduce(pg, record):
     figures = [f"intra {min(merged.values()):.2f}" if merged else "",
                f"cross {cross_bw:.2f}" if cross_bw is not None else ""]
     record.key_figure(" / ".join(f for f in figures if f) + " GB/s")
+    if pg.backend == "nccl":
+        _raise_below_reference(pg, merged, cross_bw, by_host, record)
+
+
+def _raise_below_reference(pg, intra, cross_bw, by_host, record) -> None:
+    """Intra-node busbw against the GPU model's NVLink figure, cross-node against the NICs."""
+    name = torch.cuda.get_device_name()
+    problems = []
+    for host, value in intra.items():
+        ref = links.reference_busbw(name, len(by_host[host]), "nccl")
+        if ref:
+            problems += [p.where(hosts=[host], ranks=by_host[host]) for p in links.expect_verdict(
+                value, ref[0], f"intra-node busbw on {host} (reference, {ref[1]})")]
+    if cross_bw is not None:
+        ref = nics.world_reference(pg, "cross", 1)  # one rank per node: one port's worth
+        if ref:
+            record.measure("cross_node_expected_gbps", ref[0])
+            problems += links.expect_verdict(cross_bw, ref[0],
+                                             f"cross-node busbw (NIC reference, {ref[1]})")
+    if problems:
+        raise ProblemFound(*problems)
 
 
 def _median_time(t: torch.Tensor, group, backend: str) -> float:
