@@ -104,12 +104,20 @@ def test_loaded_libnccl_is_the_one_torch_expects(record):
                                    expected_from="torch's build (torch.cuda.nccl.version())"))
 
 
+def _driver_version() -> str | None:
+    """The loaded kernel module's version, else nvidia-smi's (containers may hide /proc's)."""
+    found = gpustate.kernel_driver_version()
+    if found is None:
+        gpus = gpu.parse_nvidia_smi_query(gpu.run_nvidia_smi(gpu.QUERY_ARGS) or "")
+        found = gpus[0].driver_version if gpus else None
+    return found
+
+
 @stage("node")
 def test_all_ranks_load_the_same_nccl_plugin_and_driver(world, record):
     """Every rank loads the same NCCL, NCCL network plugin and NVIDIA driver."""
     maps, build, asked = _nccl_view()
-    facts = ncclstack.stack_facts(maps, os.environ, gpustate.kernel_driver_version(), build,
-                                  asked)
+    facts = ncclstack.stack_facts(maps, os.environ, _driver_version(), build, asked)
     record.measure("nccl_stack", facts)
     got = world.exchange("nccl-stack", facts)
     hosts = {r: world.hosts_by_rank.get(r, f"rank{r}") for r in got.values}

@@ -77,12 +77,6 @@ def loaded_libnccls(maps_text: str) -> list[str]:
     return paths
 
 
-def loaded_libnccl(maps_text: str) -> str | None:
-    """Path of the libnccl.so* this process has mapped, or None."""
-    paths = loaded_libnccls(maps_text)
-    return paths[0] if paths else None
-
-
 def nccl_version_from_path(path: str) -> Version | None:
     """Version in a libnccl path: libnccl.so.2.18.3, or a .../nccl_2.18.3-1+cuda12.2/... dir.
 

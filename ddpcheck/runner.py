@@ -25,6 +25,7 @@ from ddpcheck.launch import (
     torchrun_argv,
     worker_env,
 )
+from ddpcheck.nccl import parse_nccl_debug_transport
 from ddpcheck.postmortem import diagnose_launch, diagnose_ranks
 from ddpcheck.preflight import auto_nproc, node_preflight
 from ddpcheck.report import (
@@ -76,6 +77,9 @@ def run(cfg: Config) -> int:
     report = build_report(events, cfg.stages, problems, time.monotonic() - start,
                           nproc * cfg.nodes)
     _prepend_preflight(report, results.PASS)
+    transport = parse_nccl_debug_transport(_tail(results_dir / "torchrun.log", 1 << 20))
+    if transport:  # only with NCCL_DEBUG=INFO: NET/Socket where IB was expected is common
+        report.notes.append(f"NCCL's network transport (from NCCL_DEBUG=INFO): {transport}")
     if cfg.nodes > 1 and not rank0_here:
         report.notes.append(f"this is {socket.gethostname()}'s part; the whole report is printed "
                             f"on the node hosting rank 0 ({_rank0_host(events)})")

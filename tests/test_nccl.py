@@ -56,10 +56,9 @@ def test_format_version() -> None:
 # --- the loaded libnccl ------------------------------------------------------------------------
 
 def test_loaded_libnccl_from_maps() -> None:
-    assert nccl.loaded_libnccl(MAPS) == WHEEL_NCCL  # libnccl-net.so (the OFI plugin) is not it
     assert nccl.loaded_libnccls(MAPS) == [WHEEL_NCCL]
-    assert nccl.loaded_libnccl("") is None
-    assert nccl.loaded_libnccl(maps_line(SYSTEM_NCCL + " (deleted)")) == SYSTEM_NCCL
+    assert nccl.loaded_libnccls("") == []  # libnccl-net.so (the OFI plugin) is not it
+    assert nccl.loaded_libnccls(maps_line(SYSTEM_NCCL + " (deleted)")) == [SYSTEM_NCCL]
 
 
 def test_nccl_version_from_path() -> None:
