@@ -54,9 +54,10 @@ def test_torch_build_and_gpu_count_fit_the_job(world, settings, record):
     record.key_figure(f"torch {torch.__version__}, {count} GPU(s)")
     record.measure("torch", torch.__version__)
     record.measure("gpu_device_files", len(devs))
-    problems = gpustate.check_node_gpus(text, devs,
+    gloo_asked = os.environ.get("DDPCHECK_BACKEND", "auto") not in ("", "auto", "nccl")
+    problems = gpustate.check_node_gpus(text, devs, cpu_run=gloo_asked,
                                         kernel_version=gpustate.kernel_driver_version())
-    if os.environ.get("DDPCHECK_BACKEND", "auto") in ("", "auto", "nccl"):
+    if not gloo_asked:
         problems += gpustate.check_torch_sees_gpus(
             devs, len(gpus), cuda_build, count,
             _torch_cuda_error() if cuda_build and count == 0 and devs else "")

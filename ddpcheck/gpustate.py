@@ -89,14 +89,18 @@ def _driver_advice(message: str, kernel: str | None) -> dict[str, str]:
 
 
 def check_node_gpus(smi_text: str | None, dev_files: Sequence[str], *,
-                    kernel_version: str | None = None) -> list[Problem]:
+                    kernel_version: str | None = None, cpu_run: bool = False) -> list[Problem]:
     """Problems visible without torch: nvidia-smi fails, a GPU is lost, devices without GPUs.
 
-    smi_text is `nvidia-smi -L` output (None: not installed or could not start).
+    smi_text is `nvidia-smi -L` output (None: not installed or could not start). cpu_run:
+    the user asked for gloo; a failing nvidia-smi without any GPU device file is then a CUDA
+    image on a CPU node, not a broken GPU node.
     """
     problems: list[Problem] = []
     failure = nvidia_smi_failure(smi_text)
     devices = _devices_text(dev_files)
+    if failure and cpu_run and not dev_files:
+        failure = None
     if failure and (not failure.startswith("No devices were found") or dev_files):
         problems.append(GPU_DRIVER_FAILED.problem(
             f"nvidia-smi failed: \"{failure}\"" + (f"; {devices} exist" if dev_files else ""),

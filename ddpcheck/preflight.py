@@ -60,7 +60,8 @@ def _gpu_problems(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Probl
     # A broken driver or a lost GPU stops the run whatever the backend: the node is not fit
     # for GPU training, and auto mode must never turn it into a quiet CPU/gloo READY.
     health = gpustate.check_node_gpus(gpu.run_nvidia_smi(("-L",)), gpustate.device_files(),
-                                      kernel_version=gpustate.kernel_driver_version())
+                                      kernel_version=gpustate.kernel_driver_version(),
+                                      cpu_run=cfg.backend == "gloo")
     if cfg.backend == "gloo":
         return health
     gpus = gpu.list_gpus()

@@ -35,6 +35,13 @@ def test_driver_that_cannot_be_reached_is_a_problem_with_its_message() -> None:
     assert "reboot" in p.fix
 
 
+def test_a_cuda_image_on_a_cpu_node_may_run_gloo() -> None:
+    text = (DATA / "nvidia-smi-failed-no-driver.txt").read_text()
+    assert gpustate.check_node_gpus(text, [], cpu_run=True) == []  # asked for gloo, no devices
+    assert codes(gpustate.check_node_gpus(text, [])) == ["gpu-driver-failed"]  # auto mode
+    assert codes(gpustate.check_node_gpus(text, DEVS, cpu_run=True)) == ["gpu-driver-failed"]
+
+
 def test_driver_library_mismatch_names_both_versions_and_says_reboot() -> None:
     kernel = gpustate.kernel_driver_version(read("proc-driver-nvidia-version.txt"))
     assert kernel == "580.173.02"

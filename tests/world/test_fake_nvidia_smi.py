@@ -52,9 +52,9 @@ def test_failing_driver_stops_the_run_with_its_message(ddpcheck_run, tmp_path):
 def test_driver_library_mismatch_says_reboot(ddpcheck_run, tmp_path):
     env = fake_nvidia_smi(tmp_path / "bin", (DATA / "nvidia-smi-nvml-mismatch.txt")
                           .read_text(), 18)
-    run = ddpcheck_run("--probe-timeout", "5", "--backend", "gloo", env=env)
+    run = ddpcheck_run("--probe-timeout", "5", env=env)
     assert run.finish(timeout=90) == 1, run.stdout + run.stderr
-    p = problem(run.report(), "gpu-driver-failed")  # even when gloo was asked for
+    p = problem(run.report(), "gpu-driver-failed")
     assert "Driver/library version mismatch" in p["observed"]
     assert p["fix"].startswith("reboot the node")
 
