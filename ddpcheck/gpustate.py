@@ -147,7 +147,8 @@ def cuda_device_count(gpus: Sequence[gpu.GpuInfo], cuda_visible_devices: str | N
     CUDA_VISIBLE_DEVICES is applied the way CUDA reads it (gpu.visible_count: indices, GPU-/
     MIG- UUIDs, -1, empty). A MIG list is one device: "With CUDA 11/R450 and CUDA 12/R525,
     only enumeration of a single MIG instance is supported" (NVIDIA MIG User Guide, CUDA
-    Device Enumeration, https://docs.nvidia.com/datacenter/tesla/mig-user-guide/).
+    Device Enumeration, https://docs.nvidia.com/datacenter/tesla/mig-user-guide/
+    mig-device-names.html).
     """
     count = gpu.visible_count(cuda_visible_devices, gpus)
     vd = gpu.parse_cuda_visible_devices(cuda_visible_devices)
