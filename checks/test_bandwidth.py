@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import links
+from ddpcheck import links, nics
 from ddpcheck.bandwidth import format_sweep, sizes, sweep_row
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.measure import iterations, time_all_reduce
@@ -21,15 +21,19 @@ WARMUP, TRIALS = 2, 3
 
 
 def _expectation(pg, settings):
-    """(minimum busbw GB/s, where it comes from): --expect-busbw, else a GPU-model reference."""
-    if settings.expected_busbw is not None:
-        return settings.expected_busbw, "busbw (--expect-busbw)"
-    if pg.backend == "nccl":
-        name = torch.cuda.get_device_name()
-        ref = links.reference_busbw(name, pg.local_world_size, "nccl")
-        if ref:
-            return ref[0], f"busbw (reference for {pg.local_world_size}x {name})"
-    return None, ""
+    """(minimum busbw GB/s, where it comes from) for the sweep over the whole world.
+
+    A reference is compared only with what it describes: a single-node world with the GPU
+    model's NVLink/NVSwitch (or PCIe) figure, a multi-node world with the NICs' line rate
+    (its busbw is network-bound). --expect-busbw overrides both.
+    """
+    if settings.expected_busbw is not None or pg.backend != "nccl":
+        return nics.sweep_reference(1, settings.expected_busbw, None, None)
+    nodes = len({pg.hosts_by_rank.get(r, f"rank{r}") for r in range(pg.world_size)})
+    intra = links.reference_busbw(torch.cuda.get_device_name(), pg.local_world_size, "nccl") \
+        if nodes == 1 else None
+    nic = nics.world_reference(pg, "sweep", pg.local_world_size) if nodes > 1 else None
+    return nics.sweep_reference(nodes, None, intra, nic)
 
 
 @stage("bandwidth")
@@ -53,6 +57,7 @@ def test_all_reduce_bandwidth_sweep(pg, settings, record):
     expected, what = _expectation(pg, settings)
     if expected is not None:
         record.measure("expected_busbw_gbps", expected)
+        record.measure("expected_busbw_source", what)
         problems = links.expect_verdict(peak, expected, what)
         if problems:
             raise ProblemFound(*problems)

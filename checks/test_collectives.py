@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 
 from ddpcheck.diagnoses import WRONG_COLLECTIVE_RESULT
+from ddpcheck.measure import exchange
 from ddpcheck.stages import stage
 
 
@@ -89,9 +90,8 @@ def test_send_recv_around_the_ring(pg):
     nxt, prv = (pg.rank + 1) % n, (pg.rank - 1) % n
     out = torch.full((8192,), pg.rank, dtype=torch.int64, device=pg.device)
     got = torch.empty_like(out)
-    # Non-blocking, receive posted first: a blocking ring could wait in a cycle.
-    reqs = [dist.irecv(got, prv), dist.isend(out, nxt)]
-    for req in reqs:
-        req.wait()
+    # One batch (ncclGroupStart/End under NCCL): with 2 ranks prev == next, and NCCL's
+    # send and recv block on the GPU unless grouped (ddpcheck.measure cites the docs).
+    exchange([(out, nxt)], [(got, prv)])
     if not bool((got == prv).all()):
         raise _wrong(pg, f"recv from rank {prv}", int(got[0]), prv)

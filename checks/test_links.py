@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import links, straggler
+from ddpcheck import links, nics, straggler
 from ddpcheck.bandwidth import allreduce_busbw
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.measure import iterations, link_gbps, time_all_reduce
@@ -52,7 +52,8 @@ def test_links_between_every_pair_of_nodes(pg, settings, record):
                 if me in (a, b):
                     for src, dst in ((a, b), (b, a)):
                         rate = link_gbps(pg.rank, leaders[src], leaders[dst], P2P_TRIALS,
-                                         pg.device)
+                                         pg.device, pg.store,
+                                         f"link/{leaders[src]}-{leaders[dst]}")
                         if pg.rank == leaders[src]:
                             mine[f"{hosts[src]}->{hosts[dst]}"] = rate
             dist.barrier(group=group)  # the next round starts when every pair is done
@@ -97,6 +98,27 @@ def test_intra_node_and_cross_node_all_reduce(pg, record):
     figures = [f"intra {min(merged.values()):.2f}" if merged else "",
                f"cross {cross_bw:.2f}" if cross_bw is not None else ""]
     record.key_figure(" / ".join(f for f in figures if f) + " GB/s")
+    if pg.backend == "nccl":
+        _raise_below_reference(pg, merged, cross_bw, by_host, record)
+
+
+def _raise_below_reference(pg, intra, cross_bw, by_host, record) -> None:
+    """Intra-node busbw against the GPU model's NVLink figure, cross-node against the NICs."""
+    name = torch.cuda.get_device_name()
+    problems = []
+    for host, value in intra.items():
+        ref = links.reference_busbw(name, len(by_host[host]), "nccl")
+        if ref:
+            problems += [p.where(hosts=[host], ranks=by_host[host]) for p in links.expect_verdict(
+                value, ref[0], f"intra-node busbw on {host} (reference, {ref[1]})")]
+    if cross_bw is not None:
+        ref = nics.world_reference(pg, "cross", 1)  # one rank per node: one port's worth
+        if ref:
+            record.measure("cross_node_expected_gbps", ref[0])
+            problems += links.expect_verdict(cross_bw, ref[0],
+                                             f"cross-node busbw (NIC reference, {ref[1]})")
+    if problems:
+        raise ProblemFound(*problems)
 
 
 def _median_time(t: torch.Tensor, group, backend: str) -> float:
@@ -128,6 +150,11 @@ def test_no_rank_is_a_straggler(pg, record):
             torch.cuda.synchronize()
         work.append(time.perf_counter() - begin)
         dist.all_reduce(flag)  # everyone waits for the last: the iterations stay aligned
+        # "In the case of CUDA operations, it is not guaranteed that the CUDA operation is
+        # completed" when a synchronous collective returns (pytorch.org/docs/stable/
+        # distributed.html, Synchronous and asynchronous collective operations): reading
+        # the flag waits for the collective, so the next work period never includes it.
+        flag.item()
     got = pg.exchange("straggler", work).values
     waits = straggler.waits_from_work(got)
     slowest = [max(w[i] for w in got.values()) for i in range(STRAGGLER_ITERS)]

@@ -14,9 +14,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import gpu, nccl
+from ddpcheck import gpu, gpustate, nccl, ncclstack
 from ddpcheck.bandwidth import human_size
 from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, DEV_SHM_TOO_SMALL, ProblemFound
+from ddpcheck.dist import first_line
+from ddpcheck.slurmworld import is_srun_rank
 from ddpcheck.stages import stage
 
 SHM_MIN_BYTES = 512 << 20  # below this, NCCL's shared-memory transport and DataLoaders fail
@@ -28,19 +30,41 @@ def _raise(problems):
         raise ProblemFound(*problems)
 
 
+def _torch_cuda_error() -> str:
+    """First line of torch's reason for not using CUDA ("" when it initialises)."""
+    try:
+        torch.cuda.init()
+    except Exception as exc:  # torch raises RuntimeError/AssertionError with the driver's text
+        return first_line(exc)
+    return ""
+
+
 @stage("node")
 def test_torch_build_and_gpu_count_fit_the_job(world, settings, record):
-    """torch's build (CUDA or CPU-only) and GPU count fit what the job expects of this node."""
-    gpus = gpu.list_gpus()
+    """torch's build (CUDA or CPU-only) and GPU count fit the job; a GPU node is never CPU."""
+    text = gpu.run_nvidia_smi(("-L",))
+    gpus = gpu.parse_nvidia_smi_list(text or "")
+    devs = gpustate.device_files()
     cuda_build = torch.version.cuda is not None
     count = torch.cuda.device_count() if cuda_build else 0
-    need = gpu.expected_gpus(world.local_world_size, settings.gpus_per_replica) \
-        if world.backend == "nccl" or gpus else 0
+    k = settings.gpus_per_replica
+    slots, _ = gpustate.device_slots(world.local_rank, world.local_world_size, count, k,
+                                     is_srun_rank(os.environ))
+    need = gpu.expected_gpus(slots, k) if world.backend == "nccl" or gpus or devs else 0
     record.key_figure(f"torch {torch.__version__}, {count} GPU(s)")
     record.measure("torch", torch.__version__)
-    _raise(gpu.check_gpu_counts(gpus, count, need, cuda_build,
-                                cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-                                gpus_per_replica=settings.gpus_per_replica))
+    record.measure("gpu_device_files", len(devs))
+    gloo_asked = os.environ.get("DDPCHECK_BACKEND", "auto") not in ("", "auto", "nccl")
+    problems = gpustate.check_node_gpus(text, devs, cpu_run=gloo_asked,
+                                        kernel_version=gpustate.kernel_driver_version())
+    if not gloo_asked:
+        problems += gpustate.check_torch_sees_gpus(
+            devs, len(gpus), cuda_build, count,
+            _torch_cuda_error() if cuda_build and count == 0 and devs else "")
+    _raise(problems or gpu.check_gpu_counts(
+        None if text is None else gpus, count, need, cuda_build,
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), gpus_per_replica=k,
+        lost_bus_ids=gpu.lost_gpus(text or "")))
 
 
 @stage("node")
@@ -52,16 +76,53 @@ def test_cuda_visible_devices_names_existing_gpus():
     _raise(gpu.check_cuda_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), gpus))
 
 
-@stage("node")
-def test_loaded_libnccl_is_the_one_torch_expects(world, record):
-    """The libnccl this process loads is NCCL's version torch reports (no shadowing copy)."""
-    if not (torch.cuda.is_available() and dist.is_nccl_available()):
-        pytest.skip("NCCL needs a CUDA build of torch and a GPU (none here)")
-    version = nccl.parse_nccl_version(torch.cuda.nccl.version())
-    record.key_figure(f"NCCL {nccl.format_version(version)}")
+def _nccl_view() -> tuple[str, nccl.Version | None, dict[str, nccl.Version | None]]:
+    """(/proc/self/maps text, NCCL torch was built with, {mapped libnccl: its own version})."""
     with open("/proc/self/maps", encoding="utf-8") as fh:
         maps = fh.read()
-    _raise(nccl.check_nccl_library(maps, version, version))
+    build = None
+    if torch.version.cuda is not None and dist.is_nccl_available():
+        build = nccl.parse_nccl_version(torch.cuda.nccl.version())  # compile-time constants
+    asked = {p: ncclstack.ask_version(p) for p in nccl.loaded_libnccls(maps)}
+    return maps, build, asked
+
+
+@stage("node")
+def test_loaded_libnccl_is_the_one_torch_expects(record):
+    """The libnccl this process loaded answers ncclGetVersion with torch's build version."""
+    maps, build, asked = _nccl_view()
+    if build is None:
+        pytest.skip("this torch build has no NCCL (CPU-only or ROCm)")
+    libs = list(asked)
+    if not libs:
+        record.key_figure(f"NCCL {nccl.format_version(build)} (linked into torch)")
+        return
+    loaded = asked[libs[0]]
+    record.key_figure(f"NCCL {nccl.format_version(loaded)} loaded, "
+                      f"{nccl.format_version(build)} built")
+    record.measure("libnccl", {p: nccl.format_version(v) for p, v in asked.items()})
+    _raise(nccl.check_nccl_library(maps, build, loaded,
+                                   expected_from="torch's build (torch.cuda.nccl.version())"))
+
+
+def _driver_version() -> str | None:
+    """The loaded kernel module's version, else nvidia-smi's (containers may hide /proc's)."""
+    found = gpustate.kernel_driver_version()
+    if found is None:
+        gpus = gpu.parse_nvidia_smi_query(gpu.run_nvidia_smi(gpu.QUERY_ARGS) or "")
+        found = gpus[0].driver_version if gpus else None
+    return found
+
+
+@stage("node")
+def test_all_ranks_load_the_same_nccl_plugin_and_driver(world, record):
+    """Every rank loads the same NCCL, NCCL network plugin and NVIDIA driver."""
+    maps, build, asked = _nccl_view()
+    facts = ncclstack.stack_facts(maps, os.environ, _driver_version(), build, asked)
+    record.measure("nccl_stack", facts)
+    got = world.gather("nccl-stack", facts)  # judged on rank 0: O(R) in all
+    hosts = {r: world.hosts_by_rank.get(r, f"rank{r}") for r in got.values}
+    _raise(ncclstack.compare_stacks(got.values, hosts))
 
 
 @stage("node")

@@ -49,7 +49,8 @@ DIAGNOSIS_MODULES = ("ddpcheck.diagnoses", "ddpcheck.nccl", "ddpcheck.interfaces
                      "ddpcheck.netprobe", "ddpcheck.scheduler", "ddpcheck.shape",
                      "ddpcheck.checkin", "ddpcheck.peerprobe", "ddpcheck.cluster",
                      "ddpcheck.links", "ddpcheck.straggler", "ddpcheck.readiness",
-                     "ddpcheck.userjob", "ddpcheck.explain.codes")
+                     "ddpcheck.userjob", "ddpcheck.explain.codes", "ddpcheck.gpustate",
+                     "ddpcheck.ncclstack")
 
 
 def problems_markdown() -> str:

@@ -9,6 +9,7 @@ when ranks are started without torchrun, rank 0 hosts it.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import platform
@@ -114,12 +115,18 @@ class World:
         """Create the default process group of the backend under test (idempotent)."""
         if self._pg_ready:
             return
+        eager: dict[str, Any] = {}
         if self.backend == "nccl":
             torch.cuda.set_device(self.local_rank % max(torch.cuda.device_count(), 1))
+            # device_id binds the group to this GPU and creates the NCCL communicator now
+            # (torch docs, init_process_group), so a later p2p batch of a subset of ranks
+            # never has to create it (batch_isend_irecv docstring).
+            if "device_id" in inspect.signature(dist.init_process_group).parameters:  # 2.3+
+                eager["device_id"] = torch.device("cuda", torch.cuda.current_device())
         try:
             dist.init_process_group(
                 self.backend, store=dist.PrefixStore("pg", self.store), rank=self.rank,
-                world_size=self.world_size, timeout=timedelta(seconds=self.timeout))
+                world_size=self.world_size, timeout=timedelta(seconds=self.timeout), **eager)
         except Exception as exc:  # torch raises RuntimeError/DistNetworkError/ValueError
             raise COLLECTIVE_FAILED.fail(
                 f"init_process_group({self.backend!r}) failed: {first_line(exc)}") from exc

@@ -77,12 +77,6 @@ def loaded_libnccls(maps_text: str) -> list[str]:
     return paths
 
 
-def loaded_libnccl(maps_text: str) -> str | None:
-    """Path of the libnccl.so* this process has mapped, or None."""
-    paths = loaded_libnccls(maps_text)
-    return paths[0] if paths else None
-
-
 def nccl_version_from_path(path: str) -> Version | None:
     """Version in a libnccl path: libnccl.so.2.18.3, or a .../nccl_2.18.3-1+cuda12.2/... dir.
 
@@ -95,11 +89,11 @@ def nccl_version_from_path(path: str) -> Version | None:
 
 def check_nccl_library(maps_text: str, expected: Version | None,
                        loaded_version: Version | None = None, *,
-                       expected_from: str = "torch's nvidia-nccl wheel") -> list[Problem]:
+                       expected_from: str = "torch's build") -> list[Problem]:
     """NCCL_LIBRARY_MISMATCH when two libnccl are mapped or the loaded one is not `expected`.
 
-    `loaded_version` (e.g. torch.cuda.nccl.version(), which asks the loaded library) is used
-    when the path carries no version.
+    `loaded_version` is what the mapped library answers to ncclGetVersion
+    (ncclstack.ask_version); the version in the path is the fallback when it cannot be asked.
     """
     paths = loaded_libnccls(maps_text)
     if len(paths) > 1:
@@ -107,7 +101,7 @@ def check_nccl_library(maps_text: str, expected: Version | None,
             f"this process has {len(paths)} libnccl mapped: {', '.join(paths)}")]
     if not paths or expected is None:
         return []
-    version = nccl_version_from_path(paths[0]) or loaded_version
+    version = loaded_version or nccl_version_from_path(paths[0])
     if version is None or tuple(version[:3]) == tuple(expected[:3]):
         return []
     return [NCCL_LIBRARY_MISMATCH.problem(

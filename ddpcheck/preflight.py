@@ -8,10 +8,11 @@ a malformed CUDA_VISIBLE_DEVICES.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Mapping
 
-from ddpcheck import gpu
+from ddpcheck import gpu, gpustate
 from ddpcheck.config import Config
 from ddpcheck.diagnoses import Problem
 from ddpcheck.interfaces import check_socket_ifname
@@ -21,10 +22,17 @@ IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 CPU_RANKS = 2  # --nproc-per-node auto without GPUs
 
 
-def auto_nproc(gpus: list[gpu.GpuInfo] | None = None) -> int:
-    """One rank per GPU nvidia-smi lists, else 2 CPU ranks."""
+def auto_nproc(gpus: list[gpu.GpuInfo] | None = None,
+               env: Mapping[str, str] | None = None) -> int:
+    """One rank per device CUDA gives this node, else 2 CPU ranks.
+
+    CUDA_VISIBLE_DEVICES counts as CUDA reads it (a MIG list is one device). A node whose
+    nvidia-smi fails lists no GPUs here; preflight then stops the run (gpu-driver-failed).
+    """
     found = gpu.list_gpus() if gpus is None else gpus
-    return len(found) if found else CPU_RANKS
+    cvd = (os.environ if env is None else env).get("CUDA_VISIBLE_DEVICES")
+    count = gpustate.cuda_device_count(found, cvd) if found else 0
+    return count or CPU_RANKS
 
 
 def endpoint_ip(cfg: Config) -> str | None:
@@ -49,13 +57,19 @@ def node_preflight(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Prob
 
 
 def _gpu_problems(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Problem]:
+    # A broken driver or a lost GPU stops the run whatever the backend: the node is not fit
+    # for GPU training, and auto mode must never turn it into a quiet CPU/gloo READY.
+    health = gpustate.check_node_gpus(gpu.run_nvidia_smi(("-L",)), gpustate.device_files(),
+                                      kernel_version=gpustate.kernel_driver_version(),
+                                      cpu_run=cfg.backend == "gloo")
     if cfg.backend == "gloo":
-        return []
+        return health
     gpus = gpu.list_gpus()
     if not gpus:
-        return []  # no GPUs: the worker's node stage says so; gloo on CPU is a valid run
+        return health  # no GPUs: the worker's node stage compares with torch's view
     cvd = env.get("CUDA_VISIBLE_DEVICES")
-    problems = gpu.check_cuda_visible_devices(cvd, gpus)
-    problems += gpu.check_device_plan(nproc, cfg.gpus_per_replica, gpu.visible_count(cvd, gpus),
+    problems = health + gpu.check_cuda_visible_devices(cvd, gpus)
+    problems += gpu.check_device_plan(nproc, cfg.gpus_per_replica,
+                                      gpustate.cuda_device_count(gpus, cvd),
                                       cuda_visible_devices=cvd)
     return problems

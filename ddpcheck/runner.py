@@ -26,6 +26,7 @@ from ddpcheck.launch import (
     torchrun_argv,
     worker_env,
 )
+from ddpcheck.nccl import parse_nccl_debug_transport
 from ddpcheck.postmortem import diagnose_launch, diagnose_ranks, torchrun_failed
 from ddpcheck.preflight import auto_nproc, node_preflight
 from ddpcheck.readiness import Expected
@@ -100,6 +101,9 @@ def _judge(cfg: Config, st: ClusterState, results_dir: Path, nproc: int,
     report = build_report(events, cfg.stages, problems, time.monotonic() - start,
                           nproc * cfg.nodes, expected, evidence)
     _prepend_preflight(report, results.PASS)
+    transport = parse_nccl_debug_transport(_tail(results_dir / "torchrun.log", 1 << 20))
+    if transport:  # only with NCCL_DEBUG=INFO: NET/Socket where IB was expected is common
+        report.notes.append(f"NCCL's network transport (from NCCL_DEBUG=INFO): {transport}")
     if multi:
         me = cluster.Outcome(socket.gethostname(), report.ready, tuple(report.problems))
         if rank0_here:

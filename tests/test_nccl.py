@@ -56,10 +56,9 @@ def test_format_version() -> None:
 # --- the loaded libnccl ------------------------------------------------------------------------
 
 def test_loaded_libnccl_from_maps() -> None:
-    assert nccl.loaded_libnccl(MAPS) == WHEEL_NCCL  # libnccl-net.so (the OFI plugin) is not it
     assert nccl.loaded_libnccls(MAPS) == [WHEEL_NCCL]
-    assert nccl.loaded_libnccl("") is None
-    assert nccl.loaded_libnccl(maps_line(SYSTEM_NCCL + " (deleted)")) == SYSTEM_NCCL
+    assert nccl.loaded_libnccls("") == []  # libnccl-net.so (the OFI plugin) is not it
+    assert nccl.loaded_libnccls(maps_line(SYSTEM_NCCL + " (deleted)")) == [SYSTEM_NCCL]
 
 
 def test_nccl_version_from_path() -> None:
@@ -84,7 +83,7 @@ def test_check_nccl_library_two_libraries() -> None:
 
 def test_check_nccl_library_version_differs() -> None:
     [p] = nccl.check_nccl_library(maps_line(SYSTEM_NCCL), (2, 21, 5))
-    assert p.observed == (f"loaded {SYSTEM_NCCL} is NCCL 2.18.3 but torch's nvidia-nccl wheel "
+    assert p.observed == (f"loaded {SYSTEM_NCCL} is NCCL 2.18.3 but torch's build "
                           "is 2.21.5")
     [p] = nccl.check_nccl_library(MAPS, (2, 21, 5), (2, 20, 5), expected_from="torch build")
     assert p.observed.endswith("is NCCL 2.20.5 but torch build is 2.21.5")

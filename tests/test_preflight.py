@@ -14,7 +14,7 @@ import pytest
 from ddpcheck import preflight
 from ddpcheck.config import Config
 from ddpcheck.diagnoses import Problem
-from ddpcheck.gpu import GpuInfo
+from ddpcheck.gpu import GpuInfo, MigDevice
 from ddpcheck.interfaces import Interface
 from ddpcheck.netprobe import Resolution
 
@@ -118,3 +118,12 @@ def test_cuda_visible_devices_counts_against_the_plan(node_gpus: NodeGpus) -> No
 def test_gloo_backend_skips_the_gpu_checks(node_gpus: NodeGpus) -> None:
     node_gpus(gpus(4))
     assert preflight.node_preflight(Config(backend="gloo"), {}, 8) == []
+
+
+def test_auto_nproc_counts_as_cuda_does() -> None:
+    assert preflight.auto_nproc(gpus(8), {"CUDA_VISIBLE_DEVICES": "0,1"}) == 2
+    assert preflight.auto_nproc(gpus(8), {"CUDA_VISIBLE_DEVICES": "3"}) == 1  # srun per task
+    mig = [GpuInfo(0, "NVIDIA A100-SXM4-80GB", "GPU-a", (
+        MigDevice("3g.40gb", 0, "MIG-aaaa"), MigDevice("3g.40gb", 1, "MIG-bbbb")))]
+    assert preflight.auto_nproc(mig, {"CUDA_VISIBLE_DEVICES": "MIG-aaaa,MIG-bbbb"}) == 1
+    assert preflight.auto_nproc(gpus(8), {"CUDA_VISIBLE_DEVICES": "-1"}) == preflight.CPU_RANKS
