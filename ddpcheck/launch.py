@@ -110,8 +110,9 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
     """Run torchrun to its end, or end it at the deadline; never hangs.
 
     Once a rank has logged its end, torchrun gets END_GRACE_S to exit by itself, or none
-    at all when each of this node's ``nproc`` ranks has either ended or is stopped (a
-    stopped process never resumes by itself: waiting for it only delays the report).
+    at all when each of this node's ``nproc`` ranks has either recorded its exit or is
+    stopped (a stopped process never resumes by itself: waiting for it only delays the
+    report).
     """
     start = time.monotonic()
     # The workers run in the results directory: ``python -m`` puts the current directory
@@ -151,16 +152,18 @@ def _any_rank_ended(results_dir: Path) -> bool:
 
 
 def _all_settled(results_dir: Path, nproc: int) -> bool:
-    """Every local rank logged its end or is stopped (state T): nothing more will come."""
+    """Every local rank's wrapper recorded its exit, or the rank is stopped (state T):
+    nothing more will come from this node."""
     if nproc <= 0:
         return False
     paths = sorted(results_dir.glob("rank-*.jsonl"))
     if len(paths) < nproc:
         return False
     for path in paths:
-        events = results.read_jsonl(path)
-        if events and events[-1].get("event") == "end":
+        rank = int(path.stem.split("-")[1])
+        if results.exit_file(results_dir, rank).exists():
             continue
+        events = results.read_jsonl(path)
         pid = next((e.get("pid") for e in events if e.get("event") == "start"), None)
         if not pid or not _stopped(int(pid)):
             return False

@@ -120,8 +120,8 @@ def _session_errors(exits: dict[int, dict], hosts: dict[int, str],
                    "`pip install .` (or `pip install ddpcheck`) into the environment that runs "
                    "torchrun on every node, and do not set PYTHONPATH to a source checkout")
         out.append(SESSION_ERROR.problem(
-            f"rank {rank} on {host}: pytest ended with exit code {ex.get('returncode')} "
-            f"({ex['session_error']}){tail}", fix=fix, ranks=[rank], hosts=[host],
+            f"pytest ended with exit code {ex.get('returncode')} ({ex['session_error']})"
+            f"{tail}", fix=fix, ranks=[rank], hosts=[host],
             stage="startup"))
     return out
 

@@ -61,10 +61,19 @@ def test_readme_first_command_is_ready_in_the_clone_root(fresh_clone) -> None:
     where = subprocess.run(["python", "-c", "import ddpcheck; print(ddpcheck.__file__)"],
                            cwd="/", env=env, capture_output=True, text=True, timeout=60)
     assert "site-packages" in where.stdout, "the install must be a real (non-editable) one"
+    assert Path(env["VIRTUAL_ENV"], "bin", "ddpcheck").exists(), "README's ddpcheck is the venv's"
+
+
+def _installed(clone: Path, env: dict[str, str]) -> None:
+    """The non-editable install (README's first command makes it; alone, a test does)."""
+    if not Path(env["VIRTUAL_ENV"], "bin", "ddpcheck").exists():
+        subprocess.run(["pip", "install", "-q", "--no-deps", "."], cwd=clone, env=env,
+                       check=True, capture_output=True, timeout=600)
 
 
 def test_the_installed_command_also_runs_from_elsewhere(fresh_clone, tmp_path: Path) -> None:
     clone, env = fresh_clone
+    _installed(clone, env)
     done = subprocess.run(["ddpcheck", "run", "--stages", "node,rendezvous"], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
@@ -74,6 +83,7 @@ def test_a_checkout_without_the_probes_on_pythonpath_is_named_not_a_silent_not_r
         fresh_clone, tmp_path: Path) -> None:
     """A broken environment for the workers: ddpcheck importable, its probes not."""
     clone, env = fresh_clone
+    _installed(clone, env)
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     subprocess.run(["cp", "-r", str(clone / "ddpcheck"), str(shadow / "ddpcheck")], check=True)
