@@ -48,7 +48,7 @@ def _stage(node: ast.FunctionDef) -> str | None:
 DIAGNOSIS_MODULES = ("ddpcheck.diagnoses", "ddpcheck.nccl", "ddpcheck.interfaces",
                      "ddpcheck.netprobe", "ddpcheck.scheduler", "ddpcheck.shape",
                      "ddpcheck.checkin", "ddpcheck.peerprobe", "ddpcheck.cluster",
-                     "ddpcheck.links", "ddpcheck.straggler")
+                     "ddpcheck.links", "ddpcheck.straggler", "ddpcheck.compare")
 
 
 def problems_markdown() -> str:

@@ -155,14 +155,21 @@ def _prepend_preflight(report: Report, status: str) -> None:
 
 def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
             extra: dict | None = None) -> int:
+    base = _compare_with_baseline(cfg, report)
     if cfg.plot_dir and report.measurements:
-        from ddpcheck.plots import write_plots
+        from ddpcheck.plots import compare_plots, write_plots
 
         cfg.plot_dir.mkdir(parents=True, exist_ok=True)
         paths = write_plots(report.measurements, cfg.plot_dir)
+        if base:
+            paths += compare_plots(base["measurements"], report.measurements, cfg.plot_dir)
         report.notes.append("plots: " + ", ".join(str(p) for p in paths))
     report.notes.append(f"results: {results_dir}  (rank files, torchrun.log)")
     print(render_text(report), end="")
+    if cfg.junit_path:
+        from ddpcheck import junit
+
+        junit.write(cfg.junit_path, report, results.rank_events(results_dir))
     if cfg.json_path:
         data = to_json(report, {"config": cfg.to_dict(), "nproc_per_node": nproc,
                                 "results_dir": str(results_dir), **(extra or {})})
@@ -174,3 +181,16 @@ def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
     return report.exit_code
 
 
+
+
+def _compare_with_baseline(cfg: Config, report: Report) -> dict | None:
+    """--baseline: regressions become problems of this report (exit 1)."""
+    if not cfg.baseline:
+        return None
+    from ddpcheck.compare import load_report
+    from ddpcheck.compare_cli import against_baseline
+
+    found, notes = against_baseline(to_json(report), cfg.baseline, cfg.regression_ratio)
+    report.problems.extend(found)
+    report.notes.extend(notes)
+    return load_report(cfg.baseline, "--baseline")
