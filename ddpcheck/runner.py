@@ -27,6 +27,7 @@ from ddpcheck.launch import (
 )
 from ddpcheck.postmortem import diagnose_launch, diagnose_ranks
 from ddpcheck.preflight import auto_nproc, node_preflight
+from ddpcheck.progress import Progress
 from ddpcheck.report import (
     Report,
     StageResult,
@@ -114,10 +115,15 @@ def _launch(cfg: Config, results_dir: Path, nproc: int, start: float,
         signal.signal(sig, raise_interrupted)
     with open(log_path, "w", encoding="utf-8") as log:
         follower = _Follower(log_path) if cfg.verbose else None
+        # -v streams torchrun's own output instead; -q prints the report only.
+        progress = None if cfg.quiet or cfg.verbose else Progress(results_dir)
+        ticker = follower or progress
         outcome = run_torchrun(argv, env, results_dir, start + cfg.timeout, log,
-                               on_tick=follower.tick if follower else None)
+                               on_tick=ticker.tick if ticker else None)
         if follower:
             follower.tick()
+        if progress:
+            progress.close()
     return outcome, _tail(log_path)
 
 
