@@ -61,13 +61,14 @@ class Comparison:
     def problems(self, ratio: float, statuses: bool = True) -> list[Problem]:
         """One regression problem per regressed row (statuses=False: figures and GPUs only)."""
         out = []
-        for r in self.regressions:
+        # Those that name a link or a node first: they say where to look.
+        for r in sorted(self.regressions, key=lambda r: not r.hosts):
             if not statuses and r.what.startswith("stage "):
                 continue
             why = (f" (below {ratio:g}x the baseline, beyond the trials' min-max)"
                    if r.measured else "")
             out.append(REGRESSION.problem(f"{r.what}: {r.now}, baseline {r.base}{why}",
-                                          stage=r.stage, hosts=r.hosts))
+                                          stage=r.stage, hosts=sorted(set(r.hosts))))
         return out
 
 

@@ -79,7 +79,7 @@ def verdict_line(result: Comparison, threshold: float) -> str:
     same = sum(r.verdict == "same" for r in result.rows)
     n = len(result.regressions)
     if n:
-        first = result.regressions[0]
+        first = sorted(result.regressions, key=lambda r: not r.hosts)[0]
         return (f"REGRESSION: {n} of {len(result.rows)} figures worse than the baseline "
                 f"(below {threshold:g}x, beyond noise); first: {first.what}")
     return (f"NO REGRESSION: {len(result.rows)} figures compared, {same} the same, "

@@ -127,3 +127,17 @@ def write(path: Path, report: Report, events: dict[int, list[dict]]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tree.write(tmp, encoding="utf-8", xml_declaration=True)
     tmp.replace(path)
+
+
+def write_if_whole(path: Path, report: Report, results_dir: Path, nodes: int) -> None:
+    """Write PATH on the node that has the whole report (a shared PATH is never clobbered).
+
+    In a multi-node run only the node hosting rank 0 has the world's results; the others'
+    parts would overwrite it on shared storage, so they leave a note instead. When no rank
+    ever started (the cluster did not form), each node writes its own diagnosis.
+    """
+    events = results.rank_events(results_dir)
+    if nodes == 1 or not events or results.rank_file(results_dir, 0).exists():
+        write(path, report, events)
+    else:
+        report.notes.append(f"--junitxml {path}: written by the node hosting rank 0")

@@ -171,11 +171,11 @@ def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
             paths += compare_plots(base["measurements"], report.measurements, cfg.plot_dir)
         report.notes.append("plots: " + ", ".join(str(p) for p in paths))
     report.notes.append(f"results: {results_dir}  (rank files, torchrun.log)")
-    print(render_text(report), end="")
     if cfg.junit_path:
         from ddpcheck import junit
 
-        junit.write(cfg.junit_path, report, results.rank_events(results_dir))
+        junit.write_if_whole(cfg.junit_path, report, results_dir, cfg.nodes)
+    print(render_text(report), end="")
     if cfg.json_path:
         data = to_json(report, {"config": cfg.to_dict(), "nproc_per_node": nproc,
                                 "results_dir": str(results_dir), **(extra or {})})
@@ -185,8 +185,6 @@ def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
             print(f"ddpcheck: error: --json {cfg.json_path}: {exc.strerror}", file=sys.stderr)
             return 2
     return report.exit_code
-
-
 
 
 def _compare_with_baseline(cfg: Config, report: Report) -> dict | None:

@@ -111,3 +111,16 @@ def test_load_report_rejects_files_that_are_not_reports(tmp_path):
     other.write_text('{"a": 1}')
     with pytest.raises(UsageError, match="not a ddpcheck report"):
         load_report(other)
+
+
+MESH = RUNS / "mesh3-1gbit"  # real runs: 3 namespace hosts, every link a 1 Gbit/s tc bucket
+
+
+def test_recorded_namespace_runs_healthy_pair_and_one_slowed_link():
+    base = load_report(MESH / "base.json")
+    assert not compare_reports(base, load_report(MESH / "again.json")).regressions
+    slow = compare_reports(base, load_report(MESH / "slow-node0-node2-300mbit.json"))
+    links = [r.what for r in slow.regressions if r.what.startswith("link ")]
+    assert links == ["link node0 -> node2", "link node2 -> node0"]
+    first = slow.problems(0.8)[0]
+    assert first.hosts == ("node0", "node2") and first.observed.startswith("link node0 -> node2")
