@@ -1,4 +1,4 @@
-"""The ``ddpcheck`` command: run, list, env. Exit 0 ready, 1 not ready, 2 usage error.
+"""The ``ddpcheck`` command: run, compare, list, env. Exit 0 ready, 1 not ready, 2 usage error.
 
 Runs in the launcher, once per node. Never imports torch (workers do), so usage errors
 and preflight answer in well under a second.
