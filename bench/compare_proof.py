@@ -57,15 +57,17 @@ def main() -> None:
         quiet = 0
         for i in range(args.pairs):
             code, worse = compare(runs[i], runs[i + 1])
-            ready = json.loads(runs[i + 1].read_text())["ready"]
-            print(f"healthy pair {i + 1}: exit {code}, regressions {worse or 'none'}, "
-                  f"run READY: {ready}", flush=True)
+            verdict = json.loads(runs[i + 1].read_text())["verdict"]
+            print(f"healthy pair {i + 1}: exit {code}, regressions {worse or 'none'}; "
+                  f"run: {verdict}", flush=True)
             quiet += code == 0
         cluster[0].rate_limit_link(cluster[2], "300mbit")
         slow = run_once(cluster, Path(tmp) / "slow")
         code, worse = compare(runs[0], slow)
         links = sorted(w for w in worse if w.startswith("link "))
-        print(f"slowed node0<->node2: exit {code}, regressed links {links}, all {worse}")
+        verdict = json.loads(slow.read_text())["verdict"]
+        print(f"slowed node0<->node2: exit {code}, regressed links {links}, all {worse}; "
+              f"run: {verdict}")
     print(f"healthy pairs without regression: {quiet}/{args.pairs} (target {args.pairs}/"
           f"{args.pairs}); slowed link found: "
           f"{links == ['link node0 -> node2', 'link node2 -> node0']} (target True)")

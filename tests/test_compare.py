@@ -53,20 +53,31 @@ def test_one_slow_link_is_the_only_regression_and_names_both_hosts():
     assert "0.036 GB/s, baseline 0.120 GB/s" in problem.observed
 
 
-def test_a_drop_within_the_trials_min_max_is_noise_not_a_regression():
+def test_a_drop_is_a_regression_only_beyond_the_trials_min_max_and_the_threshold():
     base, new = healthy(), healthy()
     row = next(r for r in new["measurements"]["allreduce_sweep"] if r["size"] == 4 << 20)
-    # 30% slower, but the new fastest trial is as fast as the baseline's slowest.
-    factor = 1.3
-    row["busbw"] /= factor
-    row["algbw"] /= factor
-    row["time_us"] *= factor
     base_row = next(r for r in base["measurements"]["allreduce_sweep"] if r["size"] == 4 << 20)
-    row["time_min_us"] = base_row["time_max_us"] * 0.99
+    factor = 1.6  # 1.6x slower: below 0.8x on the medians
+    for key in ("busbw", "algbw"):
+        row[key] /= factor
+    row["time_us"] *= factor
     row["time_max_us"] = row["time_us"] * 1.1
+    # The new fastest trial is slower than the baseline's slowest, but not by the threshold.
+    row["time_min_us"] = base_row["time_max_us"] * 1.1
     assert verdicts(compare_reports(base, new))["all-reduce busbw at 4 MiB"] == "worse (noise)"
-    row["time_min_us"] = base_row["time_max_us"] * 1.05  # beyond the noise now
+    row["time_min_us"] = base_row["time_max_us"] / 0.8 * 1.05  # beyond both now
     assert verdicts(compare_reports(base, new))["all-reduce busbw at 4 MiB"] == "REGRESSION"
+
+
+def test_latency_bound_sizes_are_shown_not_judged():
+    base, new = healthy(), healthy()
+    row = next(r for r in new["measurements"]["allreduce_sweep"] if r["size"] == 4 << 10)
+    for key in ("busbw", "algbw"):
+        row[key] /= 10
+    for key in ("time_us", "time_min_us", "time_max_us"):
+        row[key] *= 10
+    assert verdicts(compare_reports(base, new))["all-reduce busbw at 4 KiB"] == (
+        "worse (latency-bound, not judged)")
 
 
 def test_slower_ddp_step_and_a_failed_stage_are_regressions_versions_only_changes():
