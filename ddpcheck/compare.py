@@ -62,16 +62,21 @@ class Comparison:
         return [r for r in self.rows if r.verdict == "REGRESSION"]
 
     def problems(self, ratio: float, statuses: bool = True) -> list[Problem]:
-        """One regression problem per regressed row (statuses=False: figures and GPUs only)."""
-        out = []
-        # Those that name a link or a node first: they say where to look.
+        """Regression problems, one per place (the same link or node, or the same stage).
+
+        statuses=False leaves out stage statuses (for ``run --baseline``, where a failed
+        stage is already a problem of its own). Those naming a link or node come first.
+        """
+        groups: dict[tuple[str, tuple[str, ...]], list[Row]] = {}
         for r in sorted(self.regressions, key=lambda r: not r.hosts):
-            if not statuses and r.what.startswith("stage "):
-                continue
+            if statuses or not r.what.startswith("stage "):
+                groups.setdefault((r.stage, tuple(sorted(set(r.hosts)))), []).append(r)
+        out = []
+        for (stage, hosts), rows in groups.items():
             why = (f" (below {ratio:g}x the baseline, beyond the trials' min-max)"
-                   if r.measured else "")
-            out.append(REGRESSION.problem(f"{r.what}: {r.now}, baseline {r.base}{why}",
-                                          stage=r.stage, hosts=sorted(set(r.hosts))))
+                   if any(r.measured for r in rows) else "")
+            observed = "; ".join(f"{r.what}: {r.now}, baseline {r.base}" for r in rows)
+            out.append(REGRESSION.problem(observed + why, stage=stage, hosts=hosts))
         return out
 
 
