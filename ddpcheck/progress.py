@@ -29,6 +29,10 @@ from ddpcheck.ranges import format_ranks
 from ddpcheck.report import ORDER
 
 CLEAR = "\r\x1b[K"  # carriage return, erase to the end of the line (ECMA-48 EL)
+# {"event": "world-progress", "stage": S, "done": N}: ranks that finished the running probe
+# as rank 0 sees them while it waits in the agreement. Read when present (the worker side
+# is the plugin's to write); without it the live count is this node's ranks.
+WORLD_PROGRESS = "world-progress"
 
 
 @dataclass
@@ -39,6 +43,7 @@ class _Stage:
     statuses: list[str] = field(default_factory=list)
     codes: list[str] = field(default_factory=list)
     done: set[int] = field(default_factory=set)  # ranks known to have finished it
+    arrived: int = 0  # ranks rank 0 saw finish the running probe ("world-progress" events)
     reported: bool = False
 
 
@@ -126,6 +131,9 @@ class Progress:
                 st.end = float(e.get("time") or self.clock())
         elif kind == "end":
             self._finish_earlier(rank, "")
+        elif kind == WORLD_PROGRESS and rank == 0:  # optional: rank 0 counting arrivals
+            st = self._stage(e.get("stage", "?"), float(e.get("time") or self.clock()))
+            st.arrived = int(e.get("done") or 0)
 
     def _counts(self, rank: int) -> bool:
         """Whose outcomes make the line: rank 0's agreement, or every local rank's."""
@@ -182,7 +190,7 @@ class Progress:
                        None)
         text = ""
         if running:
-            done = len(running.done)
+            done = max(len(running.done), running.arrived)
             text = (f"{running.name:<12} running  {done}/{self._total()} ranks  "
                     f"{self.clock() - running.start:6.1f} s")
         if text != self.live_text:
