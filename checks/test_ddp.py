@@ -7,6 +7,8 @@ a single-process model trained on the concatenated global batch.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 
 import torch
@@ -16,9 +18,11 @@ from torch.utils.data.distributed import DistributedSampler
 
 from ddpcheck import links
 from ddpcheck.diagnoses import DDP_DIVERGED, SAMPLER_SHARDS_WRONG
+from ddpcheck.jobidentity import job_identity, judge
 from ddpcheck.stages import stage
 
 STEPS, PER_RANK, LR = 3, 4, 0.1
+SAMPLER_SEED = 7
 
 
 def _model() -> torch.nn.Module:
@@ -72,16 +76,27 @@ def test_ddp_steps_match_a_single_process_reference(pg, record):
 
 
 @stage("ddp")
-def test_distributed_sampler_shards_are_disjoint_and_cover_the_dataset(pg):
-    """DistributedSampler gives each rank a disjoint shard; together they cover the dataset."""
-    n, size = pg.world_size, 103
-    problems = []
+def test_sampler_shards_from_the_jobs_own_rank_variables_are_disjoint_and_complete(pg):
+    """The rank, world size and local rank a job reads from its launcher's variables match
+    the process group; samplers built from them (same seed) shard the data exactly once."""
+    ident = job_identity(os.environ)
+    order = torch.randperm(1000, generator=torch.Generator().manual_seed(SAMPLER_SEED + 1))
+    ident["order"] = hashlib.sha256(order.numpy().tobytes()).hexdigest()[:16]
+    got = pg.gather("sampler-identity", ident)  # judged on rank 0, O(R) in all
+    problems = judge(got.values, pg.hosts_by_rank, pg.world_size) if pg.rank == 0 else []
+    orders = {v["order"] for v in got.values.values()}
+    if len(orders) > 1:
+        problems.append("the same seed gives different shuffles on different ranks "
+                        "(different torch versions?): shards overlap")
+    n = ident["world"] if ident["world"] and ident["world"] > 0 else pg.world_size
+    rank = ident["rank"] if ident["rank"] is not None and 0 <= ident["rank"] < n else 0
+    size = 103
     for drop_last in (False, True):
-        sampler = DistributedSampler(range(size), num_replicas=n, rank=pg.rank, shuffle=True,
-                                     seed=7, drop_last=drop_last)
+        sampler = DistributedSampler(range(size), num_replicas=n, rank=rank, shuffle=True,
+                                     seed=SAMPLER_SEED, drop_last=drop_last)
         sampler.set_epoch(1)
         mine = torch.tensor(list(sampler), dtype=torch.int64)
-        shards = [torch.empty_like(mine) for _ in range(n)]
+        shards = [torch.empty_like(mine) for _ in range(pg.world_size)]
         dist.all_gather(shards, mine.to(pg.device) if pg.device.type == "cuda" else mine)
         every = torch.cat([s.cpu() for s in shards]).tolist()
         distinct = set(every)

@@ -1,6 +1,8 @@
 """Stage *rendezvous*: the world forms with the expected size and every rank runs one stack.
 
-Runs inside every worker; compares what each rank reports through the control store.
+Runs inside every worker. Rank 0 gathers what each rank reports through the control store
+and judges it (O(R) store operations and bytes); the agreement after each probe makes its
+verdict every rank's.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ MUST_AGREE = ("NCCL_IB_DISABLE", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_N
 def test_world_forms_with_the_expected_size(world, settings, record):
     """Every rank joined and the world has the size the job asked for."""
     expected = settings.expected_world_size or world.world_size
-    got = world.exchange("size", world.world_size)
+    got = world.gather("size", world.world_size)
     sizes = set(got.values.values())
     record.key_figure(f"{world.world_size} ranks")
     if sizes != {expected}:
@@ -51,7 +53,7 @@ def test_process_group_initialises(world, record):
 @stage("rendezvous")
 def test_each_host_has_distinct_local_ranks(world):
     """No two ranks on one host share a local rank (one launcher per node)."""
-    got = world.exchange("local-rank", [world.host, world.local_rank])
+    got = world.gather("local-rank", [world.host, world.local_rank])
     seen: dict[tuple, list[int]] = {}
     for rank, (host, local) in got.values.items():
         seen.setdefault((host, local), []).append(rank)
@@ -66,7 +68,7 @@ def test_each_host_has_distinct_local_ranks(world):
 @stage("rendezvous")
 def test_all_ranks_run_the_same_stack(world, record):
     """torch, CUDA, NCCL, Python versions and CPU architecture agree on every rank."""
-    got = world.exchange("facts", node_facts())
+    got = world.gather("facts", node_facts())
     facts = got.values
     record.measure("ranks", facts)
     hosts = {r: f["host"] for r, f in facts.items()}
@@ -87,7 +89,7 @@ def test_all_ranks_run_the_same_stack(world, record):
 @stage("rendezvous")
 def test_distributed_settings_agree(world):
     """NCCL/gloo settings that must match are the same (and set or unset) on every rank."""
-    got = world.exchange("env", distributed_env(os.environ))
+    got = world.gather("env", distributed_env(os.environ))
     envs = got.values
     hosts = world.hosts_by_rank
     names = sorted({n for e in envs.values() for n in e if n.startswith(("NCCL_", "GLOO_"))})

@@ -48,7 +48,8 @@ def _stage(node: ast.FunctionDef) -> str | None:
 DIAGNOSIS_MODULES = ("ddpcheck.diagnoses", "ddpcheck.nccl", "ddpcheck.interfaces",
                      "ddpcheck.netprobe", "ddpcheck.scheduler", "ddpcheck.shape",
                      "ddpcheck.checkin", "ddpcheck.peerprobe", "ddpcheck.cluster",
-                     "ddpcheck.links", "ddpcheck.straggler", "ddpcheck.compare")
+                     "ddpcheck.links", "ddpcheck.straggler", "ddpcheck.readiness",
+                     "ddpcheck.userjob", "ddpcheck.explain.codes", "ddpcheck.compare")
 
 
 def problems_markdown() -> str:

@@ -1,4 +1,5 @@
-"""The ``ddpcheck`` command: run, compare, list, env. Exit 0 ready, 1 not ready, 2 usage error.
+"""The ``ddpcheck`` command: run, compare, list, env, explain. Exit 0 ready, 1 not ready,
+2 usage error.
 
 Runs in the launcher, once per node. Never imports torch (workers do), so usage errors
 and preflight answer in well under a second.
@@ -88,6 +89,10 @@ def build_parser() -> Parser:
     add_compare_parser(sub)
     sub.add_parser("list", help="every probe with its stage and description")
     sub.add_parser("env", help="this node's facts and distributed settings (secrets redacted)")
+    explain = sub.add_parser("explain", help="read a failed job's logs: cause, place, fix")
+    explain.add_argument("logs", nargs="*", metavar="LOG", help="log files (default: stdin)")
+    explain.add_argument("--json", dest="json_path", metavar="PATH|-",
+                         help="also write the explanation as JSON (- = JSON on stdout only)")
     return parser
 
 
@@ -102,6 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ddpcheck.compare_cli import cmd_compare
 
             return cmd_compare(args)
+        if args.command == "explain":
+            from ddpcheck.explain.command import cmd_explain
+
+            return cmd_explain(args.logs, args.json_path)
         flags = {name: getattr(args, name) for name, *_ in SETTINGS}
         flags.update(verbose=args.verbose, quiet=args.quiet, traceback=args.traceback)
         from ddpcheck.jobshape import scheduler_settings

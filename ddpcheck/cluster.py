@@ -37,6 +37,7 @@ from ddpcheck.netprobe import (
     resolve,
 )
 from ddpcheck.peerprobe import Listener, exchange_results, judge_addresses, judge_peers, probe_peers
+from ddpcheck.userjob import hosting_problem
 
 CONNECT_TIMEOUT = 3.0
 FINAL_WAIT = 10.0
@@ -118,6 +119,10 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
         return st
     ifaces = interfaces()
     st.is_host = any(a.address == ep_ip for i in ifaces for a in i.ipv4)
+    # ddpcheck hosts the store itself; the user's torchrun would pick its host by torch's rule.
+    hosting = hosting_problem(host, node, st.is_host)
+    if hosting:
+        local.append(hosting)
     st.advertised, how = advertised_address(env, cfg.backend, ifaces, ep_ip)
     if is_loopback(st.advertised) and how.startswith("hostname"):
         best = propose_interface(ifaces, ep_ip)
@@ -210,30 +215,124 @@ def _unresolved(res: Any) -> Any:
     return ConnectResult("resolve-failed", "", 0.0, res.error)
 
 
-def share_final(st: ClusterState, problems: list[Problem], rank0_here: bool) -> list[Problem]:
-    """Publish this node's own diagnoses; on the rank-0 node, collect every node's."""
+NODE_OUTCOME_MISSING = register(
+    "node-outcome-missing", "a node did not report the end of its run",
+    "its launcher was killed or hung, its torchrun ran past the others, or it lost the "
+    "rendezvous store before the end",
+    "read that node's own report or job output; rerun once it is healthy")
+VERDICT_UNKNOWN = register(
+    "verdict-unknown", "this node could not learn the whole run's verdict",
+    "the node hosting rank 0 did not publish its verdict in time (it stopped, hung, or "
+    "lost the rendezvous store), so this node cannot say the job is ready",
+    "read the rank-0 node's report; if it is missing, that node failed: rerun without it")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one node's launcher saw of its part of the run, shared at the end."""
+
+    host: str
+    ready: bool
+    problems: tuple[Problem, ...]
+
+    def to_json(self) -> str:
+        return json.dumps({"host": self.host, "ready": self.ready,
+                           "problems": [p.to_dict() for p in self.problems]})
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Outcome:
+        data = json.loads(text)
+        return cls(str(data["host"]), bool(data["ready"]),
+                   tuple(Problem.from_dict(p) for p in data.get("problems", [])))
+
+
+def _final_key(st: ClusterState) -> str:
+    assert st.me is not None
+    return f"ddpcheck/final/{st.me.run_id}"
+
+
+def _hosts(st: ClusterState) -> list[str]:
+    assert st.me is not None
+    return [c.host for c in st.cards if c.run_id == st.me.run_id] or [st.me.host]
+
+
+def post_outcome(st: ClusterState, outcome: Outcome) -> bool:
+    """Publish this node's outcome for the rank-0 node; False when the store is gone."""
+    if st.store is None or st.me is None:
+        return False
+    try:
+        st.store.set(f"{_final_key(st)}/node/{outcome.host}", outcome.to_json())
+        return True
+    except (RuntimeError, ValueError, TimeoutError):
+        return False
+
+
+def collect_outcomes(st: ClusterState, wait: float = FINAL_WAIT) -> list[Problem]:
+    """On the rank-0 node: every other node's problems, and a problem per silent node."""
     if st.store is None or st.me is None:
         return []
-    me, key = st.me, f"ddpcheck/final/{st.me.run_id}"
+    others = [h for h in _hosts(st) if h != st.me.host]
+    key = _final_key(st)
+    got = gather_keys(st.store, {h: f"{key}/node/{h}" for h in others}, wait)
+    problems = [p for text in got.values() for p in Outcome.from_json(text).problems]
+    for h in others:
+        if h not in got:
+            problems.append(NODE_OUTCOME_MISSING.problem(
+                f"{h} did not report the end of its run within {wait:g} s after "
+                f"{st.me.host}'s ended", hosts=[h]))
+    return problems
+
+
+def publish_verdict(st: ClusterState, outcome: Outcome) -> None:
+    """On the rank-0 node: the whole run's verdict, which every other node adopts."""
+    if st.store is None or st.me is None:
+        return
     try:
-        st.store.set(f"{key}/{me.host}", json.dumps([p.to_dict() for p in problems]))
-        hosts = [c.host for c in st.cards if c.run_id == me.run_id]
-        got = _collect(st.store, key, hosts, time.monotonic() + FINAL_WAIT) if rank0_here else {}
-        st.store.add(f"{key}/read", 1)
+        st.store.set(f"{_final_key(st)}/verdict", outcome.to_json())
+    except (RuntimeError, ValueError, TimeoutError):
+        pass
+
+
+def await_verdict(st: ClusterState, wait: float = 2 * FINAL_WAIT + 5) -> Outcome | Problem:
+    """On the other nodes: the rank-0 node's verdict, or the problem of not learning it."""
+    if st.store is not None and st.me is not None:
+        key = f"{_final_key(st)}/verdict"
+        got = gather_keys(st.store, {"verdict": key}, wait)
+        if "verdict" in got:
+            return Outcome.from_json(got["verdict"])
+    host = st.me.host if st.me else socket.gethostname()
+    return VERDICT_UNKNOWN.problem(
+        f"{host} got no verdict from the node hosting rank 0 within {wait:g} s after its own "
+        "part ended", hosts=[host])
+
+
+def release(st: ClusterState, wait: float = FINAL_WAIT) -> None:
+    """Say this node is done with the store; its host keeps it up until all are (bounded)."""
+    if st.store is None or st.me is None:
+        return
+    key = f"{_final_key(st)}/read"
+    try:
+        st.store.add(key, 1)
         if st.is_host:  # the others read through our store: keep it up until they have
-            end = time.monotonic() + FINAL_WAIT
-            while int(st.store.add(f"{key}/read", 0)) < len(hosts) and time.monotonic() < end:
+            end = time.monotonic() + wait
+            while int(st.store.add(key, 0)) < len(_hosts(st)) and time.monotonic() < end:
                 time.sleep(0.1)
     except (RuntimeError, ValueError, TimeoutError):  # the store's host is gone
-        return []
-    return [Problem.from_dict(p) for h, ps in got.items() if h != me.host for p in ps]
+        pass
 
 
-def _collect(store: Any, key: str, hosts: Sequence[str], deadline: float) -> dict[str, list]:
-    got: dict[str, list] = {}
-    while len(got) < len(hosts) and time.monotonic() < deadline:
-        for h in hosts:
-            if h not in got and store.check([f"{key}/{h}"]):
-                got[h] = json.loads(store.get(f"{key}/{h}"))
-        time.sleep(0.1)
-    return got
+def gather_keys(store: Any, keys: dict[str, str], wait: float) -> dict[str, str]:
+    """Read the keys that appear within ``wait`` seconds; the absent ones are left out."""
+    got: dict[str, str] = {}
+    end = time.monotonic() + wait
+    try:
+        while True:
+            for name, key in keys.items():
+                if name not in got and store.check([key]):
+                    value = store.get(key)
+                    got[name] = value.decode() if isinstance(value, bytes) else value
+            if len(got) == len(keys) or time.monotonic() >= end:
+                return got
+            time.sleep(0.1)
+    except (RuntimeError, ValueError, TimeoutError):  # the store's host went away
+        return got

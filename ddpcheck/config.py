@@ -7,6 +7,7 @@ the flag or variable it came from.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -156,6 +157,8 @@ def check_consistency(cfg: Config) -> None:
                          f"rendezvous deadline ({src('rdzv_timeout')})")
     if cfg.json_path is not None:
         check_writable_file(cfg.json_path, cfg.sources.get("json_path", "--json"))
+    if cfg.results_dir is not None:
+        check_writable_dir(cfg.results_dir, cfg.sources.get("results_dir", "--results-dir"))
     if cfg.junit_path is not None:
         check_writable_file(cfg.junit_path, cfg.sources.get("junit_path", "--junitxml"))
     if cfg.baseline is not None:
@@ -185,6 +188,19 @@ def check_writable_file(path: Path, source: str) -> None:
         raise UsageError(f"{source} {path}: cannot write there ({exc.strerror})") from None
     if not existed:
         path.unlink()
+
+
+def check_writable_dir(path: Path, source: str) -> None:
+    """Fail now when the results directory cannot be made or written (it is made here)."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{source} {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".ddpcheck-write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"{source} {path}: cannot write there ({exc.strerror})") from None
 
 
 def new_run_id() -> str:

@@ -168,8 +168,11 @@ DDP_DIVERGED = _d(
     "check the collectives stage; make sure every rank builds the same model")
 SAMPLER_SHARDS_WRONG = _d(
     "sampler-shards-wrong", "DistributedSampler shards overlap or miss samples",
-    "ranks disagree on world size or seed",
-    "pass num_replicas=world_size, rank=rank and the same seed on every rank")
+    "the rank, world size or local rank a job reads from its launcher's variables disagree "
+    "with the process group, or the same seed shuffles differently on some ranks",
+    "build the sampler from the launcher's variables of this launch (torchrun: RANK, "
+    "WORLD_SIZE, LOCAL_RANK; srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) and one torch "
+    "version everywhere")
 DEVICE_PLAN_INVALID = _d(
     "device-plan-invalid", "the rank-to-device plan for model parallelism is invalid",
     "local_rank x gpus-per-replica goes past the visible devices, or devices repeat",

@@ -13,10 +13,9 @@ import json
 import os
 import platform
 import socket
-import time
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -49,31 +48,66 @@ class World:
     hosts_by_rank: dict = field(default_factory=dict)  # every rank's host, from the hello
     _pg_ready: bool = field(default=False, repr=False)
 
-    # --- agreement ---------------------------------------------------------------------
-    def exchange(self, key: str, payload: Any, timeout: float | None = None) -> Exchange:
-        """Publish this rank's payload under key and collect every rank's, until a deadline.
+    # --- agreement: rank 0 collects, decides and publishes; O(R) store operations ---------
+    def gather(self, key: str, payload: Any, timeout: float | None = None) -> Exchange:
+        """Rank 0 gets every rank's payload; the others get their own and who was missing."""
+        return self._collect(key, payload, timeout, lambda ex: None)[0]
 
-        Never blocks past the deadline: ranks that did not publish are listed as missing,
-        and are not waited for by later exchanges (one stuck rank costs one deadline).
+    def exchange(self, key: str, payload: Any, timeout: float | None = None) -> Exchange:
+        """Every rank gets every rank's payload (rank 0 gathers, then publishes them all).
+
+        Costs O(R) store operations but O(R) bytes read by every rank: for small payloads
+        or small worlds; ``gather`` and ``decide`` keep large worlds linear in bytes too.
         """
-        self.store.set(f"{key}/{self.rank}", json.dumps(payload, default=str))
-        keys = [f"{key}/{r}" for r in range(self.world_size)]
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        arrived: dict[int, Any] = {}
-        pause = 0.002
-        while True:
-            pending = [r for r in range(self.world_size)
-                       if r not in arrived and r not in self.lost]
-            ready = [r for r in pending if self.store.check([keys[r]])]
-            for r in ready:
-                arrived[r] = json.loads(self.store.get(keys[r]))
-            if len(ready) == len(pending) or time.monotonic() >= deadline:
-                break
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
-        missing = tuple(r for r in range(self.world_size) if r not in arrived)
+        ex, values = self._collect(key, payload, timeout,
+                                   lambda ex: {str(r): v for r, v in ex.values.items()})
+        if self.rank == 0 or values is None:
+            return ex
+        return Exchange({int(r): v for r, v in values.items()}, ex.missing)
+
+    def decide(self, key: str, payload: Any, rule: Callable[[Exchange], Any],
+               timeout: float | None = None) -> tuple[Any, tuple[int, ...]]:
+        """Rank 0 applies ``rule`` to every rank's payload; every rank obeys its result.
+
+        Returns (decision, missing ranks); the decision is None when rank 0 itself did not
+        publish in time (then rank 0 is the missing one).
+        """
+        ex, decision = self._collect(key, payload, timeout, rule)
+        return decision, ex.missing
+
+    def _collect(self, key: str, payload: Any, timeout: float | None,
+                 publish: Callable[[Exchange], Any]) -> tuple[Exchange, Any]:
+        """Everyone posts one key; rank 0 waits for all of them at once (one store wait,
+        never past the deadline), reads them in one multi_get, and posts one result key
+        that the others wait on. Ranks that missed a deadline are never waited for again,
+        so one stuck rank costs one deadline; a stuck rank 0 ends every later agreement."""
+        wait = self.timeout if timeout is None else timeout
+        mine = json.dumps(payload, default=str)
+        self.store.set(f"{key}/{self.rank}", mine)
+        payload = json.loads(mine)  # every rank sees the same JSON form, its own included
+        if self.rank != 0:
+            return self._await_result(key, payload, wait + RESULT_GRACE_S)
+        live = [r for r in range(1, self.world_size) if r not in self.lost]
+        missing = _wait_keys(self.store, {r: f"{key}/{r}" for r in live}, wait)
+        arrived = [r for r in live if r not in missing]
+        raw = self.store.multi_get([f"{key}/{r}" for r in arrived]) if arrived else []
+        values = {0: payload, **{r: json.loads(v) for r, v in zip(arrived, raw)}}
+        all_missing = tuple(sorted({*missing, *self.lost}))
         self.lost.update(missing)
-        return Exchange(dict(sorted(arrived.items())), missing)
+        ex = Exchange(dict(sorted(values.items())), all_missing)
+        result = publish(ex)
+        self.store.set(f"{key}/result", json.dumps({"result": result, "missing": all_missing},
+                                                   default=str))
+        return ex, result
+
+    def _await_result(self, key: str, payload: Any, wait: float) -> tuple[Exchange, Any]:
+        if 0 not in self.lost and not _wait_keys(self.store, {0: f"{key}/result"}, wait):
+            got = json.loads(self.store.get(f"{key}/result"))
+            missing = tuple(int(r) for r in got["missing"])
+            self.lost.update(missing)
+            return Exchange({self.rank: payload}, missing), got["result"]
+        self.lost.add(0)  # the coordinator is gone: nothing can be agreed from here on
+        return Exchange({self.rank: payload}, tuple(sorted(self.lost))), None
 
     # --- the process group under test ----------------------------------------------------
     def init_process_group(self) -> None:
@@ -112,6 +146,20 @@ class Exchange:
 
     values: dict[int, Any]
     missing: tuple[int, ...]
+
+
+RESULT_GRACE_S = 5.0  # the others wait this much longer than rank 0 for its result
+
+
+def _wait_keys(store: Any, keys: dict[int, str], wait: float) -> list[int]:
+    """Wait (one store call) until every key exists or the deadline passes; the missing."""
+    if not keys:
+        return []
+    try:
+        store.wait(list(keys.values()), timedelta(seconds=max(wait, 0.001)))
+        return []
+    except (RuntimeError, dist.DistError):  # DistStoreError: the wait timed out
+        return [r for r, k in keys.items() if not store.check([k])]
 
 
 def first_line(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ddpcheck.config import DEFAULT_PORT
+from ddpcheck.parsing import UsageError
 from ddpcheck.parsing import endpoint as parse_endpoint
 from ddpcheck.scheduler import JobEnv, detect
 
@@ -21,6 +22,8 @@ def scheduler_settings(env: Mapping[str, str], job: JobEnv | None = None
     job = job or detect(env)
     if job.source not in ("slurm", "pbs"):
         return {}  # torchrun/MASTER_* variables describe a job ddpcheck is not running inside
+    if job.invalid:  # a malformed job variable is bad input, like a malformed flag
+        raise UsageError(f"{job.invalid[0]} (from the {job.source} job's environment)")
     out: dict[str, tuple[Any, str]] = {}
     if job.nnodes:
         out["nodes"] = (job.nnodes, job.origin("nnodes") or job.source)

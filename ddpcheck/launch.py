@@ -38,13 +38,15 @@ def raise_interrupted(signum: int, _frame: object) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
-def torchrun_argv(cfg: Config, nproc: int, run_id: str, local_addr: str = "") -> list[str]:
+def torchrun_argv(cfg: Config, nproc: int, run_id: str) -> list[str]:
     """The torchrun command line for this node (pure).
 
     Multi-node: the rendezvous store is hosted by ddpcheck's launcher on the endpoint node
-    (see checkin), so every agent joins it as a client (is_host=false); --local-addr makes
-    the workers' MASTER_ADDR the address the peer probes proved reachable, not an FQDN
-    the other nodes may not resolve.
+    (see checkin), so every agent joins it as a client (is_host=false). Nothing else is
+    chosen for the user: the agents advertise their FQDN as a user's torchrun does (no
+    --local-addr), so a name the other nodes cannot resolve fails here too, and is named
+    beforehand by the check-in (userjob.judge_names). docs/user-job.md lists every
+    difference from the user's torchrun and how each is covered.
     """
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(cfg.nodes),
             "--nproc-per-node", str(nproc), "--max-restarts", "0", "--monitor-interval", "0.5"]
@@ -56,8 +58,6 @@ def torchrun_argv(cfg: Config, nproc: int, run_id: str, local_addr: str = "") ->
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", str(endpoint_text(cfg.rdzv_endpoint)),
                  "--rdzv-id", run_id]
         conf += ",is_host=false"
-        if local_addr:
-            argv += ["--local-addr", local_addr]
     argv += ["--rdzv-conf", conf, "-m", "ddpcheck.worker"]
     return argv
 
@@ -74,6 +74,9 @@ def worker_env(cfg: Config, env: dict[str, str], results_dir: Path, nproc: int) 
         "DDPCHECK_EXPECT_WORLD_SIZE": str(cfg.nodes * nproc),
         "DDPCHECK_EXPECT_NPROC_PER_NODE": str(nproc),
         "PYTHONUNBUFFERED": "1",
+        # Python >= 3.11: never put the current directory on the workers' sys.path, so they
+        # import ddpcheck from the installation, not from a checkout they happen to run in.
+        "PYTHONSAFEPATH": "1",
     })
     out["DDPCHECK_SLOW_LINK_RATIO"] = f"{cfg.slow_link_ratio:g}"
     if cfg.expect_busbw:
@@ -82,7 +85,7 @@ def worker_env(cfg: Config, env: dict[str, str], results_dir: Path, nproc: int) 
         out.pop("DDPCHECK_EXPECT_BUSBW", None)
     out.setdefault("OMP_NUM_THREADS", "1")
     if cfg.checkpoint_dir:
-        out["DDPCHECK_CHECKPOINT_DIR"] = str(cfg.checkpoint_dir)
+        out["DDPCHECK_CHECKPOINT_DIR"] = str(cfg.checkpoint_dir.absolute())  # workers' cwd differs
     else:
         out.pop("DDPCHECK_CHECKPOINT_DIR", None)
     return out
@@ -102,11 +105,20 @@ class LaunchOutcome:
 
 
 def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadline: float,
-                 log: IO[str], on_tick: Callable[[], None] | None = None) -> LaunchOutcome:
-    """Run torchrun to its end, or end it at the deadline; never hangs."""
+                 log: IO[str], on_tick: Callable[[], None] | None = None,
+                 nproc: int = 0) -> LaunchOutcome:
+    """Run torchrun to its end, or end it at the deadline; never hangs.
+
+    Once a rank has logged its end, torchrun gets END_GRACE_S to exit by itself, or none
+    at all when each of this node's ``nproc`` ranks has either ended or is stopped (a
+    stopped process never resumes by itself: waiting for it only delays the report).
+    """
     start = time.monotonic()
+    # The workers run in the results directory: ``python -m`` puts the current directory
+    # first on sys.path, and a source checkout there (the repository root, say) would
+    # shadow the installed ddpcheck and its probes (see also PYTHONSAFEPATH in worker_env).
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True, cwd=results_dir)
     outcome = LaunchOutcome(None, 0.0)
     ended_at: float | None = None
     try:
@@ -120,7 +132,8 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
             if now >= deadline:
                 outcome.deadline_hit = True
                 break
-            if ended_at is not None and now - ended_at > END_GRACE_S:
+            if ended_at is not None and (now - ended_at > END_GRACE_S
+                                         or _all_settled(results_dir, nproc)):
                 outcome.killed_after_end = True
                 break
     except Interrupted as exc:  # Ctrl-C, or the scheduler ending the job: still report
@@ -135,6 +148,30 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
 def _any_rank_ended(results_dir: Path) -> bool:
     return any(e.get("event") == "end" for path in results_dir.glob("rank-*.jsonl")
                for e in results.read_jsonl(path)[-1:])
+
+
+def _all_settled(results_dir: Path, nproc: int) -> bool:
+    """Every local rank logged its end or is stopped (state T): nothing more will come."""
+    if nproc <= 0:
+        return False
+    paths = sorted(results_dir.glob("rank-*.jsonl"))
+    if len(paths) < nproc:
+        return False
+    for path in paths:
+        events = results.read_jsonl(path)
+        if events and events[-1].get("event") == "end":
+            continue
+        pid = next((e.get("pid") for e in events if e.get("event") == "start"), None)
+        if not pid or not _stopped(int(pid)):
+            return False
+    return True
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+    except psutil.Error:
+        return False
 
 
 def _end_tree(proc: subprocess.Popen, outcome: LaunchOutcome) -> None:

@@ -80,12 +80,21 @@ class RankSession:
         me = {"host": w.host, "local_rank": w.local_rank, "node_rank": w.node_rank,
               "pid": os.getpid()}
         self.log.write("start", rank=w.rank, world_size=w.world_size, backend=w.backend, **me)
-        hello = w.exchange("hello", me, timeout=s.probe_timeout)
-        w.hosts_by_rank = {r: v["host"] for r, v in hello.values.items()}
-        self.log.write("hello", ranks={r: v for r, v in hello.values.items()},
-                       missing=list(hello.missing))
-        if hello.missing:
-            self._block("rendezvous", [self._unresponsive(hello.missing, "the start of the run")])
+        # Rank 0 gathers every rank's hello and publishes the layout (host of every rank,
+        # run-length encoded: O(nodes) bytes) that the probes need on every rank.
+        seen: dict[int, dict] = {}
+
+        def layout(ex: Exchange) -> dict:
+            seen.update(ex.values)
+            return {"coordinator": w.host,
+                    "hosts": encode_hosts({r: v["host"] for r, v in ex.values.items()})}
+        decision, missing = w.decide("hello", me, layout, timeout=s.probe_timeout)
+        if decision:
+            w.hosts_by_rank = decode_hosts(decision["hosts"])
+        self.log.write("hello", ranks=seen or {w.rank: me}, missing=list(missing),
+                       coordinator=(decision or {}).get("coordinator"))
+        if missing:
+            self._block("rendezvous", [self._unresponsive(missing, "the start of the run")])
 
     # --- collection: order by stage, select, and check every rank collected the same -----
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list) -> None:
@@ -104,14 +113,22 @@ class RankSession:
     def _check_same_collection(self, nodeids: list[str]) -> None:
         assert self.world and self.log
         digest = hashlib.sha256("\n".join(nodeids).encode()).hexdigest()[:16]
-        got = self.world.exchange("collection", {"digest": digest, "count": len(nodeids)})
-        odd = [r for r, v in got.values.items() if v["digest"] != digest]
-        if odd:
-            self._block("collection", [COLLECTION_MISMATCH.problem(
-                f"rank {self.world.rank} collected {len(nodeids)} probes ({digest}); ranks "
-                f"{format_ranks(odd)} collected a different set", ranks=odd)])
-        elif got.missing and not self.blocked_by:
-            self._block("rendezvous", [self._unresponsive(got.missing, "probe collection")])
+        mine = {"digest": digest, "count": len(nodeids)}
+
+        def odd_ranks(ex: Exchange) -> dict:
+            ref = ex.values[0]
+            return {"odd": [r for r, v in ex.values.items() if v["digest"] != ref["digest"]],
+                    "reference": ref}
+        decision, missing = self.world.decide("collection", mine, odd_ranks)
+        if decision and decision["odd"]:
+            ref = decision["reference"]
+            problems = [COLLECTION_MISMATCH.problem(
+                f"rank 0 collected {ref['count']} probes ({ref['digest']}); ranks "
+                f"{format_ranks(decision['odd'])} collected a different set",
+                ranks=decision["odd"])] if self.world.rank == 0 else []
+            self._block("collection", problems)
+        elif missing and not self.blocked_by:
+            self._block("rendezvous", [self._unresponsive(missing, "probe collection")])
 
     # --- one probe ---------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
@@ -170,23 +187,24 @@ class RankSession:
         problems = [self._locate(p, stage) for p in outcome["problems"]]
         mine = {"status": outcome["status"], "breaks_world": outcome.get("breaks_world", False)}
         self.counter += 1
-        if outcome["status"] == results.BLOCKED:  # every live rank blocked at the same point
-            got = Exchange({w.rank: mine}, ())
-        else:
+        decision: dict | None = {"fail": False, "breaks": False}
+        missing: tuple[int, ...] = ()
+        if outcome["status"] != results.BLOCKED:  # every live rank is blocked at the same point
             # After a collective timed out here, live peers time out at about the same moment:
             # waiting the full deadline again for a dead or stopped one only delays the report.
             wait = min(w.timeout, AFTER_FAILURE_WAIT_S) if mine["breaks_world"] else None
-            got = w.exchange(f"probe/{self.counter}", mine, timeout=wait)
-        if got.missing:
-            problems.append(self._unresponsive(got.missing, f"probe {item.name}", stage))
-        statuses = [v["status"] for v in got.values.values()]
-        agreed = results.FAIL if got.missing or results.FAIL in statuses else outcome["status"]
+            decision, missing = w.decide(f"probe/{self.counter}", mine, _probe_decision,
+                                         timeout=wait)
+        if missing:
+            problems.append(self._unresponsive(missing, f"probe {item.name}", stage))
+        failed = bool(missing) or decision is None or decision["fail"]
+        agreed = results.FAIL if failed else outcome["status"]
         self.log.write("probe", nodeid=item.nodeid, name=item.name, stage=stage,
                        doc=_doc_lines(item),
                        status=outcome["status"], agreed=agreed, duration=outcome["duration"],
                        message=outcome.get("message", ""), figure=rec.figure,
                        measurements=rec.measurements, problems=[p.to_dict() for p in problems])
-        if got.missing or any(v["breaks_world"] for v in got.values.values()):
+        if missing or decision is None or decision["breaks"]:
             self._block(stage, [])
         elif agreed == results.FAIL and stage not in self.failed_stages:
             self.failed_stages.append(stage)
@@ -203,9 +221,10 @@ class RankSession:
         w = self.world
         assert w is not None
         hosts = tuple(sorted({w.hosts_by_rank.get(r, "unknown host") for r in missing}))
+        # The same words on every rank that saw it, so the report merges them into one.
         return RANK_UNRESPONSIVE.problem(
-            f"rank {format_ranks(missing)} did not finish {what} within "
-            f"{w.timeout:g} s (rank {w.rank} waited)", ranks=missing, hosts=hosts, stage=stage)
+            f"rank {format_ranks(missing)} did not finish {what} within {w.timeout:g} s",
+            ranks=missing, hosts=hosts, stage=stage)
 
     def _block(self, stage: str, problems: list[Problem]) -> None:
         assert self.log
@@ -220,12 +239,34 @@ class RankSession:
         if w is None or log is None:
             return
         log.write("end", blocked_by=self.blocked_by)
-        got = w.exchange("events", log.events, timeout=min(w.timeout, 10.0))
+        got = w.gather("events", log.events, timeout=min(w.timeout, 10.0))  # rank 0 only
         if w.rank == 0 and self.settings.results_dir:
             results.write_json(results.world_file(Path(self.settings.results_dir)),
                                {"ranks": got.values, "missing": list(got.missing)})
         if not self.blocked_by:
             w.close()
+
+
+def encode_hosts(hosts: dict[int, str]) -> list[list]:
+    """{rank: host} as [host, first rank, count] runs (torchrun numbers a node's ranks
+    contiguously, so this is one entry per node)."""
+    runs: list[list] = []
+    for rank in sorted(hosts):
+        if runs and runs[-1][0] == hosts[rank] and runs[-1][1] + runs[-1][2] == rank:
+            runs[-1][2] += 1
+        else:
+            runs.append([hosts[rank], rank, 1])
+    return runs
+
+
+def decode_hosts(runs: list[list]) -> dict[int, str]:
+    return {first + i: host for host, first, count in runs for i in range(count)}
+
+
+def _probe_decision(ex: Exchange) -> dict:
+    """Rank 0's rule for one probe: failed anywhere, and whether the world is broken."""
+    return {"fail": any(v["status"] == results.FAIL for v in ex.values.values()),
+            "breaks": any(v["breaks_world"] for v in ex.values.values())}
 
 
 def _doc_lines(item: pytest.Item) -> list[str]:

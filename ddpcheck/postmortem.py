@@ -20,6 +20,7 @@ from ddpcheck.diagnoses import (
     Problem,
 )
 from ddpcheck.launch import LaunchOutcome
+from ddpcheck.readiness import SESSION_ERROR
 
 
 def last_activity(events: list[dict[str, Any]]) -> tuple[str, str]:
@@ -44,8 +45,13 @@ def _where(events: list[dict[str, Any]]) -> tuple[str, str]:
 
 
 def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
-                   outcome: LaunchOutcome, hosts: dict[int, str]) -> list[Problem]:
-    """One problem per rank that did not finish, from its exit file and process state."""
+                   outcome: LaunchOutcome, hosts: dict[int, str],
+                   local: set[int] | None = None) -> list[Problem]:
+    """One problem per rank that did not finish, from its exit file and process state.
+
+    ``local`` are this node's ranks (those with a rank file here): one of them without an
+    exit file lost its worker wrapper, which only a kill does.
+    """
     problems = []
     pid_rank = {e.get("pid"): r for r, evs in events.items() for e in evs
                 if e.get("event") == "start"}
@@ -72,7 +78,58 @@ def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
     for rank, ex in (causes or unfinished).items():
         stage, where = _where(events.get(rank, []))
         problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex, where, stage))
+    problems += _session_errors(exits, hosts, exclude=set(causes or unfinished))
+    if not (outcome.deadline_hit or outcome.interrupted or outcome.killed_after_end):
+        problems += _lost_wrappers(events, exits, outcome, hosts, local or set())
     return problems
+
+
+def _lost_wrappers(events: dict[int, list[dict]], exits: dict[int, dict],
+                   outcome: LaunchOutcome, hosts: dict[int, str], local: set[int]
+                   ) -> list[Problem]:
+    """Local ranks whose wrapper (ddpcheck.worker) never wrote the exit file: it was killed."""
+    out = []
+    for rank in sorted(local - set(exits)):
+        pid = next((e.get("pid") for e in events.get(rank, []) if e.get("event") == "start"), None)
+        if pid in outcome.stopped_pids:
+            continue
+        host = hosts.get(rank, "?")
+        stage, where = _where(events.get(rank, []))
+        out.append(RANK_KILLED.problem(
+            f"rank {rank} on {host}: its worker process (ddpcheck.worker, the parent of pid "
+            f"{pid}) ended without recording the rank's exit {where}; torchrun exited with "
+            f"code {outcome.returncode}",
+            cause="the worker process was killed (the OOM killer, a scheduler limit, or "
+                  "someone), taking the rank with it or leaving it orphaned",
+            ranks=[rank], hosts=[host], stage=stage))
+    return out
+
+
+def _session_errors(exits: dict[int, dict], hosts: dict[int, str],
+                    exclude: set[int]) -> list[Problem]:
+    """Ranks whose pytest session failed as a whole (collection, import, usage errors)."""
+    out = []
+    for rank, ex in sorted(exits.items()):
+        if rank in exclude or not ex.get("session_error"):
+            continue
+        host = hosts.get(rank, "?")
+        tail = _evidence(ex)
+        fix = ""
+        if "ddpcheck.checks" in tail or "No module named 'ddpcheck" in tail:
+            fix = ("the workers' python cannot import ddpcheck's probes: install ddpcheck with "
+                   "`pip install .` (or `pip install ddpcheck`) into the environment that runs "
+                   "torchrun on every node, and do not set PYTHONPATH to a source checkout")
+        out.append(SESSION_ERROR.problem(
+            f"rank {rank} on {host}: pytest ended with exit code {ex.get('returncode')} "
+            f"({ex['session_error']}){tail}", fix=fix, ranks=[rank], hosts=[host],
+            stage="startup"))
+    return out
+
+
+def _evidence(ex: dict, limit: int = 4) -> str:
+    """The last lines the rank printed, as evidence in the observed text."""
+    lines = [ln.strip() for ln in ex.get("tail") or [] if ln.strip()][-limit:]
+    return ("; its last output: " + " | ".join(lines)) if lines else ""
 
 
 def _exit_problem(rank: int, host: str, ex: dict, where: str, stage: str) -> Problem:
@@ -86,8 +143,8 @@ def _exit_problem(rank: int, host: str, ex: dict, where: str, stage: str) -> Pro
             f"rank {rank} on {host} exited {where}: the probe ran past its deadline and "
             "pytest-timeout ended the process", ranks=[rank], hosts=[host], stage=stage)
     return RANK_EXITED.problem(f"rank {rank} (pid {ex.get('pid')}) on {host} exited with code "
-                               f"{ex.get('returncode')} {where}", ranks=[rank], hosts=[host],
-                               stage=stage)
+                               f"{ex.get('returncode')} {where}{_evidence(ex)}", ranks=[rank],
+                               hosts=[host], stage=stage)
 
 
 def diagnose_launch(events: dict[int, list[dict]], outcome: LaunchOutcome, timeout: float,
@@ -109,3 +166,18 @@ def diagnose_launch(events: dict[int, list[dict]], outcome: LaunchOutcome, timeo
             f"torchrun exited with code {outcome.returncode} before any rank started"
             + (": " + " | ".join(ln.strip()[:200] for ln in lines) if lines else "")))
     return problems
+
+
+def torchrun_failed(events: dict[int, list[dict]], outcome: LaunchOutcome,
+                    log_tail: str) -> list[Problem]:
+    """torchrun failed after the ranks started, and nothing else explains it (the last word)."""
+    if (not events or outcome.returncode in (0, None) or outcome.deadline_hit
+            or outcome.interrupted or outcome.killed_after_end):
+        return []
+    lines = [ln for ln in log_tail.strip().splitlines()
+             if "exitcode" in ln or "Error" in ln or "error" in ln][-3:]
+    return [LAUNCH_FAILED.problem(
+        f"torchrun exited with code {outcome.returncode} after the ranks started"
+        + (": " + " | ".join(ln.strip()[:200] for ln in lines) if lines else ""),
+        cause="torchrun saw a worker or its own agent fail",
+        fix="rerun with -v to see torchrun's output")]

@@ -18,6 +18,7 @@ from ddpcheck.bandwidth import format_sweep
 from ddpcheck.diagnoses import Problem
 from ddpcheck.links import format_intra_inter, format_matrix, format_scaling, hosts_of
 from ddpcheck.ranges import format_ranks, ranks_with_hosts
+from ddpcheck.readiness import Expected, explain, is_ready
 
 # How statuses combine over probes and ranks: a stage is SKIP only when nothing in it ran.
 ORDER = {results.SKIP: 0, results.PASS: 1, results.BLOCKED: 2, results.FAIL: 3}
@@ -46,12 +47,13 @@ class Report:
     backend: str = ""
     notes: list[str] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)  # hosts known before any rank started
+    expected: Expected | None = None  # the ranks this report must show (None: as reported)
 
     @property
     def ready(self) -> bool:
-        ran = [s for s in self.stages if s.status != NO_RESULT]
-        return (not self.problems and bool(ran)
-                and all(s.status in (results.PASS, results.SKIP) for s in self.stages))
+        """The one verdict rule (readiness.is_ready) over this report."""
+        expected = self.expected or Expected.whole(0)
+        return is_ready(self.stages, self.problems, expected, self.hosts_by_rank)
 
     @property
     def exit_code(self) -> int:
@@ -60,17 +62,41 @@ class Report:
 
 def build_report(events: dict[int, list[dict]], stages: Sequence[str],
                  launcher_problems: Iterable[Problem], elapsed: float,
-                 expected_world: int = 0) -> Report:
-    """Assemble stages, problems and measurements from every rank's events."""
+                 expected_world: int = 0, expected: Expected | None = None,
+                 evidence: Sequence[str] = ()) -> Report:
+    """Assemble stages, problems and measurements from every rank's events.
+
+    ``expected`` names the ranks that must have reported (default: the whole world of
+    ``expected_world``); a NOT READY without a named cause gets one, with ``evidence``
+    (the last lines torchrun and the workers printed).
+    """
     hosts = hosts_of_events(events)
     stage_results = [_stage(name, events) for name in stages]
-    problems = mark_consequences(merge_problems([*launcher_problems, *_rank_problems(events)]))
+    problems = merge_problems(_fill_hosts([*launcher_problems, *_rank_problems(events)], hosts))
+    world = max([expected_world, len(events), *[r + 1 for r in events]])
+    expected = expected or Expected.whole(world)
     _mark_failed_ranks(stage_results, problems)
     _mark_blocked(stage_results)
-    world = max([expected_world, len(events), *[r + 1 for r in events]])
+    blocked = next((s.blocked_by for s in stage_results if s.blocked_by), "")
+    problems += explain(stage_results, mark_consequences(list(problems)), expected, hosts,
+                        evidence, blocked)
+    problems = mark_consequences(problems)
     backend = next((e.get("backend", "") for evs in events.values() for e in evs
                     if e.get("event") == "start"), "")
-    return Report(stage_results, problems, hosts, _measurements(events), world, elapsed, backend)
+    return Report(stage_results, problems, hosts, _measurements(events), world, elapsed, backend,
+                  expected=expected)
+
+
+def _fill_hosts(problems: list[Problem], hosts: dict[int, str]) -> list[Problem]:
+    """Name the hosts of problems a rank reported about ranks it knew only by number."""
+    out = []
+    for p in problems:
+        if p.ranks and (not p.hosts or {"?", "unknown host"} & set(p.hosts)):
+            known = sorted({hosts[r] for r in p.ranks if r in hosts})
+            if known:
+                p = p.where(hosts=tuple(known))
+        out.append(p)
+    return out
 
 
 def hosts_of_events(events: dict[int, list[dict]]) -> dict[int, str]:

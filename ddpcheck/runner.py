@@ -19,20 +19,23 @@ from ddpcheck.cluster import ClusterState
 from ddpcheck.config import Config, new_run_id
 from ddpcheck.diagnoses import Problem
 from ddpcheck.launch import (
+    LaunchOutcome,
     default_results_dir,
     raise_interrupted,
     run_torchrun,
     torchrun_argv,
     worker_env,
 )
-from ddpcheck.postmortem import diagnose_launch, diagnose_ranks
+from ddpcheck.postmortem import diagnose_launch, diagnose_ranks, torchrun_failed
 from ddpcheck.preflight import auto_nproc, node_preflight
 from ddpcheck.progress import Progress
+from ddpcheck.readiness import Expected
 from ddpcheck.report import (
     Report,
     StageResult,
     build_report,
     hosts_of_events,
+    mark_consequences,
     merge_problems,
     render_text,
     to_json,
@@ -65,23 +68,62 @@ def run(cfg: Config) -> int:
         st.close()
         return _finish(cfg, report, results_dir, nproc)
     try:
-        outcome, log_tail = _launch(cfg, results_dir, nproc, start, st.advertised)
+        outcome, log_tail = _launch(cfg, results_dir, nproc, start)
     finally:
         st.close()
+    report = _judge(cfg, st, results_dir, nproc, outcome, log_tail, start)
+    code = _finish(cfg, report, results_dir, nproc)
+    return 128 + signal.Signals[outcome.interrupted] if outcome.interrupted else code
+
+
+def _judge(cfg: Config, st: ClusterState, results_dir: Path, nproc: int,
+           outcome: LaunchOutcome, log_tail: str, start: float) -> Report:
+    """This node's report after torchrun; on several nodes, the whole run's one verdict.
+
+    The rank-0 node collects every node's outcome before judging and publishes its
+    verdict; the other nodes adopt it (or say they could not learn it), so no node says
+    READY while another saw a failure.
+    """
     events = results.rank_events(results_dir)
+    exits = results.exit_statuses(results_dir)
     problems = diagnose_launch(events, outcome, cfg.timeout, log_tail)
-    problems += diagnose_ranks(events, results.exit_statuses(results_dir), outcome,
-                               hosts_of_events(events))
-    rank0_here = 0 in _local_ranks(results_dir)
-    problems += cluster.share_final(st, problems, rank0_here)
+    local = _local_ranks(results_dir) | set(exits)
+    problems += diagnose_ranks(events, exits, outcome, hosts_of_events(events),
+                               _local_ranks(results_dir))
+    problems = problems or torchrun_failed(events, outcome, log_tail)
+    rank0_here = 0 in local
+    multi = cfg.nodes > 1 and st.me is not None
+    if multi and rank0_here:
+        problems += cluster.collect_outcomes(st)
+    expected = (Expected.whole(nproc * cfg.nodes) if rank0_here or cfg.nodes == 1
+                else Expected.node_part(nproc * cfg.nodes, local, nproc))
+    evidence = [*_exit_tails(exits), *log_tail.splitlines()[-6:]]
     report = build_report(events, cfg.stages, problems, time.monotonic() - start,
-                          nproc * cfg.nodes)
+                          nproc * cfg.nodes, expected, evidence)
     _prepend_preflight(report, results.PASS)
+    if multi:
+        me = cluster.Outcome(socket.gethostname(), report.ready, tuple(report.problems))
+        if rank0_here:
+            cluster.publish_verdict(st, me)
+        else:
+            cluster.post_outcome(st, me)
+            _adopt(report, cluster.await_verdict(st))
+        cluster.release(st)
     if cfg.nodes > 1 and not rank0_here:
         report.notes.append(f"this is {socket.gethostname()}'s part; the whole report is printed "
                             f"on the node hosting rank 0 ({_rank0_host(events)})")
-    code = _finish(cfg, report, results_dir, nproc)
-    return 128 + signal.Signals[outcome.interrupted] if outcome.interrupted else code
+    return report
+
+
+def _adopt(report: Report, whole: cluster.Outcome | Problem) -> None:
+    """Take the rank-0 node's verdict: its problems are this node's story too."""
+    found = [whole] if isinstance(whole, Problem) else list(whole.problems)
+    report.problems = mark_consequences(merge_problems([*report.problems, *found]))
+
+
+def _exit_tails(exits: dict[int, dict]) -> list[str]:
+    return [f"rank {r}: {ln}" for r, ex in sorted(exits.items())
+            if not ex.get("finished") or ex.get("session_error") for ln in ex.get("tail", [])[-3:]]
 
 
 def _shape_problems(cfg: Config, job: JobEnv, nproc: int) -> list[Problem]:
@@ -101,14 +143,14 @@ def _local_ranks(results_dir: Path) -> set[int]:
 def _rank0_host(events: dict[int, list[dict]]) -> str:
     for evs in events.values():
         for e in evs:
-            if e.get("event") == "hello" and "0" in e.get("ranks", {}):
-                return e["ranks"]["0"]["host"]
+            if e.get("event") == "hello" and e.get("coordinator"):
+                return str(e["coordinator"])
     return "unknown"
 
 
-def _launch(cfg: Config, results_dir: Path, nproc: int, start: float,
-            local_addr: str = ""):  # type: ignore[no-untyped-def]
-    argv = torchrun_argv(cfg, nproc, cfg.rdzv_id or new_run_id(), local_addr)
+def _launch(cfg: Config, results_dir: Path, nproc: int,
+            start: float):  # type: ignore[no-untyped-def]
+    argv = torchrun_argv(cfg, nproc, cfg.rdzv_id or new_run_id())
     env = worker_env(cfg, dict(os.environ), results_dir, nproc)
     log_path = results_dir / "torchrun.log"
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -119,7 +161,7 @@ def _launch(cfg: Config, results_dir: Path, nproc: int, start: float,
         progress = None if cfg.quiet or cfg.verbose else Progress(results_dir)
         ticker = follower or progress
         outcome = run_torchrun(argv, env, results_dir, start + cfg.timeout, log,
-                               on_tick=ticker.tick if ticker else None)
+                               on_tick=ticker.tick if ticker else None, nproc=nproc)
         if follower:
             follower.tick()
         if progress:

@@ -70,6 +70,7 @@ class JobEnv:
     step_id: str | None = None
     problems: tuple[Problem, ...] = ()
     notes: tuple[str, ...] = ()
+    invalid: tuple[str, ...] = ()  # malformed variables ("NAME='value': why"): bad input
 
     def origin(self, field: str) -> str:
         """Where a field came from, e.g. "SLURM_STEP_NODELIST=gpu-[07-08]" ("" if unknown)."""
@@ -84,6 +85,7 @@ class _Reader:
         self.env = env
         self.notes: list[str] = []
         self.problems: list[Problem] = []
+        self.invalid: list[str] = []
 
     def value(self, name: str) -> str:
         return self.env.get(name, "").strip()
@@ -101,6 +103,7 @@ class _Reader:
                 result = parse(raw)
             except ValueError as exc:
                 self.problems.append(ENV_INVALID.problem(f"{name}={raw!r}: {exc}"))
+                self.invalid.append(f"{name}={_clip(raw)!r}: {exc}")
                 continue
             if result is None:
                 self.notes.append(f"{name}={_clip(raw)} gives no {field}; looking further")
@@ -111,7 +114,7 @@ class _Reader:
 
     def job(self, source: str, **fields: object) -> JobEnv:
         return JobEnv(source, problems=tuple(self.problems), notes=tuple(self.notes),
-                      **fields)  # type: ignore[arg-type]
+                      invalid=tuple(self.invalid), **fields)  # type: ignore[arg-type]
 
 
 def _read_text(path: str) -> str:

@@ -3,8 +3,9 @@
 Runs under torchrun (one per rank). It starts pytest with the ddpcheck plugin in a child
 process and watches it, so that whatever happens to the probes (a crash, a signal, a hang
 after the last result) it records this rank's exit status in ``exit-<RANK>.json`` for the
-launcher. It exits 0 when pytest ran to its end (failed probes are results, not crashes),
-so torchrun does not tear down healthy ranks while they are still reporting.
+launcher, with the last lines pytest printed as evidence. It exits 0 when pytest ran to its
+end (failed probes are results, not crashes), so torchrun does not tear down healthy ranks
+while they are still reporting.
 """
 
 from __future__ import annotations
@@ -13,16 +14,29 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from pathlib import Path
+from typing import IO
 
 from ddpcheck import results
 
 END_GRACE_S = 10.0  # after "end" is logged, teardown of a broken process group may hang
+TAIL_LINES = 12  # pytest's last output lines kept as evidence in the exit file
+
+# pytest's exit codes (pytest.ExitCode) that mean the session itself failed: the probes did
+# not run as planned (a collection or import error, a bad option, an internal error).
+SESSION_ERRORS = {2: "interrupted", 3: "internal error", 4: "usage or collection error",
+                  5: "no probes collected"}
 
 
 def pytest_argv(extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-p", "ddpcheck.plugin", "--pyargs", "ddpcheck.checks",
+    """The probes' pytest command: the installed probes, and no pytest configuration of the
+    directory it runs in (``-c os.devnull``), so a project's pytest.ini/pyproject addopts or
+    timeouts never change what the probes do."""
+    return [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", os.getcwd(),
+            "-p", "ddpcheck.plugin", "--pyargs", "ddpcheck.checks",
             "-q", "-rN", "-p", "no:cacheprovider", "--no-header", *extra]
 
 
@@ -33,7 +47,11 @@ def _ended(log: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0"))
     out_dir = Path(os.environ.get(results.RESULTS_DIR_ENV, ".")).resolve()
-    child = subprocess.Popen(pytest_argv(list(argv if argv is not None else sys.argv[1:])))
+    child = subprocess.Popen(pytest_argv(list(argv if argv is not None else sys.argv[1:])),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    relay = threading.Thread(target=_relay, args=(child.stdout, tail), daemon=True)
+    relay.start()
 
     def forward(signum: int, _frame: object) -> None:
         child.send_signal(signum)
@@ -48,15 +66,29 @@ def main(argv: list[str] | None = None) -> int:
         if ended_at is not None and time.monotonic() - ended_at > END_GRACE_S:
             child.kill()  # results are written; a stuck teardown must not hold the run
     code = child.wait()
+    relay.join(timeout=2.0)
     finished = _ended(results.rank_file(out_dir, rank))
     results.write_json(results.exit_file(out_dir, rank), {
         "rank": rank, "pid": child.pid, "returncode": code,
         "signal": -code if code < 0 else None,
         "signal_name": signal.Signals(-code).name if code < 0 else None,
-        "finished": finished, "time": time.time()})
+        "finished": finished, "session_error": SESSION_ERRORS.get(code, ""),
+        "tail": list(tail), "time": time.time()})
     if finished:
         return 0
     return 128 - code if code < 0 else (code or 1)
+
+
+def _relay(stream: IO[bytes] | None, tail: deque[str]) -> None:
+    """Copy pytest's output to ours (torchrun's log) and keep its last lines."""
+    if stream is None:
+        return
+    for raw in iter(stream.readline, b""):
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        line = raw.decode("utf-8", "replace").rstrip()
+        if line.strip():
+            tail.append(line[:300])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ an in-process store. The multi-node path itself runs in tests/cluster/.
 
 from __future__ import annotations
 
-import json
 from typing import Callable
 
 import pytest
@@ -150,29 +149,56 @@ def test_closing_the_state_closes_the_listener_once() -> None:
     assert st.listener is None and sock.fileno() == -1
 
 
-def test_share_final_without_a_store_shares_nothing() -> None:
-    assert cluster.share_final(cluster.ClusterState(), [], rank0_here=True) == []
+def test_without_a_store_nothing_is_shared_and_the_verdict_is_unknown() -> None:
+    st = cluster.ClusterState()
+    assert cluster.collect_outcomes(st) == []
+    assert not cluster.post_outcome(st, cluster.Outcome("a", True, ()))
+    got = cluster.await_verdict(st, wait=0.1)
+    assert isinstance(got, diagnoses.Problem) and got.code == "verdict-unknown"
 
 
-def test_share_final_on_the_rank0_node_returns_the_other_nodes_problems() -> None:
+def _two_nodes(me: str) -> cluster.ClusterState:
     a = NodeCard("a", 2, "job-1", 2, 1)
     b = NodeCard("b", 2, "job-1", 2, 2)
     stray = NodeCard("c", 2, "other-run", 2, 3)
-    store = dist.HashStore()
+    return cluster.ClusterState(cards=[a, b, stray], me=a if me == "a" else b,
+                                store=dist.HashStore())
+
+
+def test_the_rank0_node_collects_the_other_nodes_problems() -> None:
+    st = _two_nodes("a")
     theirs = diagnoses.RANK_KILLED.problem("rank 3 killed by SIGKILL", hosts=["b"], ranks=[3])
-    store.set("ddpcheck/final/job-1/b", json.dumps([theirs.to_dict()]))
-    st = cluster.ClusterState(cards=[a, b, stray], me=a, store=store)
-    mine = diagnoses.RANK_EXITED.problem("rank 0 exited", hosts=["a"], ranks=[0])
-    assert cluster.share_final(st, [mine], rank0_here=True) == [theirs]
-    assert json.loads(store.get("ddpcheck/final/job-1/a")) == [json.loads(
-        json.dumps(mine.to_dict()))]
-    assert int(store.add("ddpcheck/final/job-1/read", 0)) == 1
+    other = cluster.ClusterState(cards=st.cards, me=st.cards[1], store=st.store)
+    assert cluster.post_outcome(other, cluster.Outcome("b", False, (theirs,)))
+    assert cluster.collect_outcomes(st, wait=1.0) == [theirs]
 
 
-def test_share_final_elsewhere_publishes_without_collecting() -> None:
-    b = NodeCard("b", 2, "job-1", 2, 2)
-    store = dist.HashStore()
-    store.set("ddpcheck/final/job-1/a", json.dumps([]))
-    st = cluster.ClusterState(cards=[b], me=b, store=store)
-    assert cluster.share_final(st, [], rank0_here=False) == []
-    assert store.check(["ddpcheck/final/job-1/b"])
+def test_a_node_that_never_reports_its_end_is_a_problem_on_the_rank0_node() -> None:
+    st = _two_nodes("a")
+    got = cluster.collect_outcomes(st, wait=0.2)
+    assert [(p.code, p.hosts) for p in got] == [("node-outcome-missing", ("b",))]
+    assert "within 0.2 s" in got[0].observed
+
+
+def test_the_other_nodes_adopt_the_published_verdict() -> None:
+    st = _two_nodes("b")
+    theirs = diagnoses.RANK_EXITED.problem("rank 0 exited", hosts=["a"], ranks=[0])
+    rank0 = cluster.ClusterState(cards=st.cards, me=st.cards[0], store=st.store)
+    cluster.publish_verdict(rank0, cluster.Outcome("a", False, (theirs,)))
+    got = cluster.await_verdict(st, wait=1.0)
+    assert isinstance(got, cluster.Outcome) and got.problems == (theirs,) and not got.ready
+
+
+def test_no_published_verdict_means_this_node_cannot_say_ready() -> None:
+    got = cluster.await_verdict(_two_nodes("b"), wait=0.2)
+    assert isinstance(got, diagnoses.Problem)
+    assert got.code == "verdict-unknown" and got.hosts == ("b",)
+
+
+def test_release_counts_the_readers_and_the_store_host_waits_for_them() -> None:
+    st = _two_nodes("a")
+    st.is_host = True
+    other = cluster.ClusterState(cards=st.cards, me=st.cards[1], store=st.store)
+    cluster.release(other)
+    cluster.release(st, wait=5.0)  # both have read: returns at once
+    assert int(st.store.add("ddpcheck/final/job-1/read", 0)) == 2

@@ -180,3 +180,60 @@ def test_first_line_of_an_error() -> None:
     assert first_line(RuntimeError("first\nsecond")) == "first"
     assert first_line(KeyError()) == "KeyError"
     assert len(first_line(RuntimeError("x" * 1000))) == 300
+
+
+# --- rank 0 as coordinator: the other ranks obey its published result -------------------------
+
+def ranks_sharing(n: int, timeout: float = 5.0) -> list[World]:
+    """n Worlds on one in-process store, one per simulated rank (run them in threads)."""
+    store = dist.HashStore()
+    return [World(rank=r, world_size=n, local_rank=r, local_world_size=n, node_rank=0,
+                  host=f"h{r}", backend="gloo", timeout=timeout, store=store)
+            for r in range(n)]
+
+
+def run_all(worlds: list[World], call) -> list:
+    out: list = [None] * len(worlds)
+
+    def one(i: int) -> None:
+        out[i] = call(worlds[i])
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(worlds))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return out
+
+
+def test_every_rank_gets_every_value_through_rank_0() -> None:
+    worlds = ranks_sharing(4)
+    got = run_all(worlds, lambda w: w.exchange("k", {"r": w.rank}))
+    for ex in got:
+        assert ex.values == {r: {"r": r} for r in range(4)} and ex.missing == ()
+
+
+def test_gather_gives_the_values_to_rank_0_only() -> None:
+    worlds = ranks_sharing(3)
+    got = run_all(worlds, lambda w: w.gather("g", w.rank * 10))
+    assert got[0].values == {0: 0, 1: 10, 2: 20}
+    assert got[1].values == {1: 10} and got[2].values == {2: 20}
+
+
+def test_every_rank_obeys_rank_0s_decision_and_learns_who_was_missing() -> None:
+    worlds = ranks_sharing(4, timeout=0.5)
+    live = worlds[:3]  # rank 3 never arrives
+    got = run_all(live, lambda w: w.decide(
+        "d", w.rank == 2, lambda ex: any(ex.values.values())))
+    assert got == [(True, (3,))] * 3
+    assert all(w.lost == {3} for w in live)
+
+
+def test_without_rank_0_the_others_name_it_and_stop_waiting_for_it() -> None:
+    worlds = ranks_sharing(3, timeout=0.2)
+    start = time.monotonic()
+    got = run_all(worlds[1:], lambda w: w.decide("d", 1, lambda ex: "never"))
+    assert got == [(None, (0,))] * 2
+    assert time.monotonic() - start < 0.2 + 5.0 + 2.0
+    start = time.monotonic()
+    assert run_all(worlds[1:], lambda w: w.exchange("e", 1).missing) == [(0,), (0,)]
+    assert time.monotonic() - start < 0.5, "a lost coordinator is not waited for again"

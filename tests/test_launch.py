@@ -68,13 +68,8 @@ def test_multi_node_agents_join_the_launchers_store_as_clients():
     assert "--local-addr" not in argv
 
 
-def test_multi_node_local_addr_is_passed_when_known():
-    argv = torchrun_argv(Config(nodes=2, rdzv_endpoint=("node0", 29500)), 2, "r", "10.0.0.7")
-    assert value_after(argv, "--local-addr") == "10.0.0.7"
-
-
-def test_single_node_ignores_local_addr_and_hosts_its_own_store():
-    argv = torchrun_argv(Config(), 2, "r", "10.0.0.7")
+def test_single_node_hosts_its_own_store():
+    argv = torchrun_argv(Config(), 2, "r")
     assert "--local-addr" not in argv and "is_host" not in conf(argv)
 
 

@@ -19,7 +19,8 @@ def test_non_editable_install_contains_the_checks_package(tmp_path):
     names = {p.name for p in checks.glob("test_*.py")}
     assert {"test_node.py", "test_collectives.py", "test_ddp.py"} <= names
     probe = subprocess.run(
-        [sys.executable, "-c", "import ddpcheck.checks, ddpcheck.catalog as c; "
+        [sys.executable, "-c", "import ddpcheck.checks, ddpcheck.explain.families, "
+         "ddpcheck.catalog as c; "
          "print(ddpcheck.checks.__file__); print(len(c.list_probes()))"],
         capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site")})
     assert probe.returncode == 0, probe.stderr

@@ -202,3 +202,31 @@ def test_ranks_ended_after_the_user_interrupted_are_not_blamed():
     assert diagnose_ranks({}, exits, outcome, {0: "vm"}) == []
     (problem,) = diagnose_launch({}, outcome, 300, "")
     assert problem.code == "run-interrupted" and "SIGTERM after 9.4 s" in problem.observed
+
+
+def test_a_local_rank_whose_wrapper_left_no_exit_file_was_killed() -> None:
+    from ddpcheck.launch import LaunchOutcome
+    from ddpcheck.postmortem import diagnose_ranks
+
+    events = {3: [{"event": "start", "pid": 77, "host": "node1"}, {"event": "end"}],
+              0: [{"event": "start", "pid": 12, "host": "node0"}, {"event": "end"}]}
+    exits = {2: {"rank": 2, "pid": 70, "returncode": 0, "finished": True}}
+    outcome = LaunchOutcome(returncode=1, elapsed=3.0)
+    got = diagnose_ranks(events, exits, outcome, {0: "node0", 3: "node1"}, local={2, 3})
+    assert [(p.code, p.ranks, p.hosts) for p in got] == [("rank-killed", (3,), ("node1",))]
+    assert "ended without recording the rank's exit" in got[0].observed
+    # rank 0 lives on another node: no exit file here is expected, not a problem
+    assert diagnose_ranks(events, exits, outcome, {}, local={2}) == []
+
+
+def test_torchrun_failing_after_the_start_is_the_last_word_with_its_log() -> None:
+    from ddpcheck.launch import LaunchOutcome
+    from ddpcheck.postmortem import torchrun_failed
+
+    events = {0: [{"event": "start"}]}
+    log = "ok\n  exitcode  : -9 (pid: 4242)\nbye\n"
+    (p,) = torchrun_failed(events, LaunchOutcome(returncode=1, elapsed=1.0), log)
+    assert p.code == "launch-failed" and "exitcode  : -9" in p.observed
+    assert torchrun_failed(events, LaunchOutcome(returncode=0, elapsed=1.0), log) == []
+    ended = LaunchOutcome(returncode=-15, elapsed=1.0, killed_after_end=True)
+    assert torchrun_failed(events, ended, log) == []

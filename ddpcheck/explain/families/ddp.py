@@ -1,0 +1,21 @@
+"""DistributedDataParallel usage errors (torch/nn/parallel/distributed.py, reducer.cpp)."""
+
+from __future__ import annotations
+
+from ddpcheck.explain.codes import DDP_MODEL_MISMATCH, DDP_UNUSED_PARAMETERS, PG_NOT_INITIALIZED
+from ddpcheck.explain.matching import pattern
+
+DDP = "ddpcheck run --stages ddp (proves DDP itself works on these nodes)"
+
+PATTERNS = [
+    pattern(DDP_UNUSED_PARAMETERS,
+            r"Expected to have finished reduction in the prior iteration", DDP),
+    pattern(DDP_MODEL_MISMATCH,
+            r"DDP expects same model across all ranks, but Rank (?P<a>\d+) has (?P<na>\d+) "
+            r"params, while rank (?P<b>\d+) has inconsistent (?P<nb>\d+) params", DDP,
+            cause="rank {a} built a model with {na} parameters, rank {b} with {nb}: the model "
+                  "is built or frozen differently per rank (a rank-dependent branch, PEFT/LoRA "
+                  "set up on one rank only)"),
+    pattern(PG_NOT_INITIALIZED,
+            r"Default process group has not been initialized", DDP),
+]

@@ -1,0 +1,60 @@
+"""What torchrun's elastic agent says about its workers: killed by a signal, or exited.
+
+Lines from torch/distributed/elastic/multiprocessing/api.py ("failed (exitcode: -9)
+local_rank: 0 (pid: 123) of binary: ...") and the ChildFailedError summary ("Signal 9
+(SIGKILL) received by PID 123"). A negative exit code is the signal that ended the worker.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+
+from ddpcheck.diagnoses import RANK_EXITED, RANK_KILLED, Problem
+from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
+
+NEXT = "ddpcheck run --nodes N (reports each rank's exit and signal); check dmesg on the host"
+# Why a signal usually arrives, per signal (the log alone cannot prove it).
+SIGNAL_CAUSE = {
+    "SIGKILL": "the kernel's OOM killer (host RAM exhausted: check dmesg / the job's memory "
+               "limit), or the scheduler or a user killed it",
+    "SIGBUS": "a shared-memory mapping failed: /dev/shm is full or too small (containers "
+              "default to 64 MB)",
+    "SIGSEGV": "a crash in native code (a CUDA/NCCL/extension library or a version mismatch "
+               "between them)",
+    "SIGABRT": "an abort in native code, e.g. the NCCL watchdog taking the process down",
+}
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def combine_killed(hits: Sequence[Hit]) -> Problem:
+    names = []
+    for h in hits:
+        g = h.match.groupdict()
+        num = abs(int(g.get("code") or g.get("sig") or 0))
+        names.append(_signal_name(num))
+    name = names[0]
+    local = sorted({h.match["lr"] for h in hits if h.match.groupdict().get("lr")})
+    who = f"local rank {', '.join(local)}: " if local else ""
+    return RANK_KILLED.problem(
+        f"{who}killed by {name} | {observed_lines(hits)}",
+        cause=f"{name}: {SIGNAL_CAUSE.get(name, 'the process received this signal')}",
+        **where(hits))
+
+
+PATTERNS = [
+    pattern(RANK_KILLED,
+            r"failed \(exitcode: (?P<code>-\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)",
+            NEXT, combine=combine_killed),
+    pattern(RANK_KILLED, r"Signal (?P<sig>\d+) \(SIG\w+\) received by PID (?P<pid>\d+)",
+            NEXT, combine=combine_killed),
+    pattern(RANK_EXITED,
+            r"failed \(exitcode: (?P<code>[1-9]\d*)\) local_rank: (?P<lr>\d+)", NEXT,
+            root=False),
+]

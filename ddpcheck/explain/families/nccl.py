@@ -1,0 +1,38 @@
+"""NCCL system and internal errors, read from their ``NCCL WARN`` lines.
+
+Line format "host:pid:tid [cudaDev] file:line NCCL WARN message" (NCCL src/debug.cc).
+Shared memory: misc/shmutils.cc ("Error while creating shared memory segment", "failed to
+extend ... No space left on device") means /dev/shm is too small (NCCL troubleshooting guide,
+"Shared memory"); an *attach* failure is not that and stays a plain nccl-error.
+"""
+
+from __future__ import annotations
+
+from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE
+from ddpcheck.explain.codes import NCCL_ERROR, NCCL_NET_ERROR, NCCL_P2P_UNSUPPORTED
+from ddpcheck.explain.matching import pattern
+
+COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
+NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
+
+PATTERNS = [
+    pattern(DEV_SHM_TOO_SMALL,
+            r"Error while creating shared memory segment|failed to extend /dev/shm\S* to|"
+            r"unable to allocate shared memory|Unexpected bus error encountered in worker|"
+            r"killed by signal: Bus error", NODE,
+            cause="/dev/shm is too small for NCCL's shared-memory transport or the "
+                  "DataLoader workers (containers default to 64 MB)"),
+    pattern(DUPLICATE_DEVICE,
+            r"Duplicate GPU detected : rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device "
+            r"(?P<dev>\w+)", "ddpcheck run --stages node,placement",
+            cause="ranks {a} and {b} drive the same GPU (bus id {dev}): the device was chosen "
+                  "from the global rank, or CUDA_VISIBLE_DEVICES / set_device is the same on "
+                  "both"),
+    pattern(NCCL_P2P_UNSUPPORTED,
+            r"peer access is not supported between these two devices", COLL),
+    pattern(NCCL_NET_ERROR,
+            r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
+            r"NET/Plugin.*(?:failed|error)",
+            "ddpcheck run --nodes N --stages collectives,bandwidth"),
+    pattern(NCCL_ERROR, r"NCCL WARN (?!.*Cuda failure 217)", COLL),
+]

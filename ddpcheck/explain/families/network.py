@@ -1,0 +1,39 @@
+"""Sockets: port already in use (errno 98), privileged port (errno 13), bad *_SOCKET_IFNAME.
+
+Bind messages come from torch/csrc/distributed/c10d/socket.cpp ("The server socket has
+failed to bind to [::]:29500 (errno: 98 - Address already in use)"); the interface ones
+from gloo/transport/tcp/device.cc ("Unable to find address for: eth9") and NCCL's
+misc/socket.cc (NCCL_SOCKET_IFNAME set to ..., no socket interface found).
+"""
+
+from __future__ import annotations
+
+from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
+from ddpcheck.explain.matching import pattern
+from ddpcheck.netprobe import ENDPOINT_BIND_FAILED, ENDPOINT_PORT_IN_USE
+from ddpcheck.peerprobe import PEER_UNREACHABLE
+
+RDZV = "ddpcheck run --nodes N --stages rendezvous (the preflight binds the port first)"
+IFACE = "ddpcheck run --nodes N (preflight checks every *_SOCKET_IFNAME on every node)"
+
+PATTERNS = [
+    pattern(ENDPOINT_PORT_IN_USE,
+            r"failed to (?:bind to|listen on) (?P<addr>\S+) \(errno: 98|EADDRINUSE|"
+            r"RuntimeError: Address already in use", RDZV),
+    pattern(ENDPOINT_BIND_FAILED,
+            r"failed to bind to (?P<addr>\S+) \(errno: 13 - Permission denied", RDZV,
+            cause="ports below 1024 are privileged: only root may listen on {addr}",
+            fix="pick a port >= 1024 for --master-port / --rdzv-endpoint (e.g. 29500)"),
+    pattern(BAD_SOCKET_IFNAME, r"Unable to find address for: ?(?P<iface>\S+)", IFACE,
+            cause="GLOO_SOCKET_IFNAME names {iface}, which is not an interface with an IPv4 "
+                  "address on this node (gloo takes plain interface names, not NCCL's ^lo "
+                  "syntax)",
+            fix="set GLOO_SOCKET_IFNAME to an interface that exists on every node (ip -4 "
+                "addr), e.g. the one that routes to the master address"),
+    pattern(BAD_SOCKET_IFNAME,
+            r"no socket interface found|"
+            r"connecting to address\s+with family \d+ is neither", IFACE),
+    pattern(PEER_UNREACHABLE,
+            r"(?:NCCL )?WARN (?:Call to connect failed : Connection timed out|"
+            r"Net : Connect to \S+ failed)", "ddpcheck run --nodes N --stages rendezvous"),
+]

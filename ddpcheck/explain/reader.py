@@ -1,0 +1,130 @@
+"""Split any mix of training-job output into records: one line with its rank, host and time.
+
+Runs wherever ``ddpcheck explain`` runs. Knows the prefixes launchers put on each line
+(torchrun ``--tee``/``--log-dir`` ``[rank3]:`` / ``[default3]:``, ``srun -l`` ``3:``, mpirun
+``[1,3]<stdout>:``, torchx ``trainer/0 [3]:``, Lightning ``[rank: 3]``, a bare ``[3]``), the
+NCCL ``host:pid:tid [dev]`` form, glog/logging timestamps, and torchelastic's JSON
+``error_file``, whose message and Python call stack become records too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+# Prefixes that carry a global rank; each pattern's group "rank" is the rank.
+RANK_PREFIXES = [
+    re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:\s?"),       # torchrun --tee / log-dir
+    re.compile(r"^\s*\[\d+,(?P<rank>\d+)\]<std(?:out|err)>:"),       # mpirun --tag-output
+    re.compile(r"^\s*\w+/\d+ \[(?P<rank>\d+)\]:"),                  # torchx role/replica [rank]
+    re.compile(r"^\s*\[rank: (?P<rank>\d+)\]\s?"),                  # Lightning rank_zero/log
+    re.compile(r"^\s*(?P<rank>\d{1,5}): "),                         # srun -l / --label
+    re.compile(r"^\s*\[(?P<rank>\d{1,5})\] "),                      # bare [N] (horovod, pdsh)
+]
+# Ranks named inside the message itself (ProcessGroupNCCL, DDP).
+INNER_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
+# NCCL_DEBUG lines: "host:pid:tid [cudaDev] NCCL INFO|WARN ..." (NCCL src/debug.cc format).
+NCCL_HOST = re.compile(r"(?:^|\s|\])(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
+# glog "[E321 02:07:08.408" / "E0325 20:57:27.620000"; logging "2023-10-13 17:40:02,544".
+GLOG_TIME = re.compile(r"\[?[IWEF](?P<mon>\d{1,2})(?P<day>\d\d) (?P<h>\d\d):(?P<m>\d\d):"
+                       r"(?P<s>\d\d(?:\.\d+)?)")
+ISO_TIME = re.compile(r"(?P<y>\d{4})-(?P<mon>\d\d)-(?P<day>\d\d)[ T](?P<h>\d\d):(?P<m>\d\d):"
+                      r"(?P<s>\d\d(?:[.,]\d+)?)")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One line of one source, with what its prefix and content say about where and when."""
+
+    source: str
+    lineno: int
+    text: str  # the line without the launcher's prefix
+    rank: int | None = None
+    host: str = ""
+    time: float | None = None  # seconds, comparable within one log (glog has no year)
+
+    @property
+    def order(self) -> tuple[float, int]:
+        return (self.time if self.time is not None else float("inf"), self.lineno)
+
+
+def split_prefix(line: str) -> tuple[int | None, str]:
+    """Strip launcher prefixes; the innermost wins (a copied "[80746] [rank0]:" is rank 0)."""
+    rank: int | None = None
+    for _ in range(3):
+        m = next((m for rx in RANK_PREFIXES if (m := rx.match(line))), None)
+        if m is None:
+            break
+        rank, line = int(m.group("rank")), line[m.end():]
+    return rank, line
+
+
+def parse_time(text: str) -> float | None:
+    m = ISO_TIME.search(text) or GLOG_TIME.search(text)
+    if not m:
+        return None
+    g = m.groupdict()
+    secs = int(g["h"]) * 3600 + int(g["m"]) * 60 + float(g["s"].replace(",", "."))
+    return ((int(g["mon"]) * 31 + int(g["day"])) * 86400) + secs
+
+
+def record(source: str, lineno: int, line: str) -> Record:
+    rank, text = split_prefix(line.rstrip("\n"))
+    if rank is None:
+        inner = INNER_RANK.search(text)
+        rank = int(inner.group("rank")) if inner else None
+    host = NCCL_HOST.search(text)
+    return Record(source, lineno, text, rank, host.group("host") if host else "", parse_time(text))
+
+
+def read_text(source: str, text: str) -> list[Record]:
+    """Records of one input: an error_file / ddpcheck JSON, or plain log lines."""
+    data = _json(text)
+    if isinstance(data, dict) and "message" in data:
+        return list(_error_file_records(source, data))
+    return [record(source, i, line) for i, line in enumerate(text.splitlines(), 1)]
+
+
+def _json(text: str) -> Any:
+    stripped = text.lstrip()
+    if not stripped.startswith("{"):
+        return None
+    try:
+        return json.loads(stripped)
+    except json.JSONDecodeError:
+        return None
+
+
+def _error_file_records(source: str, data: dict[str, Any]) -> Iterator[Record]:
+    """torchelastic's error_file: {"message": {"message": ..., "extraInfo": {...}}}.
+
+    Format written by torch/distributed/elastic/multiprocessing/errors/error_handler.py
+    (``record_exception``): the message, the formatted traceback, a Unix timestamp.
+    """
+    msg = data.get("message")
+    info: dict[str, Any] = {}
+    if isinstance(msg, dict):
+        info = msg.get("extraInfo") or {}
+        msg = msg.get("message", "")
+    when = _float(info.get("timestamp"))
+    lines = [*str(msg or "").splitlines(), *str(info.get("py_callstack", "")).splitlines()]
+    for i, line in enumerate(lines, 1):
+        r = record(source, i, line)
+        yield Record(r.source, r.lineno, r.text, r.rank, r.host, when)
+
+
+def _float(value: object) -> float | None:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def read_all(named_texts: Iterable[tuple[str, str]]) -> list[Record]:
+    out: list[Record] = []
+    for name, text in named_texts:
+        out.extend(read_text(name, text))
+    return out

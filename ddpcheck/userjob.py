@@ -1,0 +1,126 @@
+"""Conditions the user's own torchrun would hit where ddpcheck's launch differs from it.
+
+Runs in the launcher, during check-in. ddpcheck's launcher hosts the rendezvous store
+itself (torchrun agents join it with ``is_host=false``), and its agents advertise names
+the way the user's do. Two things of the user's job are therefore checked here rather
+than exercised (docs/user-job.md lists every difference):
+
+- Who hosts the store. A user's c10d torchrun hosts it on the agent whose machine
+  "matches" the endpoint host, by torch's own rule
+  (``torch.distributed.elastic.rendezvous.utils._matches_machine_hostname``: the name or
+  FQDN of this machine, or an address of ``getaddrinfo(gethostname())``). An alias, a
+  virtual IP or an address of a second NIC matches no node: every agent joins as a client
+  and the job waits out the join timeout. Exactly the endpoint node must match.
+- The name rank 0 advertises. The rank-0 agent publishes ``socket.getfqdn()`` as
+  MASTER_ADDR (``RendezvousStoreInfo.build``, ``_NodeDescGenerator.generate`` in
+  torch/distributed/elastic/rendezvous), and every worker of every node connects to it.
+  Any node can become rank 0, so every node's FQDN must resolve, on the other nodes,
+  to an address of that node.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections.abc import Callable, Mapping, Sequence
+
+from ddpcheck.diagnoses import Problem, register
+
+ENDPOINT_NOT_RECOGNISED = register(
+    "endpoint-not-recognised", "torchrun on the endpoint node would not host the rendezvous store",
+    "torch decides which agent hosts the c10d store by matching the endpoint host with the "
+    "machine's name, FQDN or the addresses its hostname resolves to; an alias, a virtual IP or "
+    "a second NIC's address matches no node, so every agent waits as a client",
+    "pass --rdzv-endpoint with the endpoint node's hostname (or an address its hostname "
+    "resolves to), or add is_host=true to --rdzv-conf on that node only")
+ENDPOINT_MATCHES_TWICE = register(
+    "endpoint-matches-other-node", "torchrun on a node that is not the endpoint would host the "
+    "rendezvous store", "the endpoint name also matches this node (a shared alias or an address "
+    "this node also has), so two agents try to host the store",
+    "pass --rdzv-endpoint with a name or address only the endpoint node has")
+NAME_UNRESOLVABLE = register(
+    "advertised-name-unresolvable", "a node's FQDN, which torchrun advertises, does not resolve "
+    "on another node", "torchrun's rank-0 agent publishes socket.getfqdn() as MASTER_ADDR; "
+    "a name missing from DNS or /etc/hosts on the other nodes leaves their workers unable to "
+    "connect to the store",
+    "add the node's FQDN to DNS or /etc/hosts on every node, or fix the node's hostname/domain")
+NAME_WRONG_ADDRESS = register(
+    "advertised-name-wrong-address", "a node's FQDN resolves, on another node, to an address "
+    "that node does not have", "stale DNS or /etc/hosts entries, or a name shared by several "
+    "machines: workers would connect to the wrong machine",
+    "correct DNS or /etc/hosts so the FQDN resolves to the node's cluster address everywhere")
+
+FULL_CHECK_NODES = 32  # above this, each node resolves a sample of its peers' names
+
+
+def torch_would_host(host: str) -> bool:
+    """Would a user's c10d torchrun on this machine host the store for ``host``? (torch's rule)"""
+    from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
+
+    try:
+        return bool(_matches_machine_hostname(host))
+    except OSError:  # this machine's own name does not resolve: nothing matches
+        return False
+
+
+def hosting_problem(endpoint: str, node: str, endpoint_is_here: bool,
+                    would_host: Callable[[str], bool] = torch_would_host) -> Problem | None:
+    """The problem when torch's choice of store host differs from the endpoint node."""
+    torch_says = would_host(endpoint)
+    if endpoint_is_here and not torch_says:
+        return ENDPOINT_NOT_RECOGNISED.problem(
+            f"{endpoint} is an address of {node}, but torch does not recognise it as {node} "
+            f"itself (not its name, FQDN {socket.getfqdn()!r} or an address its hostname "
+            "resolves to): a c10d torchrun here would not host the store", hosts=[node])
+    if torch_says and not endpoint_is_here:
+        return ENDPOINT_MATCHES_TWICE.problem(
+            f"torch on {node} matches the endpoint {endpoint} with this machine, though the "
+            "endpoint's address is not on it: its torchrun would try to host the store too",
+            hosts=[node])
+    return None
+
+
+def peers_to_check(me: str, hosts: Sequence[str], limit: int = FULL_CHECK_NODES,
+                   seed: int = 0) -> list[str]:
+    """Whose names this node resolves: all peers up to ``limit`` nodes, else ring neighbours
+    and a few random peers (every name is still checked by several nodes: O(N) lookups)."""
+    others = [h for h in hosts if h != me]
+    if len(hosts) <= limit:
+        return others
+    ordered = sorted(hosts)
+    i = ordered.index(me) if me in ordered else 0
+    chosen = {ordered[(i + k) % len(ordered)] for k in (1, 2, -1, -2)}
+    rng = random.Random(f"{seed}/{me}")
+    chosen.update(rng.sample(others, min(4, len(others))))
+    return sorted(chosen - {me})
+
+
+def judge_names(me: str, fqdns: Mapping[str, str], addresses: Mapping[str, Sequence[str]],
+                resolve: Callable[[str], list[str]], limit: int = FULL_CHECK_NODES
+                ) -> list[Problem]:
+    """Resolve peers' advertised FQDNs here; each must give an address of that peer."""
+    problems = []
+    for host in peers_to_check(me, list(fqdns), limit):
+        name = fqdns[host]
+        try:
+            got = resolve(name)
+        except OSError as exc:
+            got, err = [], str(exc)
+        else:
+            err = "no address"
+        if not got:
+            problems.append(NAME_UNRESOLVABLE.problem(
+                f"{host} advertises {name!r}; on {me} it does not resolve ({err})",
+                hosts=[host]))
+        elif not set(got) & set(addresses.get(host, ())):
+            problems.append(NAME_WRONG_ADDRESS.problem(
+                f"{host} advertises {name!r}; on {me} it resolves to {', '.join(got)}, none "
+                f"of which is an address of {host} ({', '.join(addresses.get(host, ())) or '?'})",
+                hosts=[host]))
+    return problems
+
+
+def resolve_ipv4(name: str) -> list[str]:
+    """Every IPv4 address ``name`` resolves to here (raises OSError when it does not)."""
+    infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
+    return sorted({str(i[4][0]) for i in infos})

@@ -1,0 +1,50 @@
+"""reader: launcher prefixes, NCCL hosts, timestamps and torchelastic error files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ddpcheck.explain.reader import parse_time, read_text, record
+
+
+@pytest.mark.parametrize("line,rank,text", [
+    ("[rank3]:Traceback (most recent call last):", 3, "Traceback (most recent call last):"),
+    ("[default1]:RuntimeError: x", 1, "RuntimeError: x"),
+    ("[1,2]<stdout>:smc:1:2 [0] NCCL WARN y", 2, "smc:1:2 [0] NCCL WARN y"),
+    ("trainer/0 [1]:[W socket.cpp:558] z", 1, "[W socket.cpp:558] z"),
+    ("[rank: 5] Epoch 1", 5, "Epoch 1"),
+    ("12: srun says", 12, "srun says"),
+    ("[80746] [rank0]:[E321 02:07:08.4 ProcessGroupNCCL.cpp:607] w", 0,
+     "[E321 02:07:08.4 ProcessGroupNCCL.cpp:607] w"),
+    ("plain line", None, "plain line"),
+])
+def test_prefixes_give_the_rank_and_are_stripped(line, rank, text):
+    r = record("log", 1, line)
+    assert (r.rank, r.text) == (rank, text)
+
+
+def test_rank_named_inside_a_watchdog_message():
+    r = record("log", 1, "[E ProcessGroupNCCL.cpp:737] [Rank 6] Watchdog caught ...")
+    assert r.rank == 6
+
+
+def test_nccl_line_gives_the_host():
+    r = record("log", 1, "gpu-bql-144-103:18553:18611 [0] include/socket.h:360 WARN Call")
+    assert r.host == "gpu-bql-144-103"
+
+
+def test_glog_and_logging_times_order_lines():
+    a = parse_time("[rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607]")
+    b = parse_time("E0321 02:07:09.000000 2606 api.py:869] failed")
+    c = parse_time("[2023-10-13 17:40:02,544] torch.distributed")
+    assert a is not None and b is not None and c is not None and a < b
+
+
+def test_error_file_json_becomes_records_with_its_timestamp():
+    data = {"message": {"message": "RuntimeError: CUDA error: invalid device ordinal",
+                        "extraInfo": {"py_callstack": "Traceback\n  File x", "timestamp": "17"}}}
+    recs = read_text("error.json", json.dumps(data))
+    assert recs[0].text == "RuntimeError: CUDA error: invalid device ordinal"
+    assert {r.time for r in recs} == {17.0}
