@@ -49,8 +49,11 @@ def compare(a: Path, b: Path) -> tuple[int, list[str]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--keep", metavar="DIR", help="keep the reports here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp, Cluster(3, topology="mesh") as cluster:
+        tmp = args.keep or tmp
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         for h in cluster.hosts:
             h.rate_limit("1gbit")
         runs = [run_once(cluster, Path(tmp) / f"healthy{i}") for i in range(args.pairs + 1)]
