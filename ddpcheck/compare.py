@@ -9,8 +9,8 @@ threshold (``--regression-ratio``, default 0.8) *and*, where the report keeps th
 min-max (the all-reduce sweep), when even the new run's best trial is below the threshold
 times the baseline's worst: noise the trials themselves show is never called a regression.
 Sweep sizes whose baseline busbw is under 0.8x its peak are not bandwidth-bound (latency,
-scheduling) and are shown, not judged. Nodes that differ by name are matched by position (the link matrix's host order)
-and the result says so.
+scheduling) and are shown, not judged. Nodes that differ by name are matched by position
+(the link matrix's host order) and the result says so.
 """
 
 from __future__ import annotations
