@@ -50,7 +50,7 @@ DIAGNOSIS_MODULES = ("ddpcheck.diagnoses", "ddpcheck.nccl", "ddpcheck.interfaces
                      "ddpcheck.checkin", "ddpcheck.peerprobe", "ddpcheck.cluster",
                      "ddpcheck.links", "ddpcheck.straggler", "ddpcheck.readiness",
                      "ddpcheck.userjob", "ddpcheck.explain.codes", "ddpcheck.gpustate",
-                     "ddpcheck.ncclstack")
+                     "ddpcheck.ncclstack", "ddpcheck.compare")
 
 
 def problems_markdown() -> str:

@@ -1,4 +1,5 @@
-"""The ``ddpcheck`` command: run, list, env, explain. Exit 0 ready, 1 not ready, 2 usage error.
+"""The ``ddpcheck`` command: run, compare, list, env, explain. Exit 0 ready, 1 not ready,
+2 usage error.
 
 Runs in the launcher, once per node. Never imports torch (workers do), so usage errors
 and preflight answer in well under a second.
@@ -54,6 +55,10 @@ HELP = {
     "expect_busbw": "expected all-reduce busbw in GB/s: below it is a problem",
     "slow_link_ratio": "a link slower than this x the median link is slow (default 0.5)",
     "plot_dir": "write PNG plots (busbw vs size, scaling) here; needs matplotlib",
+    "junit_path": "also write the report as JUnit XML (one testsuite per stage) for CI",
+    "baseline": "compare with an earlier report (--json file): a regression is exit 1",
+    "regression_ratio": "a figure below this x the baseline (beyond its noise) is a "
+                        "regression (default 0.8)",
 }
 
 
@@ -62,7 +67,8 @@ METAVAR = {"nodes": "N", "node_rank": "N", "nproc_per_node": "N|auto",
            "gpus_per_replica": "K", "stages": "LIST", "timeout": "SECONDS",
            "probe_timeout": "SECONDS", "rdzv_timeout": "SECONDS", "json_path": "PATH",
            "checkpoint_dir": "DIR", "results_dir": "DIR", "expect_busbw": "GBPS",
-           "slow_link_ratio": "RATIO", "plot_dir": "DIR"}
+           "slow_link_ratio": "RATIO", "plot_dir": "DIR",
+           "junit_path": "PATH", "baseline": "BASE.json", "regression_ratio": "RATIO"}
 
 
 def build_parser() -> Parser:
@@ -75,7 +81,12 @@ def build_parser() -> Parser:
         run.add_argument(flag, dest=name, metavar=METAVAR[name],
                          help=f"{HELP[name]} [env {var}]")
     run.add_argument("-v", "--verbose", action="store_true", help="stream torchrun's output")
+    run.add_argument("-q", "--quiet", action="store_true",
+                     help="no progress lines, only the report [env DDPCHECK_QUIET=1]")
     run.add_argument("--traceback", action="store_true", help="show raw errors with tracebacks")
+    from ddpcheck.compare_cli import add_compare_parser
+
+    add_compare_parser(sub)
     sub.add_parser("list", help="every probe with its stage and description")
     sub.add_parser("env", help="this node's facts and distributed settings (secrets redacted)")
     explain = sub.add_parser("explain", help="read a failed job's logs: cause, place, fix")
@@ -92,12 +103,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_list()
         if args.command == "env":
             return cmd_env()
+        if args.command == "compare":
+            from ddpcheck.compare_cli import cmd_compare
+
+            return cmd_compare(args)
         if args.command == "explain":
             from ddpcheck.explain.command import cmd_explain
 
             return cmd_explain(args.logs, args.json_path)
         flags = {name: getattr(args, name) for name, *_ in SETTINGS}
-        flags.update(verbose=args.verbose, traceback=args.traceback)
+        flags.update(verbose=args.verbose, quiet=args.quiet, traceback=args.traceback)
         from ddpcheck.jobshape import scheduler_settings
 
         cfg = build_config(flags, os.environ, scheduler_settings(os.environ))

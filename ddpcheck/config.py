@@ -47,14 +47,19 @@ class Config:
     expect_busbw: float | None = None
     slow_link_ratio: float = 0.5
     plot_dir: Path | None = None
+    junit_path: Path | None = None
+    baseline: Path | None = None
+    regression_ratio: float = 0.8
     verbose: bool = False
+    quiet: bool = False
     traceback: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where it came from
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["rdzv_endpoint"] = endpoint_text(self.rdzv_endpoint)
-        for key in ("json_path", "checkpoint_dir", "results_dir", "plot_dir"):
+        for key in ("json_path", "checkpoint_dir", "results_dir", "plot_dir", "junit_path",
+                    "baseline"):
             data[key] = str(data[key]) if data[key] else None
         return data
 
@@ -87,7 +92,14 @@ SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
     ("expect_busbw", "--expect-busbw", "DDPCHECK_EXPECT_BUSBW", parsing.positive_number),
     ("slow_link_ratio", "--slow-link-ratio", "DDPCHECK_SLOW_LINK_RATIO", parsing.ratio),
     ("plot_dir", "--plot", "DDPCHECK_PLOT", lambda raw: Path(_nonempty(raw, "a directory"))),
+    ("junit_path", "--junitxml", "DDPCHECK_JUNITXML",
+     lambda raw: Path(_nonempty(raw, "a file path"))),
+    ("baseline", "--baseline", "DDPCHECK_BASELINE",
+     lambda raw: Path(_nonempty(raw, "a file path"))),
+    ("regression_ratio", "--regression-ratio", "DDPCHECK_REGRESSION_RATIO", parsing.ratio),
 )
+QUIET_ENV = "DDPCHECK_QUIET"
+
 
 
 def _nonempty(raw: str, what: str) -> str:
@@ -115,7 +127,9 @@ def build_config(flags: Mapping[str, str | None], env: Mapping[str, str],
             values[name], sources[name] = scheduler[name]
     values.setdefault("stages", parse_stages("all"))
     values.setdefault("rdzv_id", "ddpcheck")  # one fixed id, so by-hand nodes agree
-    cfg = Config(**values, verbose=bool(flags.get("verbose")),
+    quiet = bool(flags.get("quiet")) or parsing.convert(
+        QUIET_ENV, env.get(QUIET_ENV, "0"), parsing.boolean)
+    cfg = Config(**values, verbose=bool(flags.get("verbose")), quiet=quiet,
                  traceback=bool(flags.get("traceback")), sources=sources)
     check_consistency(cfg)
     return cfg
@@ -145,6 +159,12 @@ def check_consistency(cfg: Config) -> None:
         check_writable_file(cfg.json_path, cfg.sources.get("json_path", "--json"))
     if cfg.results_dir is not None:
         check_writable_dir(cfg.results_dir, cfg.sources.get("results_dir", "--results-dir"))
+    if cfg.junit_path is not None:
+        check_writable_file(cfg.junit_path, cfg.sources.get("junit_path", "--junitxml"))
+    if cfg.baseline is not None:
+        from ddpcheck.compare import load_report
+
+        load_report(cfg.baseline, cfg.sources.get("baseline", "--baseline"))
     if cfg.plot_dir is not None:
         from ddpcheck.plots import matplotlib_available
 

@@ -48,6 +48,15 @@ positive_number = _bounded(float, "a number > 0", lambda v: 0 < v < INF)
 ratio = _bounded(float, "a ratio between 0 and 1", lambda v: 0 < v < 1)
 
 
+def boolean(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError("expected 1/0, true/false, yes/no or on/off")
+
+
 def choice(*allowed: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         value = raw.strip().lower()

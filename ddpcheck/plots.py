@@ -125,3 +125,67 @@ def write_plots(measurements: Mapping[str, Any], out_dir: Path) -> list[Path]:
     if scaling and any(r.get("efficiency") is not None for r in scaling_table(scaling)):
         written.append(_plot_scaling(figure_class, scaling, out_dir / SCALING_PNG))
     return written
+
+
+BASELINE_BUSBW_PNG = "baseline-allreduce-busbw.png"
+BASELINE_LINKS_PNG = "baseline-links.png"
+
+
+def _plot_baseline_sweep(figure_class: Any, base: Sequence[Mapping[str, Any]],
+                         now: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    fig, ax = _new_figure(figure_class)
+    sizes: set[int] = set()
+    for rows, label in ((base, "baseline"), (now, "now")):
+        rows = sorted(rows, key=lambda r: int(r["size"]))
+        sizes |= {int(r["size"]) for r in rows}
+        ax.plot([int(r["size"]) for r in rows], [float(r["busbw"]) for r in rows],
+                marker="o", label=label)
+    ticks = sorted(sizes)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([human_size(s) for s in ticks], rotation=45, ha="right")
+    ax.set_xlabel("message size")
+    ax.set_ylabel("busbw GB/s (10^9 bytes/s)")
+    ax.set_ylim(bottom=0)
+    ax.set_title("all_reduce bus bandwidth: baseline vs now")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return path
+
+
+def _plot_baseline_links(figure_class: Any, base: Mapping[str, float],
+                         now: Mapping[str, float], path: Path) -> Path:
+    """Grouped bars, one pair per link of the matrix (matched by name, else by order)."""
+    keys = sorted(base) if set(base) == set(now) else list(base)
+    now_vals = ([float(now[k]) for k in keys] if set(base) == set(now)
+                else [float(v) for v in list(now.values())[: len(keys)]])
+    fig, ax = _new_figure(figure_class)
+    xs = list(range(len(keys)))
+    ax.bar([x - 0.2 for x in xs], [float(base[k]) for k in keys], width=0.4, label="baseline")
+    ax.bar([x + 0.2 for x in xs[: len(now_vals)]], now_vals, width=0.4, label="now")
+    ax.set_xticks(xs)
+    ax.set_xticklabels(keys, rotation=45, ha="right")
+    ax.set_ylabel("GB/s, one direction")
+    ax.set_title("point-to-point links: baseline vs now")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    return path
+
+
+def compare_plots(base: Mapping[str, Any], now: Mapping[str, Any], out_dir: Path) -> list[Path]:
+    """Baseline-vs-now PNGs: busbw vs size, and every link of the link matrix."""
+    figure_class = _figure_class()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if base.get("allreduce_sweep") and now.get("allreduce_sweep"):
+        written.append(_plot_baseline_sweep(figure_class, base["allreduce_sweep"],
+                                            now["allreduce_sweep"], out_dir / BASELINE_BUSBW_PNG))
+    if base.get("link_matrix") and now.get("link_matrix"):
+        written.append(_plot_baseline_links(figure_class, base["link_matrix"],
+                                            now["link_matrix"], out_dir / BASELINE_LINKS_PNG))
+    return written

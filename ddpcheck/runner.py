@@ -29,6 +29,7 @@ from ddpcheck.launch import (
 from ddpcheck.nccl import parse_nccl_debug_transport
 from ddpcheck.postmortem import diagnose_launch, diagnose_ranks, torchrun_failed
 from ddpcheck.preflight import auto_nproc, node_preflight
+from ddpcheck.progress import Progress
 from ddpcheck.readiness import Expected
 from ddpcheck.report import (
     Report,
@@ -160,10 +161,15 @@ def _launch(cfg: Config, results_dir: Path, nproc: int,
         signal.signal(sig, raise_interrupted)
     with open(log_path, "w", encoding="utf-8") as log:
         follower = _Follower(log_path) if cfg.verbose else None
+        # -v streams torchrun's own output instead; -q prints the report only.
+        progress = None if cfg.quiet or cfg.verbose else Progress(results_dir)
+        ticker = follower or progress
         outcome = run_torchrun(argv, env, results_dir, start + cfg.timeout, log,
-                               on_tick=follower.tick if follower else None, nproc=nproc)
+                               on_tick=ticker.tick if ticker else None, nproc=nproc)
         if follower:
             follower.tick()
+        if progress:
+            progress.close()
     return outcome, _tail(log_path)
 
 
@@ -201,13 +207,20 @@ def _prepend_preflight(report: Report, status: str) -> None:
 
 def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
             extra: dict | None = None) -> int:
+    base = _compare_with_baseline(cfg, report)
     if cfg.plot_dir and report.measurements:
-        from ddpcheck.plots import write_plots
+        from ddpcheck.plots import compare_plots, write_plots
 
         cfg.plot_dir.mkdir(parents=True, exist_ok=True)
         paths = write_plots(report.measurements, cfg.plot_dir)
+        if base:
+            paths += compare_plots(base["measurements"], report.measurements, cfg.plot_dir)
         report.notes.append("plots: " + ", ".join(str(p) for p in paths))
     report.notes.append(f"results: {results_dir}  (rank files, torchrun.log)")
+    if cfg.junit_path:
+        from ddpcheck import junit
+
+        junit.write_if_whole(cfg.junit_path, report, results_dir, cfg.nodes)
     print(render_text(report), end="")
     if cfg.json_path:
         data = to_json(report, {"config": cfg.to_dict(), "nproc_per_node": nproc,
@@ -220,3 +233,14 @@ def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
     return report.exit_code
 
 
+def _compare_with_baseline(cfg: Config, report: Report) -> dict | None:
+    """--baseline: regressions become problems of this report (exit 1)."""
+    if not cfg.baseline:
+        return None
+    from ddpcheck.compare import load_report
+    from ddpcheck.compare_cli import against_baseline
+
+    found, notes = against_baseline(to_json(report), cfg.baseline, cfg.regression_ratio)
+    report.problems.extend(found)
+    report.notes.extend(notes)
+    return load_report(cfg.baseline, "--baseline")

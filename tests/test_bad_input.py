@@ -14,7 +14,8 @@ BAD = {"nodes": "two", "node_rank": "-1", "nproc_per_node": "0", "rdzv_endpoint"
        "rdzv_id": " ", "backend": "mpi", "gpus_per_replica": "1.5", "stages": "warp",
        "timeout": "-3", "probe_timeout": "soon", "rdzv_timeout": "0", "json_path": " ",
        "checkpoint_dir": " ", "results_dir": "/proc/ddpcheck-results", "expect_busbw": "fast",
-       "slow_link_ratio": "2", "plot_dir": " "}
+       "slow_link_ratio": "2", "plot_dir": " ", "junit_path": "/nonexistent/dir/r.xml",
+       "baseline": "/nonexistent/base.json", "regression_ratio": "1.5"}
 
 SCHEDULER = {  # Slurm/PBS variables ddpcheck reads for the job's shape
     "SLURM_JOB_NODELIST": "node[01-", "SLURM_JOB_NUM_NODES": "many", "SLURM_NODEID": "x",

@@ -35,7 +35,7 @@ def test_every_setting_has_a_flag_and_a_ddpcheck_variable():
     for name, flag, var, _ in config.SETTINGS:
         assert name in Config.__dataclass_fields__
         assert flag == "--" + name.replace("_", "-") or (name, flag) in (
-            ("json_path", "--json"), ("plot_dir", "--plot"))
+            ("json_path", "--json"), ("plot_dir", "--plot"), ("junit_path", "--junitxml"))
         assert var.startswith("DDPCHECK_")
 
 
@@ -77,8 +77,14 @@ def test_every_setting_parses_from_its_environment_variable(tmp_path):
            "DDPCHECK_PROBE_TIMEOUT": "7.5", "DDPCHECK_RDZV_TIMEOUT": "60",
            "DDPCHECK_JSON": str(tmp_path / "r.json"), "DDPCHECK_CHECKPOINT_DIR": "/shared/ck",
            "DDPCHECK_RESULTS_DIR": str(tmp_path / "res"), "DDPCHECK_EXPECT_BUSBW": "40",
-           "DDPCHECK_SLOW_LINK_RATIO": "0.3", "DDPCHECK_PLOT": str(tmp_path / "plots")}
+           "DDPCHECK_SLOW_LINK_RATIO": "0.3", "DDPCHECK_PLOT": str(tmp_path / "plots"),
+           "DDPCHECK_JUNITXML": str(tmp_path / "r.xml"),
+           "DDPCHECK_BASELINE": str(tmp_path / "base.json"),
+           "DDPCHECK_REGRESSION_RATIO": "0.7", "DDPCHECK_QUIET": "1"}
+    (tmp_path / "base.json").write_text('{"stages": [], "measurements": {}}')
     cfg = build({}, env)
+    assert cfg.junit_path == tmp_path / "r.xml" and cfg.baseline == tmp_path / "base.json"
+    assert cfg.regression_ratio == 0.7 and cfg.quiet
     assert cfg.expect_busbw == 40.0 and cfg.slow_link_ratio == 0.3
     assert cfg.plot_dir == tmp_path / "plots"
     assert cfg.nodes == 2 and cfg.node_rank == 1 and cfg.nproc_per_node is None
@@ -295,3 +301,29 @@ def test_endpoint_text_round_trips_through_the_parser():
 def test_config_is_frozen():
     with pytest.raises(AttributeError):
         build().nodes = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"DDPCHECK_QUIET": "maybe"}, "DDPCHECK_QUIET='maybe' (environment): expected 1/0"),
+    ({"DDPCHECK_REGRESSION_RATIO": "1.5"}, "DDPCHECK_REGRESSION_RATIO='1.5' (environment): "
+                                           "expected a ratio between 0 and 1"),
+    ({"DDPCHECK_BASELINE": "/nonexistent/base.json"}, "DDPCHECK_BASELINE /nonexistent/base.json"
+                                                      ": cannot read it"),
+    ({"DDPCHECK_JUNITXML": "/nonexistent/dir/r.xml"}, "directory /nonexistent/dir does not"),
+])
+def test_bad_progress_junit_and_baseline_values_are_one_line_usage_errors(env, message):
+    with pytest.raises(UsageError) as exc:
+        build({}, env)
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_baseline_that_is_not_a_report_is_a_usage_error(tmp_path):
+    bad = tmp_path / "base.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(UsageError, match="not a ddpcheck report"):
+        build({"baseline": str(bad)})
+
+
+def test_quiet_comes_from_the_flag_or_the_environment():
+    assert build({"quiet": True}).quiet and not build({}).quiet
+    assert not build({}, {"DDPCHECK_QUIET": "0"}).quiet

@@ -89,3 +89,16 @@ def test_plots_unavailable_without_matplotlib(tmp_path, monkeypatch):
 
 def test_plots_unavailable_is_a_runtime_error():
     assert issubclass(PlotsUnavailable, RuntimeError)
+
+
+@needs_matplotlib
+def test_compare_plots_draw_baseline_and_now_for_the_sweep_and_the_links(tmp_path):
+    from ddpcheck.plots import BASELINE_BUSBW_PNG, BASELINE_LINKS_PNG, compare_plots
+
+    base = {**measurements(), "link_matrix": {"a->b": 0.12, "b->a": 0.12}}
+    now = {**measurements(), "link_matrix": {"a->b": 0.04, "b->a": 0.12}}
+    paths = compare_plots(base, now, tmp_path)
+    assert [p.name for p in paths] == [BASELINE_BUSBW_PNG, BASELINE_LINKS_PNG]
+    for p in paths:
+        assert_png(p)
+    assert compare_plots({}, now, tmp_path / "none") == []

@@ -1,0 +1,88 @@
+"""Baselines on namespace hosts: ``compare`` names a link slowed by tc, and only that link.
+
+Test side only. Three hosts joined by a full mesh of veth links, each a 1 Gbit/s tc token
+bucket (so the network, not which host got a core, sets the figures). A baseline run, a
+second healthy run (no regression), then node0 <-> node2 slowed to 300 Mbit/s: ``ddpcheck run
+--baseline`` and ``ddpcheck compare`` must both report a regression naming that link, exit 1.
+The same runs prove the multi-node progress lines (the rank-0 node shows the world's, the
+others their own) and that the JUnit file of a real multi-node run parses.
+The 5-pair version of the healthy check is bench/compare_proof.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+from junitparser import JUnitXml
+
+PORT = 29500
+ARGS = ["--nproc-per-node", "1", "--stages", "rendezvous,bandwidth", "--rdzv-timeout", "40",
+        "--probe-timeout", "30", "--timeout", "200"]
+LINK_RATE, SLOW_RATE = "1gbit", "300mbit"
+
+
+def run_all(cluster, tmp_path, tag: str, *extra: str) -> list[tuple[int, str, str, dict]]:
+    """Run ddpcheck on every host; (exit code, stdout, stderr, report) per host."""
+    procs = []
+    for h in cluster.hosts:
+        js = tmp_path / f"{tag}-{h.name}.json"
+        argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(len(cluster.hosts)),
+                "--rdzv-endpoint", f"node0:{PORT}", "--json", str(js), *ARGS, *extra]
+        procs.append((h.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True), js))
+    out = []
+    for proc, js in procs:
+        stdout, stderr = proc.communicate(timeout=260)
+        assert js.exists(), stdout + stderr
+        out.append((proc.returncode, stdout, stderr, json.loads(js.read_text())))
+    return out
+
+
+def compare(base, new) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ddpcheck", "compare", str(base), str(new)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_compare_names_the_slowed_link_and_passes_a_healthy_pair(make_cluster, tmp_path):
+    cluster = make_cluster(3, topology="mesh")
+    for host in cluster.hosts:
+        host.rate_limit(LINK_RATE)
+    base = run_all(cluster, tmp_path, "base")
+    assert base[0][3]["ready"], base[0][3]["problems"]
+    again = run_all(cluster, tmp_path, "again")
+    assert again[0][3]["ready"], again[0][3]["problems"]
+    healthy = compare(tmp_path / "base-node0.json", tmp_path / "again-node0.json")
+    assert healthy.returncode == 0, healthy.stdout
+    assert "NO REGRESSION" in healthy.stdout
+
+    # Progress: the rank-0 node printed every node joining and the world's stage outcomes;
+    # another node printed its own rank only.
+    err0, err1 = again[0][2], again[1][2]
+    for node in ("node0", "node1", "node2"):
+        assert f"node {node} joined" in err0, err0
+    assert "bandwidth    PASS     3/3 ranks" in err0, err0
+    assert "bandwidth    PASS     1/1 ranks" in err1 and "node node0 joined" not in err1, err1
+
+    cluster[0].rate_limit_link(cluster[2], SLOW_RATE)
+    xml = tmp_path / "slow.xml"
+    slow = run_all(cluster, tmp_path, "slow", "--baseline", str(tmp_path / "base-node0.json"),
+                   "--junitxml", str(xml))
+    code, stdout, _, report = slow[0]
+    assert code == 1, stdout
+    regressions = [p for p in report["problems"] if p["code"] == "regression"]
+    placed = [p for p in regressions if p["hosts"]]  # those naming a link or a node
+    assert len(placed) == 1 and placed[0]["hosts"] == ["node0", "node2"], regressions
+    named = re.findall(r"link (\S+ -> \S+):", placed[0]["observed"])
+    assert named == ["node0 -> node2", "node2 -> node0"], placed[0]["observed"]
+
+    result = compare(tmp_path / "base-node0.json", tmp_path / "slow-node0.json")
+    assert result.returncode == 1, result.stdout
+    assert "link node0 -> node2" in result.stdout and "link node0 -> node1" not in [
+        line.split("  ")[0] for line in result.stdout.splitlines() if "REGRESSION" in line]
+
+    suites = {s.name: s for s in JUnitXml.fromfile(str(xml))}
+    assert suites["verdict"].failures == 1
+    assert suites["bandwidth"].tests == 3 * 4  # 3 ranks x the bandwidth stage's 4 probes
