@@ -30,6 +30,25 @@ def submit(slurm, tmp_path, nodes: int) -> tuple[str, int, str]:
     return state, code, out
 
 
+def test_sbatch_from_the_repository_root_with_a_non_editable_install(make_slurm, tmp_path):
+    """As README says: pip install . in the checkout, then sbatch from its root. The source
+    folder ddpcheck/ in the job's working directory must not shadow the installation."""
+    from installed import fresh_clone
+
+    clone, venv_env = fresh_clone(tmp_path / "fresh", install=True)
+    slurm = make_slurm(2)
+    env = {**slurm.env(), **QUICK, "PATH": venv_env["PATH"],
+           "VIRTUAL_ENV": venv_env["VIRTUAL_ENV"]}
+    res = slurm.run(["sbatch", "--parsable", "--nodes=2", f"--chdir={clone}",
+                     "jobs/slurm/ddpcheck.sbatch"], env=env, timeout=30, cwd=str(clone))
+    assert res.returncode == 0, res.stderr
+    job = res.stdout.strip().split(";")[0]
+    state, code = slurm.wait_job(job, timeout=180)
+    out = (clone / f"ddpcheck-{job}.out").read_text()
+    assert (state, code) == ("COMPLETED", 0), out
+    assert re.search(r"READY: 4 stages passed, 0 skipped, 2 ranks on 2 hosts", out), out
+
+
 def ddpcheck_step(slurm, tmp_path, srun_args, run_args=(), shell_prefix="", timeout=150):
     """srun one step of `ddpcheck run` from host 0; returns the CompletedProcess."""
     cmd = f"{shell_prefix}exec {sys.executable} -m ddpcheck run {' '.join(run_args)}"
