@@ -48,7 +48,8 @@ def _stage(node: ast.FunctionDef) -> str | None:
 DIAGNOSIS_MODULES = ("ddpcheck.diagnoses", "ddpcheck.nccl", "ddpcheck.interfaces",
                      "ddpcheck.netprobe", "ddpcheck.scheduler", "ddpcheck.shape",
                      "ddpcheck.checkin", "ddpcheck.peerprobe", "ddpcheck.cluster",
-                     "ddpcheck.links", "ddpcheck.straggler")
+                     "ddpcheck.links", "ddpcheck.straggler", "ddpcheck.board",
+                     "ddpcheck.fdlimit")
 
 
 def problems_markdown() -> str:

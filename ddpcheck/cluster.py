@@ -16,13 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddpcheck import board
+from ddpcheck.board import Board, Verdict
 from ddpcheck.checkin import (
+    ENDPOINT_NODE_STOPPED,
     ENDPOINT_NOT_A_STORE,
     NodeCard,
     host_store,
     join_store,
-    publish,
-    wait_for_nodes,
 )
 from ddpcheck.config import Config
 from ddpcheck.diagnoses import Problem, register
@@ -36,10 +37,13 @@ from ddpcheck.netprobe import (
     is_loopback,
     resolve,
 )
-from ddpcheck.peerprobe import Listener, exchange_results, judge_addresses, judge_peers, probe_peers
+from ddpcheck.peerprobe import CONNECT_TIMEOUT as PEER_TIMEOUT
+from ddpcheck.peerprobe import Listener, judge_addresses, judge_peers, peer_targets, probe_peers
 
 CONNECT_TIMEOUT = 3.0
 FINAL_WAIT = 10.0
+VERDICT_SLACK = 5.0  # beyond the host's own deadline, for clocks and a slow host
+PEER_VERDICT = "ddpcheck/peers/verdict"
 
 HOSTNAME_LOOPBACK = register(
     "hostname-loopback", "this node's hostname resolves to a loopback address",
@@ -74,6 +78,7 @@ class ClusterState:
     advertised: str = ""
     listener: Listener | None = None
     peers: dict[str, dict] = field(default_factory=dict)
+    verdict: Verdict | None = None
 
     def close(self) -> None:
         if self.listener:
@@ -134,16 +139,41 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
                      {i.name: [a.address for a in i.ipv4] for i in ifaces if i.is_up},
                      [p.to_dict() for p in local])
     try:
-        publish(st.store, st.me)
-        st.cards, st.problems = wait_for_nodes(st.store, st.me, deadline, expected_hosts)
+        _check_in(st, deadline, cfg.rdzv_timeout, expected_hosts)
         if not st.problems:
-            _probe_peers(st, port, deadline + CONNECT_TIMEOUT * 2)
+            _probe_peers(st, port)
         _settle(st)
     except (RuntimeError, ValueError, TimeoutError) as exc:  # the store's host went away
         st.problems.append(STORE_LOST.problem(
             f"the rendezvous store on {host}:{port} closed while {node} was checking in "
             f"({str(exc).splitlines()[0][:120]})", hosts=[host]))
     return st
+
+
+def _check_in(st: ClusterState, deadline: float, rdzv_timeout: float,
+              expected_hosts: Sequence[str]) -> None:
+    """Post this node's card; the host judges every card, the others wait for its verdict."""
+    assert st.me is not None
+    board.publish(st.store, st.me)
+    if st.is_host:
+        reader = Board(st.store, st.me, expected_hosts)
+        verdict = reader.collect(deadline)
+        board.publish_verdict(st.store, verdict)
+        st.cards = reader.cards
+    else:  # the host decides by its own deadline, at most rdzv_timeout after we joined
+        got = board.await_verdict(st.store, time.monotonic() + rdzv_timeout + VERDICT_SLACK)
+        verdict = got or Verdict([STORE_LOST.problem(
+            f"the endpoint node published no check-in verdict within {rdzv_timeout:g} s + "
+            f"{VERDICT_SLACK:g} s of {st.me.host} joining", hosts=[st.me.host])])
+        if verdict.stopped:
+            verdict.problems.insert(0, ENDPOINT_NODE_STOPPED.problem(
+                f"ddpcheck on {verdict.host} (the endpoint node) stopped before the check-in "
+                f"on its own problems: {', '.join(p.code for p in verdict.problems)}",
+                hosts=[verdict.host]))
+        st.cards = [NodeCard(h, st.me.nodes, st.me.run_id, st.me.nproc, 0, advertised=a,
+                             probe_port=p) for h, a, p in verdict.nodes]
+    st.verdict = verdict
+    st.problems += verdict.problems
 
 
 def _settle(st: ClusterState) -> None:
@@ -186,22 +216,72 @@ def _open_store(st: ClusterState, host: str, port: int, node: str, grace: float)
         try:
             st.store = join_store(host, port, timeout=CONNECT_TIMEOUT + 2)
             return True
-        except (RuntimeError, ValueError, TimeoutError) as exc:
+        except TimeoutError as exc:
             problem = ENDPOINT_NOT_A_STORE.problem(
                 f"TCP connect to {host}:{port} succeeds from {node}, but no c10d store answers "
                 f"there ({str(exc).splitlines()[0][:160]})", hosts=[host])
+        except (RuntimeError, ValueError) as exc:  # the peer closed: a store that stopped
+            problem = ENDPOINT_NODE_STOPPED.problem(
+                f"TCP connect to {host}:{port} succeeds from {node}, then the endpoint closed "
+                f"the connection before the store answered ({str(exc).splitlines()[0][:120]})",
+                cause="ddpcheck on the endpoint node stopped (its own report says why), or "
+                "another program holds the port and hangs up", hosts=[host])
     st.problems.append(problem)
     return False
 
 
-def _probe_peers(st: ClusterState, port: int, deadline: float) -> None:
-    assert st.me is not None
-    same = [c for c in st.cards if c.run_id == st.me.run_id]
-    st.problems += judge_addresses(same)
-    mine = probe_peers(st.me, same)
-    st.peers = exchange_results(st.store, st.me, mine, [c.host for c in same], deadline)
-    st.problems += judge_peers(st.peers, port)
+def _probe_peers(st: ClusterState, port: int) -> None:
+    """Probe the planned peers at once; the host judges every node's results, in one verdict.
+
+    The listener stays open until the verdict: peers may still be connecting to it.
+    """
+    assert st.me is not None and st.verdict is not None
+    nodes = st.verdict.nodes
+    hosts = [h for h, _, _ in nodes]
+    if st.me.host not in hosts:
+        return
+    index = hosts.index(st.me.host)
+    ep = hosts.index(st.verdict.host) if st.verdict.host in hosts else 0
+    targets = [nodes[j] for j in peer_targets(index, len(nodes), ep, st.me.run_id)]
+    mine = probe_peers((st.me.host, st.me.advertised, st.me.probe_port), targets)
+    board.post_results(st.store, index, mine)
+    if st.is_host:
+        st.peers = board.collect_results(st.store, nodes, time.monotonic() + PEER_TIMEOUT + 5)
+        silent = [h for h in hosts if h not in st.peers]
+        problems = judge_addresses([c for c in st.cards
+                                    if c.host in hosts and c.run_id == st.me.run_id])
+        problems += judge_peers(st.peers, port, silent)
+        board.publish_verdict(st.store, Verdict(problems, nodes, st.me.host), PEER_VERDICT)
+    else:
+        raw = board.await_key(st.store, PEER_VERDICT, time.monotonic() + PEER_TIMEOUT + 15)
+        problems = Verdict.from_json(raw).problems if raw is not None else [STORE_LOST.problem(
+            f"the endpoint node published no peer-probe verdict within {PEER_TIMEOUT + 15:g} s",
+            hosts=[st.verdict.host])]
+    st.problems += problems
     st.close()
+
+
+def announce_stop(cfg: Config, problems: list[Problem]) -> None:
+    """On the endpoint node stopping before the check-in: say why to the nodes that ask.
+
+    Hosts the store just long enough (until every other node has read the verdict, at most
+    FINAL_WAIT) that the others name this node and its problems instead of a refused port.
+    """
+    assert cfg.rdzv_endpoint is not None
+    host, port = cfg.rdzv_endpoint
+    res = resolve(host)
+    mine = {a.address for i in interfaces() for a in i.ipv4}
+    if not res.ok or res.addresses[0] not in mine or not bind_check(port).ok:
+        return
+    try:
+        store = host_store(port, timeout=FINAL_WAIT)
+        board.publish_verdict(store, Verdict(problems, [], socket.gethostname(), stopped=True))
+        end = time.monotonic() + FINAL_WAIT
+        while int(store.add(f"ddpcheck/settled/{cfg.rdzv_id}", 0)) < cfg.nodes - 1 \
+                and time.monotonic() < end:
+            time.sleep(0.1)
+    except (RuntimeError, ValueError):  # lost the port: the others see a refused or odd port
+        return
 
 
 def _unresolved(res: Any) -> Any:
