@@ -62,6 +62,23 @@ class Verdict:
                    str(data.get("host", "")), bool(data.get("stopped", False)))
 
 
+class CountedStore:
+    """A store proxy counting this node's operations, for the report's network figures."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.ops = store, 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.store, name)
+        if not callable(attr):
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.ops += 1
+            return attr(*args, **kwargs)
+        return counted
+
+
 # --- every node --------------------------------------------------------------------------
 def publish(store: Any, card: NodeCard) -> int:
     """Post this node's card (2 store operations); returns its index."""

@@ -79,6 +79,7 @@ class ClusterState:
     listener: Listener | None = None
     peers: dict[str, dict] = field(default_factory=dict)
     verdict: Verdict | None = None
+    figures: dict[str, Any] = field(default_factory=dict)  # network-only mode's report
 
     def close(self) -> None:
         if self.listener:
@@ -133,6 +134,7 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
             "other nodes", fix=fix, hosts=[node]))
     if not _open_store(st, host, port, node, cfg.rdzv_timeout):
         return st
+    st.store = board.CountedStore(st.store)
     st.listener = Listener()
     st.me = NodeCard(node, cfg.nodes, cfg.rdzv_id, nproc, os.getpid(), cfg.node_rank,
                      st.advertised, st.listener.port,
@@ -143,6 +145,7 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
         if not st.problems:
             _probe_peers(st, port)
         _settle(st)
+        st.figures["store_ops"] = st.store.ops
     except (RuntimeError, ValueError, TimeoutError) as exc:  # the store's host went away
         st.problems.append(STORE_LOST.problem(
             f"the rendezvous store on {host}:{port} closed while {node} was checking in "
@@ -155,6 +158,7 @@ def _check_in(st: ClusterState, deadline: float, rdzv_timeout: float,
     """Post this node's card; the host judges every card, the others wait for its verdict."""
     assert st.me is not None
     board.publish(st.store, st.me)
+    st.figures["joined_at"] = time.time()  # wall clock: comparable across the nodes
     if st.is_host:
         reader = Board(st.store, st.me, expected_hosts)
         verdict = reader.collect(deadline)
@@ -174,6 +178,7 @@ def _check_in(st: ClusterState, deadline: float, rdzv_timeout: float,
                              probe_port=p) for h, a, p in verdict.nodes]
     st.verdict = verdict
     st.problems += verdict.problems
+    st.figures["checkin_verdict_at"] = time.time()
 
 
 def _settle(st: ClusterState) -> None:
@@ -244,6 +249,7 @@ def _probe_peers(st: ClusterState, port: int) -> None:
     ep = hosts.index(st.verdict.host) if st.verdict.host in hosts else 0
     targets = [nodes[j] for j in peer_targets(index, len(nodes), ep, st.me.run_id)]
     mine = probe_peers((st.me.host, st.me.advertised, st.me.probe_port), targets)
+    st.figures["connections_out"] = len(mine)
     board.post_results(st.store, index, mine)
     if st.is_host:
         st.peers = board.collect_results(st.store, nodes, time.monotonic() + PEER_TIMEOUT + 5)
@@ -258,6 +264,9 @@ def _probe_peers(st: ClusterState, port: int) -> None:
             f"the endpoint node published no peer-probe verdict within {PEER_TIMEOUT + 15:g} s",
             hosts=[st.verdict.host])]
     st.problems += problems
+    st.figures["peer_verdict_at"] = time.time()
+    if st.listener:
+        st.figures["connections_in"] = st.listener.accepted
     st.close()
 
 

@@ -100,7 +100,7 @@ def _network_only(cfg: Config, st: ClusterState, problems: list[Problem], result
     nodes = len({c.host for c in st.cards}) or 1
     report.notes.append(f"network-only mode (--stages preflight): {nodes} node"
                         f"{'s' if nodes != 1 else ''} checked in and probed; no torchrun")
-    return _finish(cfg, report, results_dir, nproc)
+    return _finish(cfg, report, results_dir, nproc, {"network": st.figures})
 
 
 def _shape_problems(cfg: Config, job: JobEnv, nproc: int) -> list[Problem]:
