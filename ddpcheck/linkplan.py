@@ -28,6 +28,7 @@ from ddpcheck.links import link_figures, round_robin
 
 FULL_MATRIX_MAX = 32  # nodes; up to this, the whole matrix (N-1 rounds)
 SUSPECT_PARTNERS = 2
+MIN_PARTNERS = 4  # every node meets at least this many partners in the first rounds
 MAX_SUSPECT_SHARE = 0.25  # more suspects than this: the fabric itself is slow, no targeting
 
 Round = list[tuple[int, int]]
@@ -44,14 +45,54 @@ def initial_rounds(n: int) -> list[Round]:
         rounds.append([(0, n - 1)])
     else:
         rounds[1].append((0, n - 1))
+    met = {frozenset(p) for r in rounds for p in r}
     shift = 2
     while shift < n:
-        rounds.append([(i, i + shift) for i in range(n) if not i & shift and i + shift < n])
+        rounds.append(_shift_round(n, shift, met))
         shift *= 2
     half = n // 2
     if half & (half - 1):  # not a power of two: no shift round crossed the middle exactly
-        rounds.append([(i, i + half) for i in range(half)])
+        rounds.append([(i, i + half) for i in range(half) if frozenset((i, i + half)) not in met])
+    rounds += schedule(_top_up(n, rounds, met))
     return [sorted((min(a, b), max(a, b)) for a, b in r) for r in rounds if r]
+
+
+def _shift_round(n: int, shift: int, met: set[frozenset[int]]) -> Round:
+    """Pairs (i, i+shift), disjoint and new; past the end (N not a power of 2) wrapping."""
+    used: set[int] = set()
+    pairs: Round = []
+    for i in range(n):
+        if i in used:
+            continue
+        for j in (i + shift, (i + shift) % n, (i - shift) % n):
+            if j < n and j != i and j not in used and frozenset((i, j)) not in met:
+                pairs.append((i, j))
+                used.update((i, j))
+                met.add(frozenset((i, j)))
+                break
+    return pairs
+
+
+def _top_up(n: int, rounds: list[Round], met: set[frozenset[int]]) -> list[tuple[int, int]]:
+    """Extra partners for the few nodes the shifts left short (N not a power of two)."""
+    degree = {i: 0 for i in range(n)}
+    for r in rounds:
+        for a, b in r:
+            degree[a] += 1
+            degree[b] += 1
+    want = MIN_PARTNERS
+    extra = []
+    for i in (i for i in range(n) if degree[i] < want):
+        for k in range(n // 2, n // 2 + n):
+            j = (i + k) % n
+            if degree[i] >= want:
+                break
+            if j != i and frozenset((i, j)) not in met:
+                extra.append((min(i, j), max(i, j)))
+                met.add(frozenset((i, j)))
+                degree[i] += 1
+                degree[j] += 1
+    return extra
 
 
 def suspects(n: int, matrix: Mapping[tuple[int, int], float], slow_ratio: float) -> list[int]:
