@@ -13,11 +13,11 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ddpcheck import board
-from ddpcheck.board import Board, Verdict
+from ddpcheck import nodeflow as flow
+from ddpcheck.board import Verdict
 from ddpcheck.checkin import (
     ENDPOINT_NODE_STOPPED,
     ENDPOINT_NOT_A_STORE,
@@ -37,13 +37,11 @@ from ddpcheck.netprobe import (
     is_loopback,
     resolve,
 )
-from ddpcheck.peerprobe import CONNECT_TIMEOUT as PEER_TIMEOUT
-from ddpcheck.peerprobe import Listener, judge_addresses, judge_peers, peer_targets, probe_peers
+from ddpcheck.nodeflow import STORE_LOST, ClusterState
+from ddpcheck.peerprobe import Listener
 
 CONNECT_TIMEOUT = 3.0
 FINAL_WAIT = 10.0
-VERDICT_SLACK = 5.0  # beyond the host's own deadline, for clocks and a slow host
-PEER_VERDICT = "ddpcheck/peers/verdict"
 
 HOSTNAME_LOOPBACK = register(
     "hostname-loopback", "this node's hostname resolves to a loopback address",
@@ -51,10 +49,6 @@ HOSTNAME_LOOPBACK = register(
     "the other nodes, which connect to themselves",
     "fix /etc/hosts so the hostname resolves to the cluster address, or set "
     "GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the cluster interface")
-STORE_LOST = register(
-    "rendezvous-store-lost", "the rendezvous store went away during check-in",
-    "ddpcheck on the endpoint node stopped (a problem it found, Ctrl-C, or the node failed)",
-    "read the endpoint node's own report; it names the problem that stopped it")
 TWO_LAUNCHERS = register(
     "two-launchers-on-node", "more than one ddpcheck runs on one node",
     "the job starts ddpcheck once per task instead of once per node (or it was started twice)",
@@ -64,27 +58,6 @@ ENDPOINT_LOOPBACK = register(
     "endpoint-loopback", "the rendezvous endpoint is a loopback address on a multi-node run",
     "localhost/127.x only reaches the node itself; the other nodes cannot join",
     "pass --rdzv-endpoint with node rank 0's cluster address or name")
-
-
-@dataclass
-class ClusterState:
-    """What the multi-node steps found; ``store`` stays open until the run ends."""
-
-    problems: list[Problem] = field(default_factory=list)
-    cards: list[NodeCard] = field(default_factory=list)
-    me: NodeCard | None = None
-    store: Any = None
-    is_host: bool = False
-    advertised: str = ""
-    listener: Listener | None = None
-    peers: dict[str, dict] = field(default_factory=dict)
-    verdict: Verdict | None = None
-    figures: dict[str, Any] = field(default_factory=dict)  # network-only mode's report
-
-    def close(self) -> None:
-        if self.listener:
-            self.listener.close()
-            self.listener = None
 
 
 def advertised_address(env: dict[str, str], backend: str, ifaces: Sequence[Interface],
@@ -141,61 +114,16 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
                      {i.name: [a.address for a in i.ipv4] for i in ifaces if i.is_up},
                      [p.to_dict() for p in local])
     try:
-        _check_in(st, deadline, cfg.rdzv_timeout, expected_hosts)
+        flow.check_in(st, deadline, cfg.rdzv_timeout, expected_hosts)
         if not st.problems:
-            _probe_peers(st, port)
-        _settle(st)
+            flow.probe_peers(st, port)
+        flow.settle(st)
         st.figures["store_ops"] = st.store.ops
     except (RuntimeError, ValueError, TimeoutError) as exc:  # the store's host went away
         st.problems.append(STORE_LOST.problem(
             f"the rendezvous store on {host}:{port} closed while {node} was checking in "
             f"({str(exc).splitlines()[0][:120]})", hosts=[host]))
     return st
-
-
-def _check_in(st: ClusterState, deadline: float, rdzv_timeout: float,
-              expected_hosts: Sequence[str]) -> None:
-    """Post this node's card; the host judges every card, the others wait for its verdict."""
-    assert st.me is not None
-    board.publish(st.store, st.me)
-    st.figures["joined_at"] = time.time()  # wall clock: comparable across the nodes
-    if st.is_host:
-        reader = Board(st.store, st.me, expected_hosts)
-        verdict = reader.collect(deadline)
-        board.publish_verdict(st.store, verdict)
-        st.cards = reader.cards
-    else:  # the host decides by its own deadline, at most rdzv_timeout after we joined
-        got = board.await_verdict(st.store, time.monotonic() + rdzv_timeout + VERDICT_SLACK)
-        verdict = got or Verdict([STORE_LOST.problem(
-            f"the endpoint node published no check-in verdict within {rdzv_timeout:g} s + "
-            f"{VERDICT_SLACK:g} s of {st.me.host} joining", hosts=[st.me.host])])
-        if verdict.stopped:
-            verdict.problems.insert(0, ENDPOINT_NODE_STOPPED.problem(
-                f"ddpcheck on {verdict.host} (the endpoint node) stopped before the check-in "
-                f"on its own problems: {', '.join(p.code for p in verdict.problems)}",
-                hosts=[verdict.host]))
-        st.cards = [NodeCard(h, st.me.nodes, st.me.run_id, st.me.nproc, 0, advertised=a,
-                             probe_port=p) for h, a, p in verdict.nodes]
-    st.verdict = verdict
-    st.problems += verdict.problems
-    st.figures["checkin_verdict_at"] = time.time()
-
-
-def _settle(st: ClusterState) -> None:
-    """Every node says it has judged; the store's host waits for that before going on.
-
-    Without it, a host that stops on a problem closes the store while slower nodes are
-    still reading the cards that explain why.
-    """
-    assert st.me is not None
-    key = f"ddpcheck/settled/{st.me.run_id}"
-    st.store.add(key, 1)
-    if not st.is_host:
-        return
-    n = len([c for c in st.cards if c.run_id == st.me.run_id]) or 1
-    end = time.monotonic() + FINAL_WAIT
-    while int(st.store.add(key, 0)) < n and time.monotonic() < end:
-        time.sleep(0.05)
 
 
 def _open_store(st: ClusterState, host: str, port: int, node: str, grace: float) -> bool:
@@ -233,41 +161,6 @@ def _open_store(st: ClusterState, host: str, port: int, node: str, grace: float)
                 "another program holds the port and hangs up", hosts=[host])
     st.problems.append(problem)
     return False
-
-
-def _probe_peers(st: ClusterState, port: int) -> None:
-    """Probe the planned peers at once; the host judges every node's results, in one verdict.
-
-    The listener stays open until the verdict: peers may still be connecting to it.
-    """
-    assert st.me is not None and st.verdict is not None
-    nodes = st.verdict.nodes
-    hosts = [h for h, _, _ in nodes]
-    if st.me.host not in hosts:
-        return
-    index = hosts.index(st.me.host)
-    ep = hosts.index(st.verdict.host) if st.verdict.host in hosts else 0
-    targets = [nodes[j] for j in peer_targets(index, len(nodes), ep, st.me.run_id)]
-    mine = probe_peers((st.me.host, st.me.advertised, st.me.probe_port), targets)
-    st.figures["connections_out"] = len(mine)
-    board.post_results(st.store, index, mine)
-    if st.is_host:
-        st.peers = board.collect_results(st.store, nodes, time.monotonic() + PEER_TIMEOUT + 5)
-        silent = [h for h in hosts if h not in st.peers]
-        problems = judge_addresses([c for c in st.cards
-                                    if c.host in hosts and c.run_id == st.me.run_id])
-        problems += judge_peers(st.peers, port, silent)
-        board.publish_verdict(st.store, Verdict(problems, nodes, st.me.host), PEER_VERDICT)
-    else:
-        raw = board.await_key(st.store, PEER_VERDICT, time.monotonic() + PEER_TIMEOUT + 15)
-        problems = Verdict.from_json(raw).problems if raw is not None else [STORE_LOST.problem(
-            f"the endpoint node published no peer-probe verdict within {PEER_TIMEOUT + 15:g} s",
-            hosts=[st.verdict.host])]
-    st.problems += problems
-    st.figures["peer_verdict_at"] = time.time()
-    if st.listener:
-        st.figures["connections_in"] = st.listener.accepted
-    st.close()
 
 
 def announce_stop(cfg: Config, problems: list[Problem]) -> None:

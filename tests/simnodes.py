@@ -1,15 +1,14 @@
 """Simulated nodes driving the real check-in and peer-probe verdict code through one store.
 
-Test and bench side only. Each simulated node is a thread running ddpcheck.cluster's own
-check-in steps (card, verdict, peer results, peer verdict, settle) against a shared
-:class:`counting_store.CountingStore`, so the operation counts are those of the real
-protocol. Only the TCP connects of the peer probes are simulated (``refusing`` names a node
+Test and bench side only. Each simulated node runs ddpcheck.nodeflow's own steps (card,
+verdict, peer results, peer verdict, settle), phase by phase in one thread, against a
+shared :class:`counting_store.CountingStore`, so the operation counts are those of the
+real protocol. Only the TCP connects of the peer probes are simulated (``refusing`` names a node
 every connect to which times out), so 1,024 nodes fit in one process.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +17,10 @@ from unittest import mock
 import torch.distributed as dist
 from counting_store import CountingStore
 
-from ddpcheck import cluster
+from ddpcheck import nodeflow as flow
+from ddpcheck import peerprobe
 from ddpcheck.checkin import NodeCard
-from ddpcheck.cluster import ClusterState
+from ddpcheck.nodeflow import ClusterState
 
 
 @dataclass
@@ -37,28 +37,36 @@ class SimResult:
 
 
 def simulate(n: int, refusing: str | None = None, rdzv_timeout: float = 60.0) -> SimResult:
-    """Run the real check-in of n simulated nodes (node0000 hosts the store)."""
+    """Run the real check-in of n simulated nodes (node0000 hosts the store), phase by phase.
+
+    Every node posts its card; the host decides; every other node receives the verdict;
+    every node probes (connects simulated) and posts; the host decides; the others receive;
+    all settle. Each step is ddpcheck.nodeflow's own, in the order a real node runs it.
+    """
     store = CountingStore(dist.HashStore())
     states = [_state(store, i, n) for i in range(n)]
+    host, others = states[0], states[1:]
 
     def fake_probe(me: tuple[str, str, int], targets: list[tuple[str, str, int]],
                    timeout: float = 3.0) -> dict[str, dict[str, Any]]:
         return {h: {"address": f"{a}:{p}", "outcome": "timeout" if h == refusing else "ok",
                     "elapsed": 0.001, "error": ""} for h, a, p in targets}
 
-    def node(st: ClusterState) -> None:
-        cluster._check_in(st, time.monotonic() + rdzv_timeout, rdzv_timeout, ())
-        if not st.problems:
-            cluster._probe_peers(st, 29500)
-        cluster._settle(st)
-
     start = time.monotonic()
-    with mock.patch.object(cluster, "probe_peers", fake_probe):
-        threads = [threading.Thread(target=node, args=(st,), daemon=True) for st in states]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(rdzv_timeout + 60)
+    with mock.patch.object(peerprobe, "probe_peers", fake_probe):
+        for st in states:
+            flow.post_card(st)
+        flow.decide_check_in(host, time.monotonic() + rdzv_timeout, ())
+        for st in others:
+            flow.receive_check_in(st, rdzv_timeout)
+        members = [st for st in states if not st.problems and flow.probe_peers_step(st)]
+        if host in members:
+            flow.decide_peers(host, 29500)
+        for st in members:
+            if st is not host:
+                flow.receive_peers(st)
+        for st in others + [host]:
+            flow.settle(st)
     return SimResult(store, states, time.monotonic() - start)
 
 
