@@ -295,3 +295,12 @@ def test_endpoint_text_round_trips_through_the_parser():
 def test_config_is_frozen():
     with pytest.raises(AttributeError):
         build().nodes = 3  # type: ignore[misc]
+
+
+def test_preflight_alone_is_the_network_only_mode() -> None:
+    from ddpcheck.config import NETWORK_ONLY, parse_run_stages
+    from ddpcheck.stages import STAGES
+
+    assert parse_run_stages("preflight") == NETWORK_ONLY == ("preflight",)
+    assert parse_run_stages("preflight,collectives") == ("collectives",)  # preflight always runs
+    assert parse_run_stages("all") == tuple(STAGES)
