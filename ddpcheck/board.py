@@ -125,18 +125,27 @@ class Board:
     refused: list[Problem] = field(default_factory=list)
     read: int = 0
     count: int = 0
+    pending: set[int] = field(default_factory=set)  # indices counted, card not yet set
+    taken: set[int] = field(default_factory=set)
 
     def poll(self) -> None:
         """Read the cards posted since the last poll (1 add + 1 check + 1 multi_get)."""
         self.count = int(self.store.add(COUNT_KEY, 0))
-        cap = self.me.nodes + EXTRA_CARDS
-        upto = min(self.count, cap)
-        keys = [f"{PREFIX}/{i}" for i in range(self.read, upto)]
-        if not keys or not self.store.check(keys):  # a card is posted just after its index
+        upto = min(self.count, self.me.nodes + EXTRA_CARDS)
+        todo = sorted(self.pending | set(range(self.read, upto)))
+        self.read = max(self.read, upto)
+        if not todo:
             return
-        for i, raw in zip(range(self.read, upto), self.store.multi_get(keys)):
+        keys = [f"{PREFIX}/{i}" for i in todo]
+        if not self.store.check(keys):  # a card is set just after its index: or never, if
+            # that node died in between; read the others, and retry the missing ones later
+            todo = [i for i, k in zip(todo, keys) if self.store.check([k])]
+            keys = [f"{PREFIX}/{i}" for i in todo]
+        self.pending = self.pending | set(range(self.read)) - set(todo) - self.taken
+        for i, raw in zip(todo, self.store.multi_get(keys) if keys else []):
             self._take(i, bytes(raw))
-        self.read = upto
+            self.taken.add(i)
+        self.pending -= self.taken
 
     def _take(self, index: int, raw: bytes) -> None:
         try:

@@ -131,3 +131,13 @@ def test_one_node_refusing_connections_is_named_on_every_simulated_node() -> Non
     for st in got.states:
         assert [(p.code, p.hosts) for p in st.problems] == [("peer-ports-blocked",
                                                               ("node0007",))]
+
+
+def test_a_node_that_died_between_its_index_and_its_card_does_not_hide_later_cards() -> None:
+    store = dist.HashStore()
+    a, c = card("a", 2), card("c", 2)
+    board.publish(store, a)
+    store.add(board.COUNT_KEY, 1)  # index 1 taken, card never set: that node was killed
+    board.publish(store, c)
+    v = Board(store, a).collect(time.monotonic() + 5)
+    assert v.problems == [] and [n[0] for n in v.nodes] == ["a", "c"]
