@@ -1,8 +1,8 @@
 """Stage *bandwidth*, continued: which node or link is slow, and who arrives last.
 
-Runs inside every worker. Pairwise links are measured between one leader rank per node,
-scheduled as a round-robin tournament (n-1 rounds, the pairs of a round at the same time),
-so the cost grows linearly with the number of nodes. Intra-node and cross-node all-reduce
+Runs inside every worker. Pairwise links are measured between one leader rank per node, in
+rounds planned by ddpcheck.linkplan (the pairs of a round at the same time): every pair up to
+32 nodes, O(log N) rounds above. Intra-node and cross-node all-reduce
 are measured on their own groups. Measurement stays apart from judgement: the figures are
 recorded, and ddpcheck.links turns them into verdicts.
 """
@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import links, nics, straggler
+from ddpcheck import linkplan, links, nics, straggler
 from ddpcheck.bandwidth import allreduce_busbw
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.measure import iterations, link_gbps, time_all_reduce
@@ -23,6 +23,7 @@ from ddpcheck.stages import stage
 
 P2P_TRIALS = 5
 STRAGGLER_ITERS = 20
+ROUND_S = 10.0  # one round of pair tests: 5 transfers each way, with margin
 INTRA_INTER_BYTES = 4 << 20
 
 
@@ -37,37 +38,60 @@ def _layout(world):
 
 @stage("bandwidth")
 def test_links_between_every_pair_of_nodes(pg, settings, record):
-    """Point-to-point GB/s between every pair of nodes, both ways; slow links/nodes named."""
+    """Point-to-point GB/s between node pairs, both ways; slow links and slow nodes named."""
     hosts, by_host = _layout(pg)
     if len(hosts) < 2:
         pytest.skip("pairwise links need at least 2 nodes")
     leaders = [by_host[h][0] for h in hosts]
     group = dist.new_group(leaders)  # every rank must call new_group, leaders or not
+    first = linkplan.initial_rounds(len(hosts))
     mine: dict[str, float] = {}
     start = time.monotonic()
+    played = len(first)
     if pg.rank in leaders:
         me = leaders.index(pg.rank)
-        for pairs in links.round_robin(len(hosts)):
-            for a, b in pairs:
-                if me in (a, b):
-                    for src, dst in ((a, b), (b, a)):
-                        rate = link_gbps(pg.rank, leaders[src], leaders[dst], P2P_TRIALS,
-                                         pg.device, pg.store,
-                                         f"link/{leaders[src]}-{leaders[dst]}")
-                        if pg.rank == leaders[src]:
-                            mine[f"{hosts[src]}->{hosts[dst]}"] = rate
-            dist.barrier(group=group)  # the next round starts when every pair is done
-    got = pg.exchange("links", mine)
+        _play(pg, first, me, leaders, hosts, mine, group, "first")
+        if len(hosts) > linkplan.FULL_MATRIX_MAX:  # every leader plans the same follow-ups
+            seen: list[dict[str, float]] = [{} for _ in leaders]
+            dist.all_gather_object(seen, mine, group=group)
+            index = {h: i for i, h in enumerate(hosts)}
+            so_far = {(index[k.split("->")[0]], index[k.split("->")[1]]): v
+                      for row in seen for k, v in row.items()}
+            more = linkplan.followup_rounds(len(hosts), so_far, settings.slow_link_ratio)
+            _play(pg, more, me, leaders, hosts, mine, group, "more")
+            played += len(more)
+    # the ranks that lead no node wait for the leaders: a deadline that grows with the rounds
+    budget = linkplan.round_budget(len(first) + 4, ROUND_S, pg.timeout)
+    got = pg.exchange("links", mine, timeout=budget)
     matrix = {tuple(k.split("->")): v for row in got.values.values() for k, v in row.items()}
     record.measure("link_matrix", {f"{a}->{b}": v for (a, b), v in matrix.items()})
     record.measure("link_hosts", hosts)
     record.measure("links_wall_s", round(time.monotonic() - start, 3))
+    record.measure("link_rounds", played)
     slowest = min(matrix.values()) if matrix else 0.0
     record.key_figure(f"slowest link {slowest:.2f} GB/s")
     problems = links.link_verdicts(matrix, settings.slow_link_ratio)
     if problems:
         raise ProblemFound(*[p.where(ranks=[by_host[h][0] for h in p.hosts if h in by_host])
                              for p in problems])
+
+
+def _play(pg, rounds, me, leaders, hosts, mine, group, phase) -> None:
+    """Measure this leader's pairs of each round, both ways; a barrier ends each round.
+
+    Each transfer's handshake goes through the store under a key of its own (phase, round,
+    pair): a pair measured again in the follow-ups never reads an old handshake.
+    """
+    for i, pairs in enumerate(rounds):
+        for a, b in pairs:
+            if me in (a, b):
+                for src, dst in ((a, b), (b, a)):
+                    rate = link_gbps(pg.rank, leaders[src], leaders[dst], P2P_TRIALS,
+                                     pg.device, pg.store,
+                                     f"link/{phase}{i}/{leaders[src]}-{leaders[dst]}")
+                    if pg.rank == leaders[src]:
+                        mine[f"{hosts[src]}->{hosts[dst]}"] = rate
+        dist.barrier(group=group)  # the next round starts when every pair is done
 
 
 @stage("bandwidth")

@@ -50,7 +50,8 @@ DIAGNOSIS_MODULES = ("ddpcheck.diagnoses", "ddpcheck.nccl", "ddpcheck.interfaces
                      "ddpcheck.checkin", "ddpcheck.peerprobe", "ddpcheck.cluster",
                      "ddpcheck.links", "ddpcheck.straggler", "ddpcheck.readiness",
                      "ddpcheck.userjob", "ddpcheck.explain.codes", "ddpcheck.gpustate",
-                     "ddpcheck.ncclstack", "ddpcheck.compare")
+                     "ddpcheck.ncclstack", "ddpcheck.compare", "ddpcheck.board",
+                     "ddpcheck.fdlimit")
 
 
 def problems_markdown() -> str:

@@ -4,9 +4,9 @@ Runs in the launcher of a multi-node run, before torchrun. The node that owns th
 address hosts a c10d TCPStore on the rendezvous port (torchrun's agents then join it as
 clients, ``is_host=false``), so only that one port has to be reachable, exactly as for the
 real job. Each node publishes a card (host, --nodes, run id, nproc, addresses, its own
-preflight problems); every node reads all cards and judges them the same way, so the
-cluster either goes on together or stops with the same diagnosis on every node, within
-the rendezvous deadline instead of torchrun's 600 s.
+preflight problems); the host judges the cards (:func:`judge`) and publishes one verdict
+(:mod:`ddpcheck.board`), so the cluster either goes on together or stops with the same
+diagnosis on every node, within the rendezvous deadline instead of torchrun's 600 s.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -22,9 +21,6 @@ from typing import Any
 
 from ddpcheck.consistency import odd_ranks
 from ddpcheck.diagnoses import Problem, register
-
-COUNT_KEY = "ddpcheck/checkin/count"
-
 
 NODE_MISSING = register(
     "node-missing", "nodes did not join before the rendezvous deadline",
@@ -51,6 +47,10 @@ ENDPOINT_NOT_A_STORE = register(
     "endpoint-not-a-store", "the rendezvous port answers, but not as a c10d store",
     "another program holds the port on the endpoint host (a stale job, a web server, ...)",
     "pick a free port (--rdzv-endpoint HOST:OTHER_PORT) or stop the program holding it")
+ENDPOINT_NODE_STOPPED = register(
+    "endpoint-node-stopped", "ddpcheck on the endpoint node stopped before the check-in",
+    "the endpoint node found a problem of its own (read its report) or was ended",
+    "fix the problem the endpoint node reports, then rerun on every node")
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,7 @@ class NodeCard:
     probe_port: int = 0  # this node's ephemeral test listener (see peerprobe)
     addresses: dict[str, list[str]] = field(default_factory=dict)
     problems: list[dict[str, Any]] = field(default_factory=list)  # this node's preflight
+    fqdn: str = ""  # the name a user's torchrun agent advertises (socket.getfqdn())
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -118,30 +119,6 @@ def join_store(host: str, port: int, timeout: float) -> Any:
 def _quiet_torch_logs() -> None:
     """c10d warns on every client connect in a netns without reverse DNS; it is noise here."""
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-
-
-def publish(store: Any, card: NodeCard) -> int:
-    index = int(store.add(COUNT_KEY, 1)) - 1
-    store.set(f"ddpcheck/checkin/{index}", card.to_json())
-    return index
-
-
-def read_cards(store: Any) -> list[NodeCard]:
-    count = int(store.add(COUNT_KEY, 0))
-    keys = [f"ddpcheck/checkin/{i}" for i in range(count)]
-    return [NodeCard.from_json(store.get(k)) for k in keys if store.check([k])]
-
-
-def wait_for_nodes(store: Any, me: NodeCard, deadline: float,
-                   expected_hosts: Sequence[str] = ()) -> tuple[list[NodeCard], list[Problem]]:
-    """Poll the cards until every node is in, a contradiction shows, or the deadline passes."""
-    while True:
-        cards = read_cards(store)
-        problems = judge(cards, me, expected_hosts, final=time.monotonic() >= deadline)
-        same = [c for c in cards if c.run_id == me.run_id]
-        if problems or len(same) >= me.nodes:
-            return cards, problems
-        time.sleep(0.2)
 
 
 def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str] = (),

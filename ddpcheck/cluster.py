@@ -13,16 +13,18 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from ddpcheck import board
+from ddpcheck import nodeflow as flow
+from ddpcheck.board import Verdict
 from ddpcheck.checkin import (
+    ENDPOINT_NODE_STOPPED,
     ENDPOINT_NOT_A_STORE,
     NodeCard,
     host_store,
     join_store,
-    publish,
-    wait_for_nodes,
 )
 from ddpcheck.config import Config
 from ddpcheck.diagnoses import Problem, register
@@ -36,7 +38,8 @@ from ddpcheck.netprobe import (
     is_loopback,
     resolve,
 )
-from ddpcheck.peerprobe import Listener, exchange_results, judge_addresses, judge_peers, probe_peers
+from ddpcheck.nodeflow import STORE_LOST, ClusterState
+from ddpcheck.peerprobe import Listener
 from ddpcheck.userjob import hosting_problem
 
 CONNECT_TIMEOUT = 3.0
@@ -48,10 +51,6 @@ HOSTNAME_LOOPBACK = register(
     "the other nodes, which connect to themselves",
     "fix /etc/hosts so the hostname resolves to the cluster address, or set "
     "GLOO_SOCKET_IFNAME (and NCCL_SOCKET_IFNAME) to the cluster interface")
-STORE_LOST = register(
-    "rendezvous-store-lost", "the rendezvous store went away during check-in",
-    "ddpcheck on the endpoint node stopped (a problem it found, Ctrl-C, or the node failed)",
-    "read the endpoint node's own report; it names the problem that stopped it")
 TWO_LAUNCHERS = register(
     "two-launchers-on-node", "more than one ddpcheck runs on one node",
     "the job starts ddpcheck once per task instead of once per node (or it was started twice)",
@@ -61,25 +60,6 @@ ENDPOINT_LOOPBACK = register(
     "endpoint-loopback", "the rendezvous endpoint is a loopback address on a multi-node run",
     "localhost/127.x only reaches the node itself; the other nodes cannot join",
     "pass --rdzv-endpoint with node rank 0's cluster address or name")
-
-
-@dataclass
-class ClusterState:
-    """What the multi-node steps found; ``store`` stays open until the run ends."""
-
-    problems: list[Problem] = field(default_factory=list)
-    cards: list[NodeCard] = field(default_factory=list)
-    me: NodeCard | None = None
-    store: Any = None
-    is_host: bool = False
-    advertised: str = ""
-    listener: Listener | None = None
-    peers: dict[str, dict] = field(default_factory=dict)
-
-    def close(self) -> None:
-        if self.listener:
-            self.listener.close()
-            self.listener = None
 
 
 def advertised_address(env: dict[str, str], backend: str, ifaces: Sequence[Interface],
@@ -133,39 +113,23 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
             "other nodes", fix=fix, hosts=[node]))
     if not _open_store(st, host, port, node, cfg.rdzv_timeout):
         return st
+    st.store = board.CountedStore(st.store)
     st.listener = Listener()
     st.me = NodeCard(node, cfg.nodes, cfg.rdzv_id, nproc, os.getpid(), cfg.node_rank,
                      st.advertised, st.listener.port,
                      {i.name: [a.address for a in i.ipv4] for i in ifaces if i.is_up},
-                     [p.to_dict() for p in local])
+                     [p.to_dict() for p in local], socket.getfqdn())
     try:
-        publish(st.store, st.me)
-        st.cards, st.problems = wait_for_nodes(st.store, st.me, deadline, expected_hosts)
+        flow.check_in(st, deadline, cfg.rdzv_timeout, expected_hosts)
         if not st.problems:
-            _probe_peers(st, port, deadline + CONNECT_TIMEOUT * 2)
-        _settle(st)
+            flow.probe_peers(st, port)
+        flow.settle(st)
+        st.figures["store_ops"] = st.store.ops
     except (RuntimeError, ValueError, TimeoutError) as exc:  # the store's host went away
         st.problems.append(STORE_LOST.problem(
             f"the rendezvous store on {host}:{port} closed while {node} was checking in "
             f"({str(exc).splitlines()[0][:120]})", hosts=[host]))
     return st
-
-
-def _settle(st: ClusterState) -> None:
-    """Every node says it has judged; the store's host waits for that before going on.
-
-    Without it, a host that stops on a problem closes the store while slower nodes are
-    still reading the cards that explain why.
-    """
-    assert st.me is not None
-    key = f"ddpcheck/settled/{st.me.run_id}"
-    st.store.add(key, 1)
-    if not st.is_host:
-        return
-    n = len([c for c in st.cards if c.run_id == st.me.run_id]) or 1
-    end = time.monotonic() + FINAL_WAIT
-    while int(st.store.add(key, 0)) < n and time.monotonic() < end:
-        time.sleep(0.05)
 
 
 def _open_store(st: ClusterState, host: str, port: int, node: str, grace: float) -> bool:
@@ -191,22 +155,41 @@ def _open_store(st: ClusterState, host: str, port: int, node: str, grace: float)
         try:
             st.store = join_store(host, port, timeout=CONNECT_TIMEOUT + 2)
             return True
-        except (RuntimeError, ValueError, TimeoutError) as exc:
+        except TimeoutError as exc:
             problem = ENDPOINT_NOT_A_STORE.problem(
                 f"TCP connect to {host}:{port} succeeds from {node}, but no c10d store answers "
                 f"there ({str(exc).splitlines()[0][:160]})", hosts=[host])
+        except (RuntimeError, ValueError) as exc:  # the peer closed: a store that stopped
+            problem = ENDPOINT_NODE_STOPPED.problem(
+                f"TCP connect to {host}:{port} succeeds from {node}, then the endpoint closed "
+                f"the connection before the store answered ({str(exc).splitlines()[0][:120]})",
+                cause="ddpcheck on the endpoint node stopped (its own report says why), or "
+                "another program holds the port and hangs up", hosts=[host])
     st.problems.append(problem)
     return False
 
 
-def _probe_peers(st: ClusterState, port: int, deadline: float) -> None:
-    assert st.me is not None
-    same = [c for c in st.cards if c.run_id == st.me.run_id]
-    st.problems += judge_addresses(same)
-    mine = probe_peers(st.me, same)
-    st.peers = exchange_results(st.store, st.me, mine, [c.host for c in same], deadline)
-    st.problems += judge_peers(st.peers, port)
-    st.close()
+def announce_stop(cfg: Config, problems: list[Problem]) -> None:
+    """On the endpoint node stopping before the check-in: say why to the nodes that ask.
+
+    Hosts the store just long enough (until every other node has read the verdict, at most
+    FINAL_WAIT) that the others name this node and its problems instead of a refused port.
+    """
+    assert cfg.rdzv_endpoint is not None
+    host, port = cfg.rdzv_endpoint
+    res = resolve(host)
+    mine = {a.address for i in interfaces() for a in i.ipv4}
+    if not res.ok or res.addresses[0] not in mine or not bind_check(port).ok:
+        return
+    try:
+        store = host_store(port, timeout=FINAL_WAIT)
+        board.publish_verdict(store, Verdict(problems, [], socket.gethostname(), stopped=True))
+        end = time.monotonic() + FINAL_WAIT
+        while int(store.add(f"ddpcheck/settled/{cfg.rdzv_id}", 0)) < cfg.nodes - 1 \
+                and time.monotonic() < end:
+            time.sleep(0.1)
+    except (RuntimeError, ValueError):  # lost the port: the others see a refused or odd port
+        return
 
 
 def _unresolved(res: Any) -> Any:

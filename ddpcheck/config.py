@@ -80,7 +80,7 @@ SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
     ("rdzv_id", "--rdzv-id", "DDPCHECK_RDZV_ID", lambda raw: _nonempty(raw, "a run id")),
     ("backend", "--backend", "DDPCHECK_BACKEND", parsing.choice("auto", "nccl", "gloo")),
     ("gpus_per_replica", "--gpus-per-replica", "DDPCHECK_GPUS_PER_REPLICA", parsing.positive_int),
-    ("stages", "--stages", "DDPCHECK_STAGES", parse_stages),
+    ("stages", "--stages", "DDPCHECK_STAGES", lambda raw: parse_run_stages(raw)),
     ("timeout", "--timeout", "DDPCHECK_TIMEOUT", parsing.positive_float),
     ("probe_timeout", "--probe-timeout", "DDPCHECK_PROBE_TIMEOUT", parsing.positive_float),
     ("rdzv_timeout", "--rdzv-timeout", "DDPCHECK_RDZV_TIMEOUT", parsing.positive_float),
@@ -100,6 +100,21 @@ SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
 )
 QUIET_ENV = "DDPCHECK_QUIET"
 
+
+
+NETWORK_ONLY = ("preflight",)
+
+
+def parse_run_stages(text: str) -> tuple[str, ...]:
+    """Stages of ``--stages``; ``preflight`` alone is the network-only mode.
+
+    Preflight always runs; named with other stages it adds nothing. Alone, the run stops
+    after preflight, check-in and peer probes: no torchrun, no worker.
+    """
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if names == ["preflight"]:
+        return NETWORK_ONLY
+    return parse_stages(",".join(n for n in names if n != "preflight") or "all")
 
 
 def _nonempty(raw: str, what: str) -> str:

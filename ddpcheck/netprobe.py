@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psutil
@@ -190,14 +191,20 @@ class BindResult:
     errno_name: str = ""
     holder_pid: int | None = None
     holder_name: str = ""
-    holder_cmdline: str = ""
+    holder_cmdline: str = ""  # only to recognise a second ddpcheck; never shown (secrets)
+    holder_user: str = ""
+    holder_exe: str = ""
 
     @property
     def holder(self) -> str:
-        """'pid 123 (python: torchrun ...)', or '' if unknown."""
+        """'pid 123 (user alice, /usr/bin/python3.11)', or '' if unknown.
+
+        The command line is left out: it can carry tokens and passwords.
+        """
         if self.holder_pid is None:
             return ""
-        what = ": ".join(x for x in (self.holder_name, self.holder_cmdline) if x)
+        what = ", ".join(x for x in (f"user {self.holder_user}" if self.holder_user else "",
+                                     self.holder_exe or self.holder_name) if x)
         return f"pid {self.holder_pid}" + (f" ({what})" if what else "")
 
 
@@ -211,28 +218,38 @@ def bind_check(port: int, addr: str = "0.0.0.0") -> BindResult:
         return BindResult(True, port, addr)
     except OSError as exc:
         name = errno.errorcode.get(exc.errno or 0, "")
-        pid, pname, cmd = _port_holder(port) if exc.errno == errno.EADDRINUSE else (None, "", "")
-        return BindResult(False, port, addr, _errno_text(exc), name, pid, pname, cmd)
+        pid, pname, cmd, user, exe = (_port_holder(port) if exc.errno == errno.EADDRINUSE
+                                      else (None, "", "", "", ""))
+        return BindResult(False, port, addr, _errno_text(exc), name, pid, pname, cmd, user, exe)
     finally:
         sock.close()
 
 
-def _port_holder(port: int) -> tuple[int | None, str, str]:
-    """(pid, name, cmdline) of the process listening on TCP port; (None, '', '') if unseen."""
+def _port_holder(port: int) -> tuple[int | None, str, str, str, str]:
+    """(pid, name, cmdline, user, executable) of the process listening on TCP port."""
     try:
         conns = psutil.net_connections(kind="tcp")
     except (psutil.Error, OSError):
-        return None, "", ""
+        return None, "", "", "", ""
     mine = [c for c in conns if c.laddr and c.laddr.port == port and c.pid is not None]
     mine.sort(key=lambda c: c.status != psutil.CONN_LISTEN)
     if not mine:
-        return None, "", ""
+        return None, "", "", "", ""
     pid = int(mine[0].pid)
     try:
         proc = psutil.Process(pid)
-        return pid, proc.name(), " ".join(proc.cmdline())
+        with proc.oneshot():
+            return pid, proc.name(), " ".join(proc.cmdline()), _safe(proc.username), \
+                _safe(proc.exe)
     except (psutil.Error, OSError):
-        return pid, "", ""
+        return pid, "", "", "", ""
+
+
+def _safe(getter: Callable[[], str]) -> str:
+    try:
+        return getter()
+    except (psutil.Error, OSError, KeyError):  # KeyError: a uid with no passwd entry
+        return ""
 
 
 # --- descriptions (pure) --------------------------------------------------------------------

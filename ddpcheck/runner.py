@@ -16,8 +16,9 @@ from pathlib import Path
 
 from ddpcheck import cluster, results
 from ddpcheck.cluster import ClusterState
-from ddpcheck.config import Config, new_run_id
+from ddpcheck.config import NETWORK_ONLY, Config, new_run_id
 from ddpcheck.diagnoses import Problem
+from ddpcheck.fdlimit import open_files_problems
 from ddpcheck.launch import (
     LaunchOutcome,
     default_results_dir,
@@ -56,12 +57,18 @@ def run(cfg: Config) -> int:
     job = detect(env)
     shape = _shape_problems(cfg, job, nproc)
     pre = node_preflight(cfg, env, nproc) + shape
+    if cfg.stages != NETWORK_ONLY:
+        pre += open_files_problems(nproc * cfg.nodes, nproc, socket.gethostname())
     st = ClusterState()
     # A job-level contradiction (same on every node) is reported by each node on its own:
     # checking in would only add noise (two launchers on one node fighting for the port).
     if cfg.nodes > 1 and not shape:
         st = cluster.connect(cfg, env, nproc, pre, start + cfg.rdzv_timeout, job.nodes)
         pre = merge_problems([*pre, *st.problems])
+    elif cfg.nodes > 1:
+        cluster.announce_stop(cfg, shape)  # the endpoint node says why, then stops
+    if cfg.stages == NETWORK_ONLY:
+        return _network_only(cfg, st, pre, results_dir, nproc, start)
     if pre:
         report = build_report({}, cfg.stages, pre, time.monotonic() - start, nproc * cfg.nodes)
         report.nodes = sorted({c.host for c in st.cards} | {socket.gethostname()})
@@ -128,6 +135,19 @@ def _adopt(report: Report, whole: cluster.Outcome | Problem) -> None:
 def _exit_tails(exits: dict[int, dict]) -> list[str]:
     return [f"rank {r}: {ln}" for r, ex in sorted(exits.items())
             if not ex.get("finished") or ex.get("session_error") for ln in ex.get("tail", [])[-3:]]
+
+
+def _network_only(cfg: Config, st: ClusterState, problems: list[Problem], results_dir: Path,
+                  nproc: int, start: float) -> int:
+    """``--stages preflight``: the report of preflight, check-in and peer probes; no torchrun."""
+    report = build_report({}, (), problems, time.monotonic() - start, nproc * cfg.nodes)
+    report.nodes = sorted({c.host for c in st.cards} | {socket.gethostname()})
+    _prepend_preflight(report, results.FAIL if problems else results.PASS)
+    st.close()
+    nodes = len({c.host for c in st.cards}) or 1
+    report.notes.append(f"network-only mode (--stages preflight): {nodes} node"
+                        f"{'s' if nodes != 1 else ''} checked in and probed; no torchrun")
+    return _finish(cfg, report, results_dir, nproc, {"network": st.figures})
 
 
 def _shape_problems(cfg: Config, job: JobEnv, nproc: int) -> list[Problem]:

@@ -96,11 +96,12 @@ def peers_to_check(me: str, hosts: Sequence[str], limit: int = FULL_CHECK_NODES,
 
 
 def judge_names(me: str, fqdns: Mapping[str, str], addresses: Mapping[str, Sequence[str]],
-                resolve: Callable[[str], list[str]], limit: int = FULL_CHECK_NODES
-                ) -> list[Problem]:
+                resolve: Callable[[str], list[str]], limit: int = FULL_CHECK_NODES,
+                include_self: bool = False) -> list[Problem]:
     """Resolve peers' advertised FQDNs here; each must give an address of that peer."""
     problems = []
-    for host in peers_to_check(me, list(fqdns), limit):
+    targets = peers_to_check(me, list(fqdns), limit)
+    for host in ([me] if include_self and me in fqdns else []) + targets:
         name = fqdns[host]
         try:
             got = resolve(name)

@@ -14,10 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-import torch.distributed as dist
 
-from ddpcheck import checkin, diagnoses
-from ddpcheck.checkin import NodeCard, judge, publish, read_cards, wait_for_nodes
+from ddpcheck import board, checkin, diagnoses
+from ddpcheck.checkin import NodeCard, judge
 
 
 def card(host: str, nodes: int = 2, run_id: str = "job-1", nproc: int = 4, **kw: Any
@@ -160,61 +159,17 @@ def test_cards_of_another_run_do_not_carry_their_problems_over() -> None:
 
 # --- check-in through a real store -----------------------------------------------------------
 
-def test_publish_and_read_cards_through_a_hash_store() -> None:
-    store = dist.HashStore()
-    assert read_cards(store) == []
-    a, b = card("a"), card("b")
-    assert (publish(store, a), publish(store, b)) == (0, 1)
-    assert read_cards(store) == [a, b]
-
-
-def test_wait_for_nodes_returns_as_soon_as_every_node_is_in() -> None:
-    store = dist.HashStore()
-    a, b = card("a"), card("b")
-    publish(store, a)
-    timer = threading.Timer(0.1, publish, (store, b))
-    timer.start()
-    start = time.monotonic()
-    try:
-        cards, problems = wait_for_nodes(store, a, time.monotonic() + 30, ["a", "b"])
-    finally:
-        timer.cancel()
-    assert (cards, problems) == ([a, b], [])
-    assert time.monotonic() - start < 3.0  # the deadline is 30 s away
-
-
-def test_wait_for_nodes_stops_at_the_deadline_naming_the_missing_node() -> None:
-    store = dist.HashStore()
-    a = card("a")
-    publish(store, a)
-    start = time.monotonic()
-    cards, problems = wait_for_nodes(store, a, start + 0.3, ["a", "b"])
-    elapsed = time.monotonic() - start
-    assert cards == [a]
-    assert codes(problems) == ["node-missing"] and problems[0].hosts == ("b",)
-    assert 0.3 <= elapsed < 2.0
-
-
-def test_wait_for_nodes_stops_at_once_on_a_contradiction() -> None:
-    store = dist.HashStore()
-    a = card("a", nodes=3)
-    publish(store, a)
-    publish(store, card("b", nodes=2))
-    start = time.monotonic()
-    _, problems = wait_for_nodes(store, a, start + 30)
-    assert codes(problems) == ["nodes-mismatch"]
-    assert time.monotonic() - start < 1.0
-
-
 def test_check_in_through_a_tcp_store_on_loopback() -> None:
     port = free_port()
     host = checkin.host_store(port, timeout=5)
     client = checkin.join_store("127.0.0.1", port, timeout=5)
     a, b = card("a"), card("b")
-    publish(host, a)
-    publish(client, b)
-    assert wait_for_nodes(client, b, time.monotonic() + 5) == ([a, b], [])
-    assert wait_for_nodes(host, a, time.monotonic() + 5) == ([a, b], [])
+    board.publish(host, a)
+    board.publish(client, b)
+    verdict = board.Board(host, a).collect(time.monotonic() + 5)
+    board.publish_verdict(host, verdict)
+    got = board.await_verdict(client, time.monotonic() + 5)
+    assert got is not None and got.problems == [] and [n[0] for n in got.nodes] == ["a", "b"]
 
 
 @pytest.fixture

@@ -139,7 +139,7 @@ def test_an_unresolvable_endpoint_stops_before_the_store(monkeypatch: pytest.Mon
     assert st.store is None
 
 
-# --- ClusterState and share_final ----------------------------------------------------------
+# --- ClusterState and the shared end of the run ----------------------------------------------------------
 
 def test_closing_the_state_closes_the_listener_once() -> None:
     st = cluster.ClusterState(listener=cluster.Listener("127.0.0.1"))
@@ -202,3 +202,37 @@ def test_release_counts_the_readers_and_the_store_host_waits_for_them() -> None:
     cluster.release(other)
     cluster.release(st, wait=5.0)  # both have read: returns at once
     assert int(st.store.add("ddpcheck/final/job-1/read", 0)) == 2
+
+
+def test_an_endpoint_node_that_stops_early_tells_the_others_why() -> None:
+    import socket
+    import threading
+    import time
+
+    from ddpcheck import checkin, nodeflow
+    from ddpcheck.checkin import NodeCard
+    from ddpcheck.config import Config
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = Config(nodes=2, rdzv_endpoint=("127.0.0.1", port), rdzv_id="job")
+    why = checkin.NODES_MISMATCH.problem("a started with --nodes 2; b started with --nodes 3")
+    host = threading.Thread(target=cluster.announce_stop, args=(cfg, [why]), daemon=True)
+    host.start()
+    start = time.monotonic()
+    store = None
+    while store is None and time.monotonic() - start < 10:
+        try:
+            store = checkin.join_store("127.0.0.1", port, timeout=2)
+        except (RuntimeError, TimeoutError):
+            time.sleep(0.1)
+    st = nodeflow.ClusterState(store=store)
+    st.me = NodeCard("b", 2, "job", 2, 1)
+    nodeflow.receive_check_in(st, rdzv_timeout=5)
+    nodeflow.settle(st)
+    host.join(15)
+    assert not host.is_alive()
+    assert [p.code for p in st.problems] == ["endpoint-node-stopped", "nodes-mismatch"]
+    assert "stopped before the check-in on its own problems: nodes-mismatch" in \
+        st.problems[0].observed

@@ -327,3 +327,12 @@ def test_a_baseline_that_is_not_a_report_is_a_usage_error(tmp_path):
 def test_quiet_comes_from_the_flag_or_the_environment():
     assert build({"quiet": True}).quiet and not build({}).quiet
     assert not build({}, {"DDPCHECK_QUIET": "0"}).quiet
+
+
+def test_preflight_alone_is_the_network_only_mode() -> None:
+    from ddpcheck.config import NETWORK_ONLY, parse_run_stages
+    from ddpcheck.stages import STAGES
+
+    assert parse_run_stages("preflight") == NETWORK_ONLY == ("preflight",)
+    assert parse_run_stages("preflight,collectives") == ("collectives",)  # preflight always runs
+    assert parse_run_stages("all") == tuple(STAGES)

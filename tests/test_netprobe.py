@@ -221,3 +221,13 @@ def test_describe_real_refused_probe():
     p = describe_connect(netprobe.tcp_connect("localhost", port, 1.0), "localhost", port, "me")
     assert p is not None and p.code == "endpoint-refused"
     assert p.observed.startswith(f"TCP connect to localhost:{port} (127.0.0.1) refused")
+
+
+def test_the_holder_is_named_by_pid_user_and_executable_never_its_command_line(listener):
+    import getpass
+    import sys
+
+    r = netprobe.bind_check(listener.getsockname()[1], "0.0.0.0")
+    exe = os.path.realpath(sys.executable)
+    assert r.holder == f"pid {os.getpid()} (user {getpass.getuser()}, {exe})"
+    assert "pytest" not in r.holder  # the command line (tokens, passwords) is never shown

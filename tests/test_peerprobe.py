@@ -5,22 +5,17 @@ Listeners and probes only use 127.0.0.1; the exchange runs through an in-process
 
 from __future__ import annotations
 
-import json
+import math
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 
 import pytest
-import torch.distributed as dist
 
 from ddpcheck import peerprobe
 from ddpcheck.checkin import NodeCard
-from ddpcheck.peerprobe import (
-    Listener,
-    exchange_results,
-    judge_addresses,
-    judge_peers,
-    probe_peers,
-)
+from ddpcheck.netprobe import ConnectResult
+from ddpcheck.peerprobe import Listener, judge_addresses, judge_peers, peer_targets, probe_peers
 
 
 def card(host: str, advertised: str = "", probe_port: int = 0, run_id: str = "job-1"
@@ -85,18 +80,18 @@ def test_all_connects_ok_is_no_problem() -> None:
     assert judge_peers(results, 29500) == []
 
 
-def test_timeouts_and_refusals_are_blocked_peer_ports_naming_the_targets() -> None:
+def test_timeouts_and_refusals_are_blamed_on_the_common_end_then_listed_as_pairs() -> None:
     results = {
         "a": {"b": outcome("timeout", "10.0.0.2:40000"), "c": outcome("ok")},
         "b": {"a": outcome("ok"), "c": outcome("refused", "10.0.0.3:40002")},
         "c": {"a": outcome("ok"), "b": outcome("timeout", "10.0.0.2:40000")},
     }
-    [problem] = judge_peers(results, 29500)
-    assert problem.code == "peer-ports-blocked"
-    assert problem.hosts == ("b", "c")
-    assert "while the rendezvous port 29500 answers" in problem.observed
-    assert problem.observed.endswith("a -> b 10.0.0.2:40000; c -> b 10.0.0.2:40000; "
-                                     "b -> c 10.0.0.3:40002")
+    common, pair = judge_peers(results, 29500)
+    assert (common.code, common.hosts) == ("peer-ports-blocked", ("b",))
+    assert common.observed == ("2 of 2 nodes that probed b (10.0.0.2:40000) could not connect "
+                               "(timeout x2) while the rendezvous port 29500 answers: a, c")
+    assert (pair.code, pair.hosts) == ("peer-ports-blocked", ("c",))
+    assert pair.observed.endswith("answers: b -> c 10.0.0.3:40002")
 
 
 def test_no_route_is_peer_unreachable_naming_the_sources() -> None:
@@ -125,53 +120,98 @@ def test_listener_takes_an_ephemeral_port() -> None:
 
 
 def test_probe_peers_reaches_a_listening_peer(listener: Listener) -> None:
-    mine = Listener("127.0.0.1")
-    try:
-        me = card("a", "127.0.0.1", mine.port)
-        peer = card("b", "127.0.0.1", listener.port)
-        got = probe_peers(me, [me, peer])
-    finally:
-        mine.close()
+    got = probe_peers(("a", "127.0.0.1", 1), [("a", "127.0.0.1", 1),
+                                               ("b", "127.0.0.1", listener.port)])
     assert list(got) == ["b"]  # never itself
     assert got["b"]["outcome"] == "ok"
     assert got["b"]["address"] == f"127.0.0.1:{listener.port}"
     assert got["b"]["error"] == ""
 
 
+def test_the_listener_accepts_far_more_peers_than_a_listen_backlog(listener: Listener) -> None:
+    targets = [(f"n{i}", "127.0.0.1", listener.port) for i in range(300)]
+    got = probe_peers(("me", "127.0.0.1", 1), targets)
+    assert [r["outcome"] for r in got.values()] == ["ok"] * 300
+    deadline = time.monotonic() + 5
+    while listener.accepted < 300 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert listener.accepted == 300
+
+
+def test_probe_peers_runs_connects_at_once_under_one_deadline(monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    def slow_timeout(host: str, port: int, timeout: float, source_addr: str | None = None
+                     ) -> ConnectResult:
+        time.sleep(min(timeout, 0.5))  # a dropped SYN: the connect waits out its timeout
+        return ConnectResult("timeout", host, min(timeout, 0.5), "no reply")
+
+    monkeypatch.setattr(peerprobe, "tcp_connect", slow_timeout)
+    start = time.monotonic()
+    got = probe_peers(("me", "127.0.0.1", 1), [(f"n{i}", "10.0.0.9", 4000) for i in range(20)])
+    assert {r["outcome"] for r in got.values()} == {"timeout"} and len(got) == 20
+    assert time.monotonic() - start < 2.0  # one after another: 10 s
+
+
 def test_probe_peers_finds_a_closed_port_refused() -> None:
     gone = Listener("127.0.0.1")
     port = gone.port
     gone.close()
-    me, peer = card("a", "127.0.0.1"), card("b", "127.0.0.1", port)
-    got = probe_peers(me, [me, peer])
+    got = probe_peers(("a", "127.0.0.1", 1), [("b", "127.0.0.1", port)])
     assert got["b"]["outcome"] == "refused"
     assert got["b"]["elapsed"] < peerprobe.CONNECT_TIMEOUT
     assert judge_peers({"a": got}, 29500)[0].code == "peer-ports-blocked"
 
 
 def test_probe_peers_skips_peers_without_a_listener() -> None:
-    me = card("a", "127.0.0.1")
-    assert probe_peers(me, [me, card("b", "127.0.0.1", 0)]) == {}
+    assert probe_peers(("a", "127.0.0.1", 1), [("b", "127.0.0.1", 0)]) == {}
 
 
-# --- exchange_results -------------------------------------------------------------------------
+# --- the sampled pattern ----------------------------------------------------------------------
 
-def test_exchange_results_collects_every_hosts_results() -> None:
-    store = dist.HashStore()
-    theirs = {"a": outcome("ok")}
-    store.set("ddpcheck/peers/job-1/b", json.dumps(theirs))
-    mine = {"b": outcome("ok")}
-    start = time.monotonic()
-    got = exchange_results(store, card("a"), mine, ["a", "b"], time.monotonic() + 30)
-    assert got == {"a": mine, "b": theirs}
-    assert time.monotonic() - start < 1.0
+def test_up_to_the_threshold_every_node_probes_every_other() -> None:
+    n = peerprobe.FULL_MESH_MAX
+    assert peer_targets(3, n) == [j for j in range(n) if j != 3]
 
 
-def test_exchange_results_stops_at_the_deadline_without_a_silent_host() -> None:
-    store = dist.HashStore()
-    store.set("ddpcheck/peers/other-run/b", json.dumps({}))  # another run's key is not b's
-    mine = {"b": outcome("timeout")}
-    start = time.monotonic()
-    got = exchange_results(store, card("a"), mine, ["a", "b"], start + 0.3)
-    assert got == {"a": mine}
-    assert 0.3 <= time.monotonic() - start < 1.5
+@pytest.mark.parametrize("n", [33, 100, 1024])
+def test_above_the_threshold_each_node_probes_o_log_n_peers_and_is_probed_as_often(n: int
+                                                                                   ) -> None:
+    plan = {i: peer_targets(i, n, endpoint=0, seed="job-1") for i in range(n)}
+    log2 = math.ceil(math.log2(n))
+    assert all(len(t) <= log2 + 2 + peerprobe.RANDOM_PEERS for t in plan.values())
+    assert all(i not in t and (i + 1) % n in t and (i - 1) % n in t for i, t in plan.items())
+    inbound = Counter(j for t in plan.values() for j in t)
+    assert min(inbound[j] for j in range(1, n)) >= log2 - 1  # enough probers to blame by majority
+    assert inbound[0] == n - 1  # everyone probes the endpoint node
+    assert sum(len(t) for t in plan.values()) <= n * (log2 + 4)
+    assert plan == {i: peer_targets(i, n, endpoint=0, seed="job-1") for i in range(n)}
+
+
+# --- blame on the common end ------------------------------------------------------------------
+
+def _mesh_results(n: int, bad: Callable[[str, str], str | None]) -> dict[str, dict]:
+    hosts = [f"n{i:04d}" for i in range(n)]
+    return {hosts[i]: {hosts[j]: outcome(bad(hosts[i], hosts[j]) or "ok", f"10.0.{j}.1:4000")
+                       for j in peer_targets(i, n, 0, "s")} for i in range(n)}
+
+
+@pytest.mark.parametrize("n", [3, 8, 64, 1024])
+def test_a_node_refusing_every_incoming_connection_is_named_alone(n: int) -> None:
+    victim = "n0002"
+    results = _mesh_results(n, lambda s, d: "timeout" if d == victim else None)
+    [problem] = judge_peers(results, 29500)
+    assert problem.code == "peer-ports-blocked" and problem.hosts == (victim,)
+    assert "could not connect (timeout x" in problem.observed
+    assert "allow incoming TCP on n0002" in problem.fix
+
+
+def test_a_node_that_reaches_nobody_is_named_as_the_source() -> None:
+    results = _mesh_results(64, lambda s, d: "no-route" if s == "n0005" else None)
+    [problem] = judge_peers(results, 29500)
+    assert problem.code == "peer-unreachable" and problem.hosts == ("n0005",)
+    assert "own outgoing connections fail" in problem.cause
+
+
+def test_silent_nodes_are_named() -> None:
+    [problem] = judge_peers({"a": {}}, 29500, silent=["b"])
+    assert problem.code == "peer-results-missing" and problem.hosts == ("b",)
