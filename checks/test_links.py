@@ -37,6 +37,7 @@ def _layout(world):
 
 
 @stage("bandwidth")
+@pytest.mark.ddpcheck_link_rounds
 def test_links_between_every_pair_of_nodes(pg, settings, record):
     """Point-to-point GB/s between node pairs, both ways; slow links and slow nodes named."""
     hosts, by_host = _layout(pg)

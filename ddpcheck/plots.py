@@ -60,11 +60,17 @@ def _plot_sweep(figure_class: Any, rows: Sequence[Mapping[str, Any]], title: str
     if all("algbw" in r for r in rows):
         ax.plot(sizes, [float(r["algbw"]) for r in rows], marker=".", linestyle="--",
                 label="algbw")
+    return _finish_sweep(fig, ax, sizes, "GB/s (10^9 bytes/s)", title, path)
+
+
+def _finish_sweep(fig: Any, ax: Any, sizes: Sequence[int], ylabel: str, title: str,
+                  path: Path) -> Path:
+    """A bandwidth-vs-size plot's axes (message sizes on a log2 scale), saved as PNG."""
     ax.set_xscale("log", base=2)
-    ax.set_xticks(sizes)
+    ax.set_xticks(list(sizes))
     ax.set_xticklabels([human_size(s) for s in sizes], rotation=45, ha="right")
     ax.set_xlabel("message size")
-    ax.set_ylabel("GB/s (10^9 bytes/s)")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
@@ -140,19 +146,8 @@ def _plot_baseline_sweep(figure_class: Any, base: Sequence[Mapping[str, Any]],
         sizes |= {int(r["size"]) for r in rows}
         ax.plot([int(r["size"]) for r in rows], [float(r["busbw"]) for r in rows],
                 marker="o", label=label)
-    ticks = sorted(sizes)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([human_size(s) for s in ticks], rotation=45, ha="right")
-    ax.set_xlabel("message size")
-    ax.set_ylabel("busbw GB/s (10^9 bytes/s)")
-    ax.set_ylim(bottom=0)
-    ax.set_title("all_reduce bus bandwidth: baseline vs now")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    return path
+    return _finish_sweep(fig, ax, sorted(sizes), "busbw GB/s (10^9 bytes/s)",
+                         "all_reduce bus bandwidth: baseline vs now", path)
 
 
 def _plot_baseline_links(figure_class: Any, base: Mapping[str, float],

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ddpcheck import results
+from ddpcheck import linkplan, results
 from ddpcheck.diagnoses import (
     COLLECTION_MISMATCH,
     COLLECTIVE_FAILED,
@@ -35,12 +35,16 @@ from ddpcheck.settings import WorkerSettings
 from ddpcheck.stages import MARKER, STAGES
 
 AFTER_FAILURE_WAIT_S = 5.0
+LINK_ROUNDS_MARKER = "ddpcheck_link_rounds"
+LINK_ROUND_S = 10.0  # one round of pair tests, as checks/test_links.py budgets it
 RECORD_KEY = pytest.StashKey[Recorder]()
 OUTCOME_KEY = pytest.StashKey[dict]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}(name): the ddpcheck stage of a probe")
+    config.addinivalue_line("markers", f"{LINK_ROUNDS_MARKER}: the probe plays the link rounds "
+                            "(its deadline grows with them)")
     if not config.pluginmanager.has_plugin("ddpcheck-run"):
         config.pluginmanager.register(RankSession(config), "ddpcheck-run")
 
@@ -105,10 +109,18 @@ class RankSession:
             config.hook.pytest_deselected(items=dropped)
         keep.sort(key=lambda it: order[stage_of(it)])  # stable: file order within a stage
         items[:] = keep
-        deadline = self.settings.probe_timeout + 20
         for it in items:
-            it.add_marker(pytest.mark.timeout(deadline, method="thread"))
+            it.add_marker(pytest.mark.timeout(self._deadline(it), method="thread"))
         self._check_same_collection([it.nodeid for it in items])
+
+    def _deadline(self, item: pytest.Item) -> float:
+        """A probe's hard limit: the probe timeout and a margin, plus the rounds of the link
+        stage for the probe that plays them (they grow as O(log N) above 32 nodes)."""
+        base = self.settings.probe_timeout + 20
+        if item.get_closest_marker(LINK_ROUNDS_MARKER) and self.world:
+            nodes = len(set(self.world.hosts_by_rank.values())) or 1
+            base += (len(linkplan.initial_rounds(nodes)) + 4) * LINK_ROUND_S
+        return base
 
     def _check_same_collection(self, nodeids: list[str]) -> None:
         assert self.world and self.log
@@ -139,7 +151,7 @@ class RankSession:
             self.blocked_by = self.failed_stages[0]
         item.stash[RECORD_KEY] = Recorder()
         self.log.write("probe-start", nodeid=item.nodeid, stage=stage,
-                       deadline=self.settings.probe_timeout + 20)
+                       deadline=self._deadline(item))
         start = time.monotonic()
         yield
         outcome = item.stash.get(OUTCOME_KEY, {"status": results.PASS, "problems": []})

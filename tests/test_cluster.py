@@ -139,7 +139,7 @@ def test_an_unresolvable_endpoint_stops_before_the_store(monkeypatch: pytest.Mon
     assert st.store is None
 
 
-# --- ClusterState and the shared end of the run ----------------------------------------------------------
+# --- ClusterState and the shared end of the run ---------------------------------------
 
 def test_closing_the_state_closes_the_listener_once() -> None:
     st = cluster.ClusterState(listener=cluster.Listener("127.0.0.1"))

@@ -7,18 +7,11 @@ with two ranks (prev == next, the case that deadlocks with ungrouped NCCL send/r
 
 from __future__ import annotations
 
-import socket
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from spawned import run_ranks
 
 
 def _worker(rank: int, port: int, out: dict) -> None:
@@ -41,16 +34,6 @@ def _worker(rank: int, port: int, out: dict) -> None:
 
 def test_link_probe_and_two_rank_ring_complete_under_nccl(need_gpus) -> None:
     need_gpus(2)
-    with mp.Manager() as manager:
-        out = manager.dict()
-        ctx = mp.start_processes(_worker, args=(_free_port(), out), nprocs=2, join=False,
-                                 start_method="spawn")
-        for p in ctx.processes:
-            p.join(timeout=180)
-        alive = [p.pid for p in ctx.processes if p.is_alive()]
-        for p in ctx.processes:
-            if p.is_alive():
-                p.kill()
-        assert not alive, f"ranks {alive} still running after 180 s: a p2p deadlock"
-        assert out[0][0] == 1.0 and out[1][0] == 0.0  # each got the other's tensor
-        assert out[0][1] > 1.0 and out[1][1] == 0.0  # GB/s known on the sender only
+    out = run_ranks(_worker, timeout=180)
+    assert out[0][0] == 1.0 and out[1][0] == 0.0  # each got the other's tensor
+    assert out[0][1] > 1.0 and out[1][1] == 0.0  # GB/s known on the sender only

@@ -7,21 +7,14 @@ handshake, one batch per transfer, ack) must finish within a deadline with intac
 
 from __future__ import annotations
 
-import socket
 from datetime import timedelta
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from spawned import run_ranks
 
 pytestmark = pytest.mark.world
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _worker(rank: int, port: int, out: dict) -> None:
@@ -42,18 +35,8 @@ def _worker(rank: int, port: int, out: dict) -> None:
 
 
 def test_ring_and_link_probe_complete_with_intact_data_on_gloo() -> None:
-    with mp.Manager() as manager:
-        out = manager.dict()
-        ctx = mp.start_processes(_worker, args=(_free_port(), out), nprocs=2, join=False,
-                                 start_method="spawn")
-        for p in ctx.processes:
-            p.join(timeout=120)
-        alive = [p.pid for p in ctx.processes if p.is_alive()]
-        for p in ctx.processes:
-            if p.is_alive():
-                p.kill()
-        assert not alive, f"ranks {alive} still running after 120 s"
-        assert out[0][:2] == (1, True) and out[1][:2] == (0, True)
-        # each direction's rate is known on its sender only
-        assert out[0][2][0] > 0.01 and out[0][2][1] == 0.0
-        assert out[1][2][1] > 0.01 and out[1][2][0] == 0.0
+    out = run_ranks(_worker, timeout=120)
+    assert out[0][:2] == (1, True) and out[1][:2] == (0, True)
+    # each direction's rate is known on its sender only
+    assert out[0][2][0] > 0.01 and out[0][2][1] == 0.0
+    assert out[1][2][1] > 0.01 and out[1][2][0] == 0.0
