@@ -73,7 +73,7 @@ def is_ready(stages: Sequence[StageView], problems: Sequence[Problem], expected:
     """The rule: every expected rank reported, every stage passed or skipped on every one of
     them (a stage with no per-rank results, such as preflight, by its own status), and no
     problem."""
-    if problems or not stages:
+    if problems or (not stages and expected.ranks):
         return False
     if missing_ranks(expected, reported):
         return False

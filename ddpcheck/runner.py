@@ -140,7 +140,9 @@ def _exit_tails(exits: dict[int, dict]) -> list[str]:
 def _network_only(cfg: Config, st: ClusterState, problems: list[Problem], results_dir: Path,
                   nproc: int, start: float) -> int:
     """``--stages preflight``: the report of preflight, check-in and peer probes; no torchrun."""
-    report = build_report({}, (), problems, time.monotonic() - start, nproc * cfg.nodes)
+    no_ranks = Expected(nproc * cfg.nodes, frozenset())  # this mode starts no rank at all
+    report = build_report({}, (), problems, time.monotonic() - start, nproc * cfg.nodes,
+                          no_ranks)
     report.nodes = sorted({c.host for c in st.cards} | {socket.gethostname()})
     _prepend_preflight(report, results.FAIL if problems else results.PASS)
     st.close()
