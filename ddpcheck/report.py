@@ -324,6 +324,9 @@ def render_problem(p: Problem, hosts_by_rank: dict[int, str]) -> str:
 def verdict(report: Report) -> str:
     n_hosts = len(set(report.hosts_by_rank.values()) or report.nodes) or 1
     where = f"{_n(report.world_size, 'rank')} on {_n(n_hosts, 'host')}"
+    if report.expected and report.expected.local_count and report.hosts_by_rank:
+        where = (f"{len(report.hosts_by_rank)} of {report.world_size} ranks here, the whole "
+                 "run judged with the rank-0 node")
     if not report.hosts_by_rank:
         where = f"stopped before torchrun ({_n(report.world_size, 'rank')} expected on " \
                 f"{_n(len(report.nodes) or 1, 'node')} known)"

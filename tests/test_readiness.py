@@ -147,3 +147,10 @@ def test_the_verdict_rule_holds_on_generated_result_sets(case: tuple) -> None:
             for e in events.get(r, [])) for r in range(world) for s in STAGES)
     assert rep.ready == (started == set(range(world)) and not launcher
                                       and every_rank_passed)
+
+
+def test_a_node_part_says_which_share_of_the_world_it_shows() -> None:
+    events = {r: evs for r, evs in healthy(16).items() if r in (4, 5, 6, 7)}
+    rep = build_report(events, STAGES, [], 1.0, 16, Expected.node_part(16, {4, 5, 6, 7}, 4))
+    assert rep.ready
+    assert "4 of 16 ranks here, the whole run judged with the rank-0 node" in render_text(rep)
