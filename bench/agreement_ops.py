@@ -1,30 +1,26 @@
 """Store operations of the real agreement and final gather, per rank, at R simulated ranks.
 
-Simulated ranks (threads) run ddpcheck.dist.World's own agreement code through a counting
-store (tests/counting_store.py) wrapping a real c10d HashStore: the hello (layout), the
+Simulated ranks (threads) run ddpcheck.worker.world.World's own agreement code through a counting
+store (tests/helpers/counting_store.py) wrapping a real c10d HashStore: the hello (layout), the
 collection check, AGREEMENTS probe decisions and the final gather of each rank's events,
 as a run does. Prints operations per rank per agreement, rank 0's share, bytes a non-zero
 rank reads, the total per run and per rank, and the wall time. Target: linear in R
 overall (constant per rank).
 
-Usage: python bench/agreement_ops.py [--ranks 64 512 8192] [--agreements 39]
+Usage: python -m bench.agreement_ops [--ranks 64 512 8192] [--agreements 39]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 import time
-from pathlib import Path
 
 import torch.distributed as dist
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from counting_store import CountingStore  # noqa: E402
-
-from ddpcheck.dist import World  # noqa: E402
-from ddpcheck.plugin import _probe_decision, encode_hosts  # noqa: E402
+from ddpcheck.worker.plugin import _probe_decision, encode_hosts
+from ddpcheck.worker.world import World
+from tests.helpers.counting_store import CountingStore
 
 PER_NODE = 8
 

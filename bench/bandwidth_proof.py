@@ -11,7 +11,7 @@ full mesh of veth links, so a tc limit on one link slows exactly that link. Prin
    link); one node limited on all its links -> (target: exactly that node);
 4. the pairwise stage's wall time with 2, 3 and 4 hosts (target: linear growth).
 
-Usage: sudo python bench/bandwidth_proof.py [--rates 100mbit,300mbit,1gbit,2gbit]
+Usage: sudo python -m bench.bandwidth_proof [--rates 100mbit,300mbit,1gbit,2gbit]
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from cluster.netns import Cluster, parse_rate  # noqa: E402
+from tests.cluster.netns import Cluster, parse_rate
 
 PORT = 29500
 PLAIN_LOOP = """

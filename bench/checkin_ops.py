@@ -1,23 +1,20 @@
 """Store operations of the real check-in and peer-probe verdict, per node, at N nodes.
 
-Simulated nodes (threads) run ddpcheck.cluster's own steps through a counting store
-(tests/counting_store.py) wrapping a real c10d HashStore; only the TCP connects of the peer
+Simulated nodes (threads) run ddpcheck.cluster.lifecycle's own steps through a counting store
+(tests/helpers/counting_store.py) wrapping a real c10d HashStore; only the TCP connects of the peer
 probes are simulated. Prints operations per node (mean, worst non-host, the host), the keys
 the host reads and the wall time; healthy and with one node refusing every connection.
 Target: linear in N overall, so constant per node (the host: one counter poll per pause,
 bounded by time, plus O(N) keys read in a few multi_gets).
 
-Usage: python bench/checkin_ops.py [--nodes 64 512 1024]
+Usage: python -m bench.checkin_ops [--nodes 64 512 1024]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-import simnodes  # noqa: E402
+from tests.helpers import simnodes
 
 
 def main() -> None:

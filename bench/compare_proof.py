@@ -6,7 +6,7 @@ every host N+1 times on the healthy mesh and compares each consecutive pair (tar
 regression in any of the N pairs), then slows node0 <-> node2 to 300 Mbit/s, runs again and
 compares with the first healthy run (target: the regressed links are exactly node0 <-> node2).
 
-Usage: sudo python bench/compare_proof.py [--pairs 5]
+Usage: sudo python -m bench.compare_proof [--pairs 5]
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from cluster.netns import Cluster  # noqa: E402
+from tests.cluster.netns import Cluster
 
 PORT = 29500
 ARGS = ["--nproc-per-node", "1", "--stages", "rendezvous,bandwidth", "--rdzv-timeout", "40",

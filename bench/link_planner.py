@@ -5,10 +5,10 @@ direction gets independent noise of +-30% (what CPU-bound figures show on these 
 see MEASURING.md). Cases: a healthy mesh (many seeds: nothing may be named), one slow node
 (every path x0.2), one slow link on a pair the plan measures (x0.1), and one slow link on a
 pair the plan does not measure (reported as not measured: by design, see linkplan.py). The
-planner's rounds are played as the worker plays them, then ddpcheck.links judges.
+planner's rounds are played as the worker plays them, then ddpcheck.verdicts.links judges.
 Target: at most 2 log2(N) + 8 rounds; exactly the injected fault named.
 
-Usage: python bench/link_planner.py [--nodes 1024] [--seeds 20]
+Usage: python -m bench.link_planner [--nodes 1024] [--seeds 20]
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import math
 import random
 from collections.abc import Callable
 
-from ddpcheck import linkplan, links
+from ddpcheck.cluster import linkplan
+from ddpcheck.verdicts import links
 
 Speed = Callable[[int, int], float]
 

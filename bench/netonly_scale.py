@@ -9,7 +9,7 @@ Two cases: healthy, and one host rejecting every incoming TCP connection except 
 rendezvous port (iptables REJECT, so peers see "refused"): that host must be named, alone.
 Every namespace and process is removed at the end, even on Ctrl-C.
 
-Usage: sudo python bench/netonly_scale.py --hosts 32 64 [--rdzv-timeout 300]
+Usage: sudo python -m bench.netonly_scale --hosts 32 64 [--rdzv-timeout 300]
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from cluster.netns import Cluster  # noqa: E402
+from tests.cluster.netns import Cluster
 
 PORT = 29500
 

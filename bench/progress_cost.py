@@ -6,7 +6,7 @@ Progress goes to a pipe (the plain, timestamped form a Slurm .out or CI log gets
 ``--live`` to a pseudo-terminal (the live line, redrawn every 0.2 s). Prints medians,
 min-max, each run-to-bare ratio and the progress/quiet ratio. Target: within noise.
 
-Usage: python bench/progress_cost.py [--pairs 3] [--live]
+Usage: python -m bench.progress_cost [--pairs 3] [--live]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The bare torchrun runs 2 gloo ranks that only do init_process_group + barrier: t
 any distributed job pays on this machine. Runs are interleaved (A B A B ...) so machine
 noise hits both alike; prints medians, min-max and the ratio. Target: ratio under 3.
 
-Usage: python bench/run_vs_bare_torchrun.py [--pairs 3]
+Usage: python -m bench.run_vs_bare_torchrun [--pairs 3]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ node prints its diagnosis), and a bare ``torchrun --nnodes 2 --rdzv-backend c10d
 init_process_group + barrier is timed on the same setup, stopped at a cap (say so).
 Targets: dropped port diagnosed in < 15 s; missing node named within --rdzv-timeout + 5 s.
 
-Usage: sudo python bench/time_to_diagnosis.py [--cap 120] [--rdzv-timeout 10]
+Usage: sudo python -m bench.time_to_diagnosis [--cap 120] [--rdzv-timeout 10]
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from cluster.netns import Cluster  # noqa: E402
+from tests.cluster.netns import Cluster
 
 PORT = 29500
 BARE = ("import torch.distributed as dist\ndist.init_process_group('gloo')\n"

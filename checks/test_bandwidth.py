@@ -11,11 +11,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import links, nics
-from ddpcheck.bandwidth import format_sweep, sizes, sweep_row
 from ddpcheck.diagnoses import ProblemFound
-from ddpcheck.measure import iterations, time_all_reduce
+from ddpcheck.node import nics
 from ddpcheck.stages import stage
+from ddpcheck.verdicts import links
+from ddpcheck.verdicts.bandwidth import format_sweep, sizes, sweep_row
+from ddpcheck.worker.timing import iterations, time_all_reduce
 
 WARMUP, TRIALS = 2, 3
 

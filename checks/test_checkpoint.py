@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from ddpcheck.diagnoses import CHECKPOINT_FAILED, CHECKPOINT_NOT_SHARED, ProblemFound
-from ddpcheck.dist import first_line
 from ddpcheck.ranges import ranks_with_hosts
 from ddpcheck.stages import stage
+from ddpcheck.worker.world import first_line
 
 
 @stage("checkpoint")

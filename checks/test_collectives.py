@@ -11,8 +11,8 @@ import torch
 import torch.distributed as dist
 
 from ddpcheck.diagnoses import WRONG_COLLECTIVE_RESULT
-from ddpcheck.measure import exchange
 from ddpcheck.stages import stage
+from ddpcheck.worker.timing import exchange
 
 
 def _wrong(world, what, got, expected):
@@ -91,7 +91,7 @@ def test_send_recv_around_the_ring(pg):
     out = torch.full((8192,), pg.rank, dtype=torch.int64, device=pg.device)
     got = torch.empty_like(out)
     # One batch (ncclGroupStart/End under NCCL): with 2 ranks prev == next, and NCCL's
-    # send and recv block on the GPU unless grouped (ddpcheck.measure cites the docs).
+    # send and recv block on the GPU unless grouped (ddpcheck.worker.timing cites the docs).
     exchange([(out, nxt)], [(got, prv)])
     if not bool((got == prv).all()):
         raise _wrong(pg, f"recv from rank {prv}", int(got[0]), prv)

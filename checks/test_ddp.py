@@ -16,10 +16,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
-from ddpcheck import links
 from ddpcheck.diagnoses import DDP_DIVERGED, SAMPLER_SHARDS_WRONG
-from ddpcheck.jobidentity import job_identity, judge
+from ddpcheck.scheduler.jobidentity import job_identity, judge
 from ddpcheck.stages import stage
+from ddpcheck.verdicts import links
 
 STEPS, PER_RANK, LR = 3, 4, 0.1
 SAMPLER_SEED = 7

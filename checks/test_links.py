@@ -1,10 +1,10 @@
 """Stage *bandwidth*, continued: which node or link is slow, and who arrives last.
 
 Runs inside every worker. Pairwise links are measured between one leader rank per node, in
-rounds planned by ddpcheck.linkplan (the pairs of a round at the same time): every pair up to
-32 nodes, O(log N) rounds above. Intra-node and cross-node all-reduce
+rounds planned by ddpcheck.cluster.linkplan (the pairs of a round at the same time):
+every pair up to 32 nodes, O(log N) rounds above. Intra-node and cross-node all-reduce
 are measured on their own groups. Measurement stays apart from judgement: the figures are
-recorded, and ddpcheck.links turns them into verdicts.
+recorded, and ddpcheck.verdicts.links turns them into verdicts.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import linkplan, links, nics, straggler
-from ddpcheck.bandwidth import allreduce_busbw
+from ddpcheck.cluster import linkplan
 from ddpcheck.diagnoses import ProblemFound
-from ddpcheck.measure import iterations, link_gbps, time_all_reduce
+from ddpcheck.node import nics
 from ddpcheck.stages import stage
+from ddpcheck.verdicts import links, straggler
+from ddpcheck.verdicts.bandwidth import allreduce_busbw
+from ddpcheck.worker.timing import iterations, link_gbps, time_all_reduce
 
 P2P_TRIALS = 5
 STRAGGLER_ITERS = 20

@@ -2,7 +2,7 @@
 
 Runs inside every worker (each rank checks the node it runs on; the report merges the
 same finding from ranks of one node). GPU probes skip with a reason on machines without
-NVIDIA GPUs; their parsing and planning logic lives in ddpcheck.gpu / ddpcheck.nccl.
+NVIDIA GPUs; their parsing and planning logic lives in ddpcheck.node.gpu / ddpcheck.node.nccl.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import gpu, gpustate, nccl, ncclstack
-from ddpcheck.bandwidth import human_size
 from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, DEV_SHM_TOO_SMALL, ProblemFound
-from ddpcheck.dist import first_line
-from ddpcheck.slurmworld import is_srun_rank
+from ddpcheck.node import gpu, gpustate, nccl, ncclstack
+from ddpcheck.scheduler.srunworld import is_srun_rank
 from ddpcheck.stages import stage
+from ddpcheck.verdicts.bandwidth import human_size
+from ddpcheck.worker.world import first_line
 
 SHM_MIN_BYTES = 512 << 20  # below this, NCCL's shared-memory transport and DataLoaders fail
 NO_GPU = "no NVIDIA GPU on this node (nvidia-smi not found or lists none)"

@@ -13,12 +13,12 @@ import os
 import pytest
 import torch
 
-from ddpcheck import gpu, gpustate
 from ddpcheck.diagnoses import DUPLICATE_DEVICE, PLACEMENT_FAILED, ProblemFound
-from ddpcheck.dist import first_line
+from ddpcheck.node import gpu, gpustate
 from ddpcheck.ranges import format_ranks
-from ddpcheck.slurmworld import is_srun_rank
+from ddpcheck.scheduler.srunworld import is_srun_rank
 from ddpcheck.stages import stage
+from ddpcheck.worker.world import first_line
 
 
 def _devices(world, k):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 
-from ddpcheck.consistency import describe_disagreement, odd_ranks
 from ddpcheck.diagnoses import (
     ARCH_MISMATCH,
     DUPLICATE_LOCAL_RANK,
@@ -19,10 +18,11 @@ from ddpcheck.diagnoses import (
     WORLD_SIZE_MISMATCH,
     ProblemFound,
 )
-from ddpcheck.dist import node_facts
-from ddpcheck.envinfo import distributed_env
+from ddpcheck.node.envinfo import distributed_env
 from ddpcheck.ranges import format_ranks
 from ddpcheck.stages import stage
+from ddpcheck.verdicts.consistency import describe_disagreement, odd_ranks
+from ddpcheck.worker.world import node_facts
 
 # Variables whose value must be the same everywhere (interface names may differ per node).
 MUST_AGREE = ("NCCL_IB_DISABLE", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_NET",

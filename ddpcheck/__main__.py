@@ -1,5 +1,5 @@
 """``python -m ddpcheck``: same as the ``ddpcheck`` console script (launcher)."""
 
-from ddpcheck.cli import main
+from ddpcheck.launcher.cli import main
 
 raise SystemExit(main())

@@ -33,7 +33,7 @@ def submit(slurm, tmp_path, nodes: int) -> tuple[str, int, str]:
 def test_sbatch_from_the_repository_root_with_a_non_editable_install(make_slurm, tmp_path):
     """As README says: pip install . in the checkout, then sbatch from its root. The source
     folder ddpcheck/ in the job's working directory must not shadow the installation."""
-    from installed import fresh_clone
+    from tests.helpers.installed import fresh_clone
 
     clone, venv_env = fresh_clone(tmp_path / "fresh", install=True)
     slurm = make_slurm(2)

@@ -1,4 +1,4 @@
-"""ddpcheck.measure's point-to-point under real NCCL: batched, never deadlocked, bounded.
+"""ddpcheck.worker.timing's point-to-point under real NCCL: batched, never deadlocked, bounded.
 
 GPU tier. Two spawned ranks on GPUs 0 and 1 with a TCPStore, eager NCCL init (device_id):
 the link probe (store handshake + one batch_isend_irecv per transfer) and the ring exchange
@@ -11,11 +11,12 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from spawned import run_ranks
+
+from tests.helpers.spawned import run_ranks
 
 
 def _worker(rank: int, port: int, out: dict) -> None:
-    from ddpcheck.measure import exchange, link_gbps
+    from ddpcheck.worker.timing import exchange, link_gbps
 
     torch.cuda.set_device(rank)
     store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timedelta(seconds=60))

@@ -2,7 +2,7 @@
 
 The suite itself runs from an editable install; users run `pip install .`. A checkout in
 the current directory must never shadow the installed package in the workers (their
-`python -m` puts the current directory first on sys.path). tests/installed.py makes the
+`python -m` puts the current directory first on sys.path). tests/helpers/installed.py makes the
 copy and the virtual environment.
 """
 
@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from installed import ensure_installed, fresh_clone
+
+from tests.helpers.installed import ensure_installed, fresh_clone
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.world

@@ -1,4 +1,4 @@
-"""ddpcheck.measure's point-to-point on real gloo ranks: the same code NCCL runs.
+"""ddpcheck.worker.timing's point-to-point on real gloo ranks: the same code NCCL runs.
 
 World tier: two spawned processes with a TCPStore on loopback. The two-rank ring (prev ==
 next, the case that deadlocks with ungrouped NCCL send/recv) and the link probe (store
@@ -12,13 +12,14 @@ from datetime import timedelta
 import pytest
 import torch
 import torch.distributed as dist
-from spawned import run_ranks
+
+from tests.helpers.spawned import run_ranks
 
 pytestmark = pytest.mark.world
 
 
 def _worker(rank: int, port: int, out: dict) -> None:
-    from ddpcheck.measure import exchange, link_gbps
+    from ddpcheck.worker.timing import exchange, link_gbps
 
     store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timedelta(seconds=30))
     dist.init_process_group("gloo", store=dist.PrefixStore("pg", store), rank=rank,

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ddpcheck.plots import matplotlib_available
+from ddpcheck.report.plots import matplotlib_available
 from ddpcheck.stages import STAGES
 
 pytestmark = pytest.mark.world

@@ -8,10 +8,10 @@ misc/socket.cc (NCCL_SOCKET_IFNAME set to ..., no socket interface found).
 
 from __future__ import annotations
 
+from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
 from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
 from ddpcheck.explain.matching import pattern
-from ddpcheck.netprobe import ENDPOINT_BIND_FAILED, ENDPOINT_PORT_IN_USE
-from ddpcheck.peerprobe import PEER_UNREACHABLE
+from ddpcheck.node.netprobe import ENDPOINT_BIND_FAILED, ENDPOINT_PORT_IN_USE
 
 RDZV = "ddpcheck run --nodes N --stages rendezvous (the preflight binds the port first)"
 IFACE = "ddpcheck run --nodes N (preflight checks every *_SOCKET_IFNAME on every node)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
 from ddpcheck.explain.matching import pattern
-from ddpcheck.netprobe import ENDPOINT_REFUSED, ENDPOINT_UNREACHABLE, ENDPOINT_UNRESOLVABLE
+from ddpcheck.node.netprobe import ENDPOINT_REFUSED, ENDPOINT_UNREACHABLE, ENDPOINT_UNRESOLVABLE
 
 RDZV = "ddpcheck run --nodes N --stages rendezvous (on every node, same --rdzv-endpoint)"
 # Evidence the log alone cannot split: say which candidates remain.

@@ -1,0 +1,191 @@
+"""One node's steps of the check-in and the peer probes, in the order every node runs them.
+
+Runs in the launcher of every node of a multi-node run (called by ddpcheck.cluster.lifecycle, after
+the store is open). Each exchange is split into a post (every node) and a decide (the node
+hosting the store) or receive (the others), so a simulation (tests/helpers/simnodes.py) can play
+1,024 nodes phase by phase through the same code. Costs: a node O(1) store operations,
+the host O(N) keys read in a few multi_gets (ddpcheck.cluster.board).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddpcheck.cluster import board, peerprobe
+from ddpcheck.cluster.board import Board, Verdict
+from ddpcheck.cluster.checkin import ENDPOINT_NODE_STOPPED, NodeCard
+from ddpcheck.cluster.peerprobe import CONNECT_TIMEOUT as PEER_TIMEOUT
+from ddpcheck.cluster.peerprobe import Listener, judge_addresses, judge_peers, peer_targets
+from ddpcheck.diagnoses import Problem, register
+from ddpcheck.launcher.userjob import judge_names, resolve_ipv4
+
+FINAL_WAIT = 10.0
+VERDICT_SLACK = 5.0  # beyond the host's own deadline, for clocks and a slow host
+PEER_VERDICT = "ddpcheck/peers/verdict"
+
+STORE_LOST = register(
+    "rendezvous-store-lost", "the rendezvous store went away during check-in",
+    "ddpcheck on the endpoint node stopped (a problem it found, Ctrl-C, or the node failed)",
+    "read the endpoint node's own report; it names the problem that stopped it")
+
+
+@dataclass
+class ClusterState:
+    """What the multi-node steps found; ``store`` stays open until the run ends."""
+
+    problems: list[Problem] = field(default_factory=list)
+    cards: list[NodeCard] = field(default_factory=list)
+    me: NodeCard | None = None
+    store: Any = None
+    is_host: bool = False
+    advertised: str = ""
+    listener: Listener | None = None
+    peers: dict[str, dict] = field(default_factory=dict)
+    verdict: Verdict | None = None
+    figures: dict[str, Any] = field(default_factory=dict)  # network-only mode's report
+
+    def close(self) -> None:
+        if self.listener:
+            self.listener.close()
+            self.listener = None
+
+
+# --- check-in ------------------------------------------------------------------------------
+def check_in(st: ClusterState, deadline: float, rdzv_timeout: float,
+             expected_hosts: Sequence[str]) -> None:
+    """Post this node's card; the host judges every card, the others wait for its verdict."""
+    post_card(st)
+    if st.is_host:
+        decide_check_in(st, deadline, expected_hosts)
+    else:
+        receive_check_in(st, rdzv_timeout)
+
+
+def post_card(st: ClusterState) -> None:
+    assert st.me is not None
+    board.publish(st.store, st.me)
+    st.figures["joined_at"] = time.time()  # wall clock: comparable across the nodes
+
+
+def decide_check_in(st: ClusterState, deadline: float, expected_hosts: Sequence[str]) -> None:
+    assert st.me is not None
+    reader = Board(st.store, st.me, expected_hosts)
+    verdict = reader.collect(deadline)
+    board.publish_verdict(st.store, verdict)
+    st.cards = reader.cards
+    _take(st, verdict)
+
+
+def receive_check_in(st: ClusterState, rdzv_timeout: float) -> None:
+    """Wait for the host's verdict: it decides by its own deadline, at most rdzv_timeout
+    after this node joined."""
+    assert st.me is not None
+    got = board.await_verdict(st.store, time.monotonic() + rdzv_timeout + VERDICT_SLACK)
+    verdict = got or Verdict([STORE_LOST.problem(
+        f"the endpoint node published no check-in verdict within {rdzv_timeout:g} s + "
+        f"{VERDICT_SLACK:g} s of {st.me.host} joining", hosts=[st.me.host])])
+    if verdict.stopped:
+        verdict.problems.insert(0, ENDPOINT_NODE_STOPPED.problem(
+            f"ddpcheck on {verdict.host} (the endpoint node) stopped before the check-in "
+            f"on its own problems: {', '.join(p.code for p in verdict.problems)}",
+            hosts=[verdict.host]))
+    st.cards = [NodeCard(h, st.me.nodes, st.me.run_id, st.me.nproc, 0, advertised=a,
+                         probe_port=p) for h, a, p in verdict.nodes]
+    _take(st, verdict)
+
+
+def _take(st: ClusterState, verdict: Verdict) -> None:
+    st.verdict = verdict
+    st.problems += verdict.problems
+    st.figures["checkin_verdict_at"] = time.time()
+
+
+# --- peer probes ------------------------------------------------------------------------------
+def probe_peers_step(st: ClusterState) -> bool:
+    """Probe this node's planned peers at once and post the results; False if not a member."""
+    assert st.me is not None and st.verdict is not None
+    nodes = st.verdict.nodes
+    hosts = [h for h, _, _ in nodes]
+    if st.me.host not in hosts:
+        return False
+    index = hosts.index(st.me.host)
+    ep = hosts.index(st.verdict.host) if st.verdict.host in hosts else 0
+    targets = [nodes[j] for j in peer_targets(index, len(nodes), ep, st.me.run_id)]
+    mine = peerprobe.probe_peers((st.me.host, st.me.advertised, st.me.probe_port), targets)
+    st.figures["connections_out"] = len(mine)
+    board.post_results(st.store, index, mine)
+    return True
+
+
+def advertised_names(me: str, cards: Sequence[NodeCard]) -> list[Problem]:
+    """The host resolves every node's FQDN (what a user's torchrun advertises as
+    MASTER_ADDR when that node gets rank 0): O(N) lookups on one node, once."""
+    fqdns = {c.host: c.fqdn for c in cards if c.fqdn}
+    addrs = {c.host: [a for v in c.addresses.values() for a in v] + [c.advertised]
+             for c in cards}
+    return judge_names(me, fqdns, addrs, resolve_ipv4, limit=len(fqdns) + 1, include_self=True)
+
+
+def decide_peers(st: ClusterState, port: int, wait: float = PEER_TIMEOUT + 5) -> None:
+    """The host: every node's results, judged once, published as one verdict."""
+    assert st.me is not None and st.verdict is not None
+    nodes = st.verdict.nodes
+    hosts = [h for h, _, _ in nodes]
+    st.peers = board.collect_results(st.store, nodes, time.monotonic() + wait)
+    silent = [h for h in hosts if h not in st.peers]
+    problems = judge_addresses([c for c in st.cards
+                                if c.host in hosts and c.run_id == st.me.run_id])
+    problems += judge_peers(st.peers, port, silent)
+    problems += advertised_names(st.me.host, [c for c in st.cards if c.host in hosts])
+    board.publish_verdict(st.store, Verdict(problems, nodes, st.me.host), PEER_VERDICT)
+    _peers_done(st, problems)
+
+
+def receive_peers(st: ClusterState, wait: float = PEER_TIMEOUT + 15) -> None:
+    assert st.verdict is not None
+    raw = board.await_key(st.store, PEER_VERDICT, time.monotonic() + wait)
+    problems = Verdict.from_json(raw).problems if raw is not None else [STORE_LOST.problem(
+        f"the endpoint node published no peer-probe verdict within {wait:g} s",
+        hosts=[st.verdict.host])]
+    _peers_done(st, problems)
+
+
+def _peers_done(st: ClusterState, problems: list[Problem]) -> None:
+    """The listener stays open until the verdict: peers may still be connecting to it."""
+    st.problems += problems
+    st.figures["peer_verdict_at"] = time.time()
+    if st.listener:
+        st.figures["connections_in"] = st.listener.accepted
+    st.close()
+
+
+def probe_peers(st: ClusterState, port: int) -> None:
+    """Probe, post, and take the host's verdict on every node's results."""
+    if not probe_peers_step(st):
+        return
+    if st.is_host:
+        decide_peers(st, port)
+    else:
+        receive_peers(st)
+
+
+def settle(st: ClusterState) -> None:
+    """Every node says it has judged; the store's host waits for that before going on.
+
+    Without it, a host that stops on a problem closes the store while slower nodes are
+    still reading the cards that explain why.
+    """
+    assert st.me is not None
+    key = f"ddpcheck/settled/{st.me.run_id}"
+    st.store.add(key, 1)
+    if not st.is_host:
+        return
+    n = len([c for c in st.cards if c.run_id == st.me.run_id]) or 1
+    end = time.monotonic() + FINAL_WAIT
+    while int(st.store.add(key, 0)) < n and time.monotonic() < end:
+        time.sleep(0.05)
+
+

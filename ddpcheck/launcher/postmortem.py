@@ -1,0 +1,183 @@
+"""Turn what the launcher saw of torchrun into diagnoses: killed, stopped, exited, deadline.
+
+Runs in the launcher after torchrun has ended (or been ended). Pure over the rank events,
+the exit files written by each worker wrapper, the launch outcome and torchrun's log tail,
+so the user never sees a bare torchrun error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddpcheck.diagnoses import (
+    LAUNCH_FAILED,
+    PROBE_TIMEOUT,
+    RANK_EXITED,
+    RANK_KILLED,
+    RANK_UNRESPONSIVE,
+    RUN_DEADLINE,
+    RUN_INTERRUPTED,
+    Problem,
+)
+from ddpcheck.launcher.launch import LaunchOutcome
+from ddpcheck.verdicts.readiness import SESSION_ERROR
+
+
+def last_activity(events: list[dict[str, Any]]) -> tuple[str, str]:
+    """(stage, probe) the rank was in when its log stops: a started probe with no result."""
+    last_start = None
+    for e in events:
+        if e.get("event") == "probe-start":
+            last_start = e
+        elif e.get("event") == "probe" and last_start and e.get("nodeid") == last_start["nodeid"]:
+            last_start = None
+    if last_start:
+        return last_start.get("stage", "?"), last_start["nodeid"].split("::")[-1]
+    done = [e for e in events if e.get("event") == "probe"]
+    return (done[-1].get("stage", "?"), "after " + done[-1]["name"]) if done else ("startup", "")
+
+
+def _where(events: list[dict[str, Any]]) -> tuple[str, str]:
+    stage, probe = last_activity(events)
+    text = f"during probe {probe} (stage {stage})" if probe and not probe.startswith("after") \
+        else f"in stage {stage}" + (f", {probe}" if probe else "")
+    return stage, text
+
+
+def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
+                   outcome: LaunchOutcome, hosts: dict[int, str],
+                   local: set[int] | None = None) -> list[Problem]:
+    """One problem per rank that did not finish, from its exit file and process state.
+
+    ``local`` are this node's ranks (those with a rank file here): one of them without an
+    exit file lost its worker wrapper, which only a kill does.
+    """
+    problems = []
+    pid_rank = {e.get("pid"): r for r, evs in events.items() for e in evs
+                if e.get("event") == "start"}
+    for pid in outcome.stopped_pids:
+        rank = pid_rank.get(pid)
+        if rank is None:
+            continue
+        stage, where = _where(events.get(rank, []))
+        problems.append(RANK_UNRESPONSIVE.problem(
+            f"rank {rank} (pid {pid}) on {hosts.get(rank, '?')} is stopped (state T, e.g. "
+            f"SIGSTOP or a debugger) {where}; ddpcheck ended it after the other ranks finished",
+            cause="the process was suspended (kill -STOP, Ctrl-Z, a debugger or a frozen "
+                  "container) and stopped answering its peers",
+            fix=f"resume or kill pid {pid} on {hosts.get(rank, '?')} (kill -CONT {pid}); "
+                "find who suspends it (job suspend, debugger) and rerun",
+            ranks=[rank], hosts=[hosts.get(rank, "?")], stage=stage))
+    unfinished = {r: ex for r, ex in sorted(exits.items())
+                  if not ex.get("finished") and ex.get("pid") not in outcome.stopped_pids}
+    # A rank ended by SIGTERM after another rank failed was torn down by torchrun (or by us):
+    # a consequence, not a cause. Report it only when nothing else explains the failure.
+    causes = {r: ex for r, ex in unfinished.items() if ex.get("signal_name") != "SIGTERM"}
+    if not causes and (problems or outcome.deadline_hit or outcome.interrupted):  # ended by us
+        unfinished = {}
+    for rank, ex in (causes or unfinished).items():
+        stage, where = _where(events.get(rank, []))
+        problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex, where, stage))
+    problems += _session_errors(exits, hosts, exclude=set(causes or unfinished))
+    if not (outcome.deadline_hit or outcome.interrupted or outcome.killed_after_end):
+        problems += _lost_wrappers(events, exits, outcome, hosts, local or set())
+    return problems
+
+
+def _lost_wrappers(events: dict[int, list[dict]], exits: dict[int, dict],
+                   outcome: LaunchOutcome, hosts: dict[int, str], local: set[int]
+                   ) -> list[Problem]:
+    """Local ranks whose wrapper (ddpcheck.worker) never wrote the exit file: it was killed."""
+    out = []
+    for rank in sorted(local - set(exits)):
+        pid = next((e.get("pid") for e in events.get(rank, []) if e.get("event") == "start"), None)
+        if pid in outcome.stopped_pids:
+            continue
+        host = hosts.get(rank, "?")
+        stage, where = _where(events.get(rank, []))
+        out.append(RANK_KILLED.problem(
+            f"rank {rank} on {host}: its worker process (ddpcheck.worker, the parent of pid "
+            f"{pid}) ended without recording the rank's exit {where}; torchrun exited with "
+            f"code {outcome.returncode}",
+            cause="the worker process was killed (the OOM killer, a scheduler limit, or "
+                  "someone), taking the rank with it or leaving it orphaned",
+            ranks=[rank], hosts=[host], stage=stage))
+    return out
+
+
+def _session_errors(exits: dict[int, dict], hosts: dict[int, str],
+                    exclude: set[int]) -> list[Problem]:
+    """Ranks whose pytest session failed as a whole (collection, import, usage errors)."""
+    out = []
+    for rank, ex in sorted(exits.items()):
+        if rank in exclude or not ex.get("session_error"):
+            continue
+        host = hosts.get(rank, "?")
+        tail = _evidence(ex)
+        fix = ""
+        if "ddpcheck.checks" in tail or "No module named 'ddpcheck" in tail:
+            fix = ("the workers' python cannot import ddpcheck's probes: install ddpcheck with "
+                   "`pip install .` (or `pip install ddpcheck`) into the environment that runs "
+                   "torchrun on every node, and do not set PYTHONPATH to a source checkout")
+        out.append(SESSION_ERROR.problem(
+            f"pytest ended with exit code {ex.get('returncode')} ({ex['session_error']})"
+            f"{tail}", fix=fix, ranks=[rank], hosts=[host],
+            stage="startup"))
+    return out
+
+
+def _evidence(ex: dict, limit: int = 4) -> str:
+    """The last lines the rank printed, as evidence in the observed text."""
+    lines = [ln.strip() for ln in ex.get("tail") or [] if ln.strip()][-limit:]
+    return ("; its last output: " + " | ".join(lines)) if lines else ""
+
+
+def _exit_problem(rank: int, host: str, ex: dict, where: str, stage: str) -> Problem:
+    if ex.get("signal_name"):
+        hint = " (the OOM killer sends SIGKILL)" if ex["signal_name"] == "SIGKILL" else ""
+        return RANK_KILLED.problem(
+            f"rank {rank} (pid {ex.get('pid')}) on {host} was killed by {ex['signal_name']}"
+            f"{hint} {where}", ranks=[rank], hosts=[host], stage=stage)
+    if ex.get("returncode") == 1 and "during probe" in where:
+        return PROBE_TIMEOUT.problem(
+            f"rank {rank} on {host} exited {where}: the probe ran past its deadline and "
+            "pytest-timeout ended the process", ranks=[rank], hosts=[host], stage=stage)
+    return RANK_EXITED.problem(f"rank {rank} (pid {ex.get('pid')}) on {host} exited with code "
+                               f"{ex.get('returncode')} {where}{_evidence(ex)}", ranks=[rank],
+                               hosts=[host], stage=stage)
+
+
+def diagnose_launch(events: dict[int, list[dict]], outcome: LaunchOutcome, timeout: float,
+                    log_tail: str) -> list[Problem]:
+    """Problems of the run as a whole: the deadline, or torchrun failing before any rank."""
+    problems = []
+    if outcome.interrupted:
+        problems.append(RUN_INTERRUPTED.problem(
+            f"ddpcheck received {outcome.interrupted} after {outcome.elapsed:.1f} s and ended "
+            "torchrun; stages after that point did not run"))
+    if outcome.deadline_hit:
+        silent = [r for r, evs in events.items() if not any(e["event"] == "end" for e in evs)]
+        problems.append(RUN_DEADLINE.problem(
+            f"the run did not end within --timeout {timeout:g} s"
+            + (f"; ranks still running: {', '.join(map(str, silent))}" if silent else "")))
+    if not events and not outcome.deadline_hit and not outcome.interrupted:
+        lines = [ln for ln in log_tail.strip().splitlines() if ln.strip()][-3:]
+        problems.append(LAUNCH_FAILED.problem(
+            f"torchrun exited with code {outcome.returncode} before any rank started"
+            + (": " + " | ".join(ln.strip()[:200] for ln in lines) if lines else "")))
+    return problems
+
+
+def torchrun_failed(events: dict[int, list[dict]], outcome: LaunchOutcome,
+                    log_tail: str) -> list[Problem]:
+    """torchrun failed after the ranks started, and nothing else explains it (the last word)."""
+    if (not events or outcome.returncode in (0, None) or outcome.deadline_hit
+            or outcome.interrupted or outcome.killed_after_end):
+        return []
+    lines = [ln for ln in log_tail.strip().splitlines()
+             if "exitcode" in ln or "Error" in ln or "error" in ln][-3:]
+    return [LAUNCH_FAILED.problem(
+        f"torchrun exited with code {outcome.returncode} after the ranks started"
+        + (": " + " | ".join(ln.strip()[:200] for ln in lines) if lines else ""),
+        cause="torchrun saw a worker or its own agent fail",
+        fix="rerun with -v to see torchrun's output")]

@@ -1,0 +1,208 @@
+"""Progress lines while ``ddpcheck run`` runs, read from the rank files as ranks write them.
+
+Runs in the launcher, called from the torchrun poll loop (``on_tick``, every 0.2 s). It tails
+this node's ``rank-N.jsonl`` files (only the bytes added since the last tick: O(new events))
+and prints to stderr, so stdout keeps only the report:
+
+- on a terminal, one live line for the running stage (stage, ranks done/total, elapsed),
+  rewritten in place and replaced by the stage's outcome line;
+- elsewhere (a Slurm ``.out`` file, a CI log), one timestamped line per node joining and per
+  stage outcome, flushed at once, never a carriage return.
+
+Scope: on the node that hosts rank 0 the lines are the whole world's. Rank 0 records, for
+every probe, the outcome all ranks agreed on (``agreed`` in its ``probe`` events, see
+plugin.RankSession._agree), and its ``hello`` event lists every rank with its host: a stage
+is done for the world when rank 0 has agreed on its last probe. On the other nodes the
+lines are this node's own ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from ddpcheck.ranges import format_ranks
+from ddpcheck.report.build import ORDER
+
+CLEAR = "\r\x1b[K"  # carriage return, erase to the end of the line (ECMA-48 EL)
+# {"event": "world-progress", "stage": S, "done": N}: ranks that finished the running probe
+# as rank 0 sees them while it waits in the agreement. Read when present (the worker side
+# is the plugin's to write); without it the live count is this node's ranks.
+WORLD_PROGRESS = "world-progress"
+
+
+@dataclass
+class _Stage:
+    name: str
+    start: float  # wall time of the first probe-start seen
+    end: float = 0.0
+    statuses: list[str] = field(default_factory=list)
+    codes: list[str] = field(default_factory=list)
+    done: set[int] = field(default_factory=set)  # ranks known to have finished it
+    arrived: int = 0  # ranks rank 0 saw finish the running probe ("world-progress" events)
+    reported: bool = False
+
+
+class Tail:
+    """The complete JSON lines appended to one file since the last read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.partial = path, 0, ""
+
+    def read(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+                self.offset = fh.tell()
+        except OSError:
+            return []
+        lines = (self.partial + chunk).split("\n")
+        self.partial = lines.pop()  # a line still being written waits for the next tick
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+
+class Progress:
+    """Turns rank events into progress lines (see the module docstring)."""
+
+    def __init__(self, results_dir: Path, out: TextIO | None = None, live: bool | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.results_dir = results_dir
+        self.out = out or sys.stderr
+        self.live = self.out.isatty() if live is None else live
+        self.clock = clock
+        self.tails: dict[int, Tail] = {}
+        self.stages: dict[str, _Stage] = {}
+        self.order: list[str] = []
+        self.hosts: dict[int, str] = {}  # rank -> host, of the ranks in scope
+        self.world_size = 0
+        self.joined: set[str] = set()
+        self.live_text = ""
+
+    @property
+    def world_scope(self) -> bool:
+        return 0 in self.tails
+
+    def tick(self) -> None:
+        for path in self.results_dir.glob("rank-*.jsonl"):
+            rank = int(path.stem.split("-")[1])
+            self.tails.setdefault(rank, Tail(path))
+        for rank, tail in sorted(self.tails.items()):
+            for event in tail.read():
+                self._event(rank, event)
+        self._report_finished()
+        if self.live:
+            self._draw_live()
+
+    def close(self) -> None:
+        """Last read after torchrun ended; erase the live line before the report."""
+        self.tick()
+        if self.live and self.live_text:
+            self.out.write(CLEAR)
+            self.out.flush()
+
+    # --- events ----------------------------------------------------------------------------
+    def _event(self, rank: int, e: dict[str, Any]) -> None:
+        kind = e.get("event")
+        if kind == "start":
+            self.world_size = max(self.world_size, int(e.get("world_size") or 0))
+        elif kind == "hello" and (rank == 0 or not self.world_scope):
+            ranks = {int(r): v.get("host", "?") for r, v in (e.get("ranks") or {}).items()}
+            self._joined(ranks if rank == 0 else {r: h for r, h in ranks.items()
+                                                  if r in self.tails})
+        elif kind == "probe-start":
+            st = self._stage(e.get("stage", "?"), float(e.get("time") or self.clock()))
+            self._finish_earlier(rank, st.name)
+        elif kind == "probe":
+            st = self._stage(e.get("stage", "?"), float(e.get("time") or self.clock()))
+            if self._counts(rank):
+                st.statuses.append(e.get("agreed") or e.get("status", ""))
+                st.codes += [p.get("code", "") for p in e.get("problems") or []]
+                st.end = float(e.get("time") or self.clock())
+        elif kind == "end":
+            self._finish_earlier(rank, "")
+        elif kind == WORLD_PROGRESS and rank == 0:  # optional: rank 0 counting arrivals
+            st = self._stage(e.get("stage", "?"), float(e.get("time") or self.clock()))
+            st.arrived = int(e.get("done") or 0)
+
+    def _counts(self, rank: int) -> bool:
+        """Whose outcomes make the line: rank 0's agreement, or every local rank's."""
+        return rank == 0 if self.world_scope else True
+
+    def _joined(self, ranks: dict[int, str]) -> None:
+        self.hosts.update(ranks)
+        by_host: dict[str, list[int]] = {}
+        for r, h in sorted(ranks.items()):
+            by_host.setdefault(h, []).append(r)
+        for host, rs in by_host.items():
+            if host not in self.joined:
+                self.joined.add(host)
+                self._line(f"node {host} joined: ranks {format_ranks(rs)} "
+                           f"({len(self.hosts)} of {self.world_size or '?'} ranks in)")
+
+    def _stage(self, name: str, when: float) -> _Stage:
+        if name not in self.stages:
+            self.stages[name] = _Stage(name, when)
+            self.order.append(name)
+        return self.stages[name]
+
+    def _finish_earlier(self, rank: int, current: str) -> None:
+        """A rank that starts a later stage (or ends) has finished every earlier one."""
+        for name in self.order:
+            if name == current:
+                break
+            self.stages[name].done.add(rank)
+
+    # --- output ----------------------------------------------------------------------------
+    def _total(self) -> int:
+        return self.world_size if self.world_scope else len(self.tails)
+
+    def _finished(self, st: _Stage) -> bool:
+        if self.world_scope:  # rank 0 agreed on every probe of the stage with all ranks
+            return 0 in st.done
+        return len(st.done) >= len(self.tails) > 0
+
+    def _report_finished(self) -> None:
+        for name in self.order:
+            st = self.stages[name]
+            if st.reported or not self._finished(st):
+                continue
+            st.reported = True
+            status = max(st.statuses, key=lambda s: ORDER.get(s, 4)) if st.statuses else "?"
+            codes = sorted({c for c in st.codes if c})
+            why = f"  ({', '.join(codes)})" if codes else ""
+            done = self._total() if self.world_scope else len(st.done)
+            self._line(f"{name:<12} {status:<8} {done}/{self._total()} ranks  "
+                       f"{max(st.end - st.start, 0.0):6.1f} s{why}")
+
+    def _draw_live(self) -> None:
+        running = next((self.stages[n] for n in self.order if not self.stages[n].reported),
+                       None)
+        text = ""
+        if running:
+            done = max(len(running.done), running.arrived)
+            text = (f"{running.name:<12} running  {done}/{self._total()} ranks  "
+                    f"{self.clock() - running.start:6.1f} s")
+        if text != self.live_text:
+            self.out.write(CLEAR + text)
+            self.out.flush()
+            self.live_text = text
+
+    def _line(self, text: str) -> None:
+        if self.live:
+            self.out.write(CLEAR + text + "\n")
+            self.live_text = ""
+        else:
+            stamp = time.strftime("%H:%M:%S", time.localtime(self.clock()))
+            self.out.write(f"[{stamp}] ddpcheck: {text}\n")
+        self.out.flush()

@@ -1,0 +1,8 @@
+"""Facts about this machine, read without torch: GPUs, NCCL, network interfaces, sockets.
+
+Runs in the launcher's preflight and in the node-stage probes. ``gpu`` and ``gpustate``
+read nvidia-smi, ``CUDA_VISIBLE_DEVICES`` and the device files; ``nccl`` and ``ncclstack``
+the NCCL settings and the library actually loaded; ``interfaces``, ``nics`` and ``netprobe``
+the NICs, routes, ``*_SOCKET_IFNAME`` and the endpoint's reachability; ``envinfo`` and
+``nodeinfo`` what ``ddpcheck env`` prints, with secrets redacted.
+"""

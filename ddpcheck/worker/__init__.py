@@ -1,0 +1,10 @@
+"""One rank of a run: the process torchrun (or srun) starts for every rank.
+
+``python -m ddpcheck.worker`` runs ``wrapper``: it starts pytest with the ddpcheck plugin on
+the probes in ``ddpcheck.checks`` and records the rank's exit in its exit file whatever
+happens. ``plugin`` turns the pytest session into one rank (stage order, agreement on every
+probe's outcome, the rank file); ``world`` is the rank's view of the world (identity, the
+control store, agreement with deadlines, the process group); ``settings`` are what the
+launcher passed down; ``timing`` and ``recorder`` are the probes' measuring tools.
+This package imports torch (``world``, ``timing``); ``settings`` and ``wrapper`` do not.
+"""

@@ -1,0 +1,314 @@
+"""The pytest plugin that turns a pytest session into one rank of a ddpcheck run.
+
+Runs inside every worker (``torchrun ... -m pytest -p ddpcheck.plugin --pyargs ddpcheck.checks``).
+It orders probes by stage, checks that every rank collected the same probes, and after each
+probe has all ranks agree on its outcome through the control store (with a deadline), so
+ranks never diverge on which collectives they enter. A failed stage blocks the later ones
+on every rank. Each rank logs its events to its rank file; rank 0 gathers every rank's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ddpcheck import results
+from ddpcheck.cluster import linkplan
+from ddpcheck.diagnoses import (
+    COLLECTION_MISMATCH,
+    COLLECTIVE_FAILED,
+    PROBE_ERROR,
+    RANK_UNRESPONSIVE,
+    Problem,
+    ProblemFound,
+)
+from ddpcheck.parsing import UsageError
+from ddpcheck.ranges import format_ranks
+from ddpcheck.stages import MARKER, STAGES
+from ddpcheck.worker.recorder import Recorder
+from ddpcheck.worker.settings import WorkerSettings
+from ddpcheck.worker.world import Exchange, World, connect, first_line, is_communication_error
+
+AFTER_FAILURE_WAIT_S = 5.0
+LINK_ROUNDS_MARKER = "ddpcheck_link_rounds"
+LINK_ROUND_S = 10.0  # one round of pair tests, as checks/test_links.py budgets it
+RECORD_KEY = pytest.StashKey[Recorder]()
+OUTCOME_KEY = pytest.StashKey[dict]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}(name): the ddpcheck stage of a probe")
+    config.addinivalue_line("markers", f"{LINK_ROUNDS_MARKER}: the probe plays the link rounds "
+                            "(its deadline grows with them)")
+    if not config.pluginmanager.has_plugin("ddpcheck-run"):
+        config.pluginmanager.register(RankSession(config), "ddpcheck-run")
+
+
+def stage_of(item: pytest.Item) -> str | None:
+    mark = item.get_closest_marker(MARKER)
+    return mark.args[0] if mark else None
+
+
+class RankSession:
+    """State of this rank's session: the world, the log and what blocks later probes."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        try:
+            self.settings = WorkerSettings.from_env(os.environ)
+        except UsageError as exc:  # a bad DDPCHECK_* value: one line, no traceback
+            raise pytest.UsageError(f"ddpcheck: {exc}") from None
+        self.world: World | None = None
+        self.log: results.RankLog | None = None
+        self.blocked_by: str | None = None  # stage whose failure blocks the rest
+        self.failed_stages: list[str] = []
+        self.counter = 0
+
+    # --- session start: connect and say hello ---------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        s = self.settings
+        try:
+            self.world = connect(timeout=s.probe_timeout)
+        except Exception as exc:  # the store is unreachable: nothing can be agreed, stop here
+            where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+            pytest.exit(f"ddpcheck: cannot reach the control store at {where} within "
+                        f"{s.probe_timeout:g} s: {first_line(exc)}", returncode=3)
+        self.log = results.RankLog(s.results_dir, self.world.rank)
+        w = self.world
+        me = {"host": w.host, "local_rank": w.local_rank, "node_rank": w.node_rank,
+              "pid": os.getpid()}
+        self.log.write("start", rank=w.rank, world_size=w.world_size, backend=w.backend, **me)
+        # Rank 0 gathers every rank's hello and publishes the layout (host of every rank,
+        # run-length encoded: O(nodes) bytes) that the probes need on every rank.
+        seen: dict[int, dict] = {}
+
+        def layout(ex: Exchange) -> dict:
+            seen.update(ex.values)
+            return {"coordinator": w.host,
+                    "hosts": encode_hosts({r: v["host"] for r, v in ex.values.items()})}
+        decision, missing = w.decide("hello", me, layout, timeout=s.probe_timeout)
+        if decision:
+            w.hosts_by_rank = decode_hosts(decision["hosts"])
+        self.log.write("hello", ranks=seen or {w.rank: me}, missing=list(missing),
+                       coordinator=(decision or {}).get("coordinator"))
+        if missing:
+            self._block("rendezvous", [self._unresponsive(missing, "the start of the run")])
+
+    # --- collection: order by stage, select, and check every rank collected the same -----
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list) -> None:
+        order = {name: i for i, name in enumerate(STAGES)}
+        keep = [it for it in items if stage_of(it) in self.settings.stages]
+        dropped = [it for it in items if it not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        keep.sort(key=lambda it: order[stage_of(it)])  # stable: file order within a stage
+        items[:] = keep
+        for it in items:
+            it.add_marker(pytest.mark.timeout(self._deadline(it), method="thread"))
+        self._check_same_collection([it.nodeid for it in items])
+
+    def _deadline(self, item: pytest.Item) -> float:
+        """A probe's hard limit: the probe timeout and a margin, plus the rounds of the link
+        stage for the probe that plays them (they grow as O(log N) above 32 nodes)."""
+        base = self.settings.probe_timeout + 20
+        if item.get_closest_marker(LINK_ROUNDS_MARKER) and self.world:
+            nodes = len(set(self.world.hosts_by_rank.values())) or 1
+            base += (len(linkplan.initial_rounds(nodes)) + 4) * LINK_ROUND_S
+        return base
+
+    def _check_same_collection(self, nodeids: list[str]) -> None:
+        assert self.world and self.log
+        digest = hashlib.sha256("\n".join(nodeids).encode()).hexdigest()[:16]
+        mine = {"digest": digest, "count": len(nodeids)}
+
+        def odd_ranks(ex: Exchange) -> dict:
+            ref = ex.values[0]
+            return {"odd": [r for r, v in ex.values.items() if v["digest"] != ref["digest"]],
+                    "reference": ref}
+        decision, missing = self.world.decide("collection", mine, odd_ranks)
+        if decision and decision["odd"]:
+            ref = decision["reference"]
+            problems = [COLLECTION_MISMATCH.problem(
+                f"rank 0 collected {ref['count']} probes ({ref['digest']}); ranks "
+                f"{format_ranks(decision['odd'])} collected a different set",
+                ranks=decision["odd"])] if self.world.rank == 0 else []
+            self._block("collection", problems)
+        elif missing and not self.blocked_by:
+            self._block("rendezvous", [self._unresponsive(missing, "probe collection")])
+
+    # --- one probe ---------------------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any) -> Iterator[None]:
+        assert self.world and self.log
+        stage = stage_of(item) or "?"
+        if self.failed_stages and not self.blocked_by and stage not in self.failed_stages:
+            self.blocked_by = self.failed_stages[0]
+        item.stash[RECORD_KEY] = Recorder()
+        self.log.write("probe-start", nodeid=item.nodeid, stage=stage,
+                       deadline=self._deadline(item))
+        start = time.monotonic()
+        yield
+        outcome = item.stash.get(OUTCOME_KEY, {"status": results.PASS, "problems": []})
+        outcome["duration"] = round(time.monotonic() - start, 3)
+        self._agree(item, stage, outcome)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.blocked_by:
+            item.stash[OUTCOME_KEY] = {"status": results.BLOCKED, "problems": [],
+                                       "message": f"blocked by stage {self.blocked_by}"}
+            pytest.skip(f"BLOCKED by stage {self.blocked_by}")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Iterator:
+        report = (yield).get_result()
+        if item.stash.get(OUTCOME_KEY, {}).get("status") in (results.FAIL, results.BLOCKED):
+            return
+        if report.skipped and call.when in ("setup", "call"):
+            rep = report.longrepr
+            reason = rep[2] if isinstance(rep, tuple) else str(rep)
+            item.stash[OUTCOME_KEY] = {"status": results.SKIP, "problems": [],
+                                       "message": reason.removeprefix("Skipped: ")}
+        elif report.failed:
+            item.stash[OUTCOME_KEY] = self._failure(item, call)
+
+    def _failure(self, item: pytest.Item, call: pytest.CallInfo) -> dict:
+        exc = call.excinfo.value if call.excinfo else None
+        if isinstance(exc, ProblemFound):
+            problems = list(exc.problems)
+        elif exc is not None and is_communication_error(exc):
+            problems = [COLLECTIVE_FAILED.problem(f"{item.name}: {first_line(exc)}")]
+        else:
+            text = first_line(exc) if exc else "teardown failed"
+            problems = [PROBE_ERROR.problem(f"{item.name}: {type(exc).__name__}: {text}")]
+        breaks = exc is not None and is_communication_error(exc)
+        return {"status": results.FAIL, "problems": problems, "breaks_world": breaks,
+                "message": problems[0].observed}
+
+    def _agree(self, item: pytest.Item, stage: str, outcome: dict) -> None:
+        """All ranks publish their outcome of this probe and wait for each other's."""
+        assert self.world and self.log
+        w = self.world
+        rec = item.stash[RECORD_KEY]
+        problems = [self._locate(p, stage) for p in outcome["problems"]]
+        mine = {"status": outcome["status"], "breaks_world": outcome.get("breaks_world", False)}
+        self.counter += 1
+        decision: dict | None = {"fail": False, "breaks": False}
+        missing: tuple[int, ...] = ()
+        if outcome["status"] != results.BLOCKED:  # every live rank is blocked at the same point
+            # After a collective timed out here, live peers time out at about the same moment:
+            # waiting the full deadline again for a dead or stopped one only delays the report.
+            wait = min(w.timeout, AFTER_FAILURE_WAIT_S) if mine["breaks_world"] else None
+            decision, missing = w.decide(f"probe/{self.counter}", mine, _probe_decision,
+                                         timeout=wait)
+        if missing:
+            problems.append(self._unresponsive(missing, f"probe {item.name}", stage))
+        failed = bool(missing) or decision is None or decision["fail"]
+        agreed = results.FAIL if failed else outcome["status"]
+        self.log.write("probe", nodeid=item.nodeid, name=item.name, stage=stage,
+                       doc=_doc_lines(item),
+                       status=outcome["status"], agreed=agreed, duration=outcome["duration"],
+                       message=outcome.get("message", ""), figure=rec.figure,
+                       measurements=rec.measurements, problems=[p.to_dict() for p in problems])
+        if missing or decision is None or decision["breaks"]:
+            self._block(stage, [])
+        elif agreed == results.FAIL and stage not in self.failed_stages:
+            self.failed_stages.append(stage)
+
+    def _locate(self, problem: Problem, stage: str) -> Problem:
+        w = self.world
+        assert w is not None
+        ranks = problem.ranks or (w.rank,)
+        hosts = problem.hosts or tuple(sorted({w.hosts_by_rank.get(r, "?") for r in ranks}))
+        return problem.where(stage=problem.stage or stage, ranks=ranks, hosts=hosts)
+
+    def _unresponsive(self, missing: tuple[int, ...] | list[int], what: str,
+                      stage: str = "rendezvous") -> Problem:
+        w = self.world
+        assert w is not None
+        hosts = tuple(sorted({w.hosts_by_rank.get(r, "unknown host") for r in missing}))
+        # The same words on every rank that saw it, so the report merges them into one.
+        return RANK_UNRESPONSIVE.problem(
+            f"rank {format_ranks(missing)} did not finish {what} within {w.timeout:g} s",
+            ranks=missing, hosts=hosts, stage=stage)
+
+    def _block(self, stage: str, problems: list[Problem]) -> None:
+        assert self.log
+        if problems:
+            self.log.write("problems", stage=stage, problems=[p.to_dict() for p in problems])
+        self.blocked_by = self.blocked_by or stage
+
+    # --- session end: gather everything on rank 0 ------------------------------------------
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        w, log = self.world, self.log
+        if w is None or log is None:
+            return
+        log.write("end", blocked_by=self.blocked_by)
+        got = w.gather("events", log.events, timeout=min(w.timeout, 10.0))  # rank 0 only
+        if w.rank == 0 and self.settings.results_dir:
+            results.write_json(results.world_file(Path(self.settings.results_dir)),
+                               {"ranks": got.values, "missing": list(got.missing)})
+        if not self.blocked_by:
+            w.close()
+
+
+def encode_hosts(hosts: dict[int, str]) -> list[list]:
+    """{rank: host} as [host, first rank, count] runs (torchrun numbers a node's ranks
+    contiguously, so this is one entry per node)."""
+    runs: list[list] = []
+    for rank in sorted(hosts):
+        if runs and runs[-1][0] == hosts[rank] and runs[-1][1] + runs[-1][2] == rank:
+            runs[-1][2] += 1
+        else:
+            runs.append([hosts[rank], rank, 1])
+    return runs
+
+
+def decode_hosts(runs: list[list]) -> dict[int, str]:
+    return {first + i: host for host, first, count in runs for i in range(count)}
+
+
+def _probe_decision(ex: Exchange) -> dict:
+    """Rank 0's rule for one probe: failed anywhere, and whether the world is broken."""
+    return {"fail": any(v["status"] == results.FAIL for v in ex.values.values()),
+            "breaks": any(v["breaks_world"] for v in ex.values.values())}
+
+
+def _doc_lines(item: pytest.Item) -> list[str]:
+    """The probe's one-line, user-facing docstring (as a list, empty when missing)."""
+    doc = (getattr(item, "obj", None).__doc__ or "").strip()  # type: ignore[union-attr]
+    return doc.splitlines()[:1]
+
+
+# --- fixtures the probes use --------------------------------------------------------------
+@pytest.fixture(scope="session")
+def settings(request: pytest.FixtureRequest) -> WorkerSettings:
+    """The run's settings (backend, gpus per replica, checkpoint dir, ...)."""
+    return request.config.pluginmanager.get_plugin("ddpcheck-run").settings
+
+
+@pytest.fixture(scope="session")
+def world(request: pytest.FixtureRequest) -> World:
+    """This rank's World: identity and control store (no process group yet)."""
+    return request.config.pluginmanager.get_plugin("ddpcheck-run").world
+
+
+@pytest.fixture(scope="session")
+def pg(world: World) -> World:
+    """The World with the default process group of the backend under test initialised."""
+    world.init_process_group()
+    return world
+
+
+@pytest.fixture
+def record(request: pytest.FixtureRequest) -> Recorder:
+    """Where a probe records its key figure and measurements for the report."""
+    return request.node.stash[RECORD_KEY]

@@ -1,0 +1,239 @@
+"""The worker's view of the world: identity, the control store, agreement with deadlines.
+
+Runs inside every torchrun worker (or a plain single-process pytest). The control channel
+is a c10d TCPStore, not a process group: a store wait can poll with a deadline and tell
+exactly which ranks did not arrive, and it keeps working when the backend under test is
+broken. Under torchrun the store is the agent's (it outlives a stopped or killed rank 0);
+when ranks are started without torchrun, rank 0 hosts it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import platform
+import socket
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from ddpcheck.diagnoses import COLLECTIVE_FAILED, ProblemFound
+from ddpcheck.scheduler.srunworld import is_srun_rank, torch_env
+
+
+def _env_int(env: dict[str, str], *names: str, default: int) -> int:
+    for name in names:
+        if env.get(name, "").strip():
+            return int(env[name])
+    return default
+
+
+@dataclass
+class World:
+    """This rank's identity and the control store shared by all ranks."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_rank: int
+    host: str
+    backend: str
+    timeout: float
+    store: Any = field(repr=False)
+    lost: set = field(default_factory=set)  # ranks that missed a deadline: never waited for again
+    hosts_by_rank: dict = field(default_factory=dict)  # every rank's host, from the hello
+    _pg_ready: bool = field(default=False, repr=False)
+
+    # --- agreement: rank 0 collects, decides and publishes; O(R) store operations ---------
+    def gather(self, key: str, payload: Any, timeout: float | None = None) -> Exchange:
+        """Rank 0 gets every rank's payload; the others get their own and who was missing."""
+        return self._collect(key, payload, timeout, lambda ex: None)[0]
+
+    def exchange(self, key: str, payload: Any, timeout: float | None = None) -> Exchange:
+        """Every rank gets every rank's payload (rank 0 gathers, then publishes them all).
+
+        Costs O(R) store operations but O(R) bytes read by every rank: for small payloads
+        or small worlds; ``gather`` and ``decide`` keep large worlds linear in bytes too.
+        """
+        ex, values = self._collect(key, payload, timeout,
+                                   lambda ex: {str(r): v for r, v in ex.values.items()})
+        if self.rank == 0 or values is None:
+            return ex
+        return Exchange({int(r): v for r, v in values.items()}, ex.missing)
+
+    def decide(self, key: str, payload: Any, rule: Callable[[Exchange], Any],
+               timeout: float | None = None) -> tuple[Any, tuple[int, ...]]:
+        """Rank 0 applies ``rule`` to every rank's payload; every rank obeys its result.
+
+        Returns (decision, missing ranks); the decision is None when rank 0 itself did not
+        publish in time (then rank 0 is the missing one).
+        """
+        ex, decision = self._collect(key, payload, timeout, rule)
+        return decision, ex.missing
+
+    def _collect(self, key: str, payload: Any, timeout: float | None,
+                 publish: Callable[[Exchange], Any]) -> tuple[Exchange, Any]:
+        """Everyone posts one key; rank 0 waits for all of them at once (one store wait,
+        never past the deadline), reads them in one multi_get, and posts one result key
+        that the others wait on. Ranks that missed a deadline are never waited for again,
+        so one stuck rank costs one deadline; a stuck rank 0 ends every later agreement."""
+        wait = self.timeout if timeout is None else timeout
+        mine = json.dumps(payload, default=str)
+        self.store.set(f"{key}/{self.rank}", mine)
+        payload = json.loads(mine)  # every rank sees the same JSON form, its own included
+        if self.rank != 0:
+            return self._await_result(key, payload, wait + RESULT_GRACE_S)
+        live = [r for r in range(1, self.world_size) if r not in self.lost]
+        missing = _wait_keys(self.store, {r: f"{key}/{r}" for r in live}, wait)
+        arrived = [r for r in live if r not in missing]
+        raw = self.store.multi_get([f"{key}/{r}" for r in arrived]) if arrived else []
+        values = {0: payload, **{r: json.loads(v) for r, v in zip(arrived, raw)}}
+        all_missing = tuple(sorted({*missing, *self.lost}))
+        self.lost.update(missing)
+        ex = Exchange(dict(sorted(values.items())), all_missing)
+        result = publish(ex)
+        self.store.set(f"{key}/result", json.dumps({"result": result, "missing": all_missing},
+                                                   default=str))
+        return ex, result
+
+    def _await_result(self, key: str, payload: Any, wait: float) -> tuple[Exchange, Any]:
+        if 0 not in self.lost and not _wait_keys(self.store, {0: f"{key}/result"}, wait):
+            got = json.loads(self.store.get(f"{key}/result"))
+            missing = tuple(int(r) for r in got["missing"])
+            self.lost.update(missing)
+            return Exchange({self.rank: payload}, missing), got["result"]
+        self.lost.add(0)  # the coordinator is gone: nothing can be agreed from here on
+        return Exchange({self.rank: payload}, tuple(sorted(self.lost))), None
+
+    # --- the process group under test ----------------------------------------------------
+    def init_process_group(self) -> None:
+        """Create the default process group of the backend under test (idempotent)."""
+        if self._pg_ready:
+            return
+        eager: dict[str, Any] = {}
+        if self.backend == "nccl":
+            torch.cuda.set_device(self.local_rank % max(torch.cuda.device_count(), 1))
+            # device_id binds the group to this GPU and creates the NCCL communicator now
+            # (torch docs, init_process_group), so a later p2p batch of a subset of ranks
+            # never has to create it (batch_isend_irecv docstring).
+            if "device_id" in inspect.signature(dist.init_process_group).parameters:  # 2.3+
+                eager["device_id"] = torch.device("cuda", torch.cuda.current_device())
+        try:
+            dist.init_process_group(
+                self.backend, store=dist.PrefixStore("pg", self.store), rank=self.rank,
+                world_size=self.world_size, timeout=timedelta(seconds=self.timeout), **eager)
+        except Exception as exc:  # torch raises RuntimeError/DistNetworkError/ValueError
+            raise COLLECTIVE_FAILED.fail(
+                f"init_process_group({self.backend!r}) failed: {first_line(exc)}") from exc
+        self._pg_ready = True
+
+    @property
+    def device(self) -> torch.device:
+        if self.backend == "nccl":
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+
+    def close(self) -> None:
+        if self._pg_ready and dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # a broken group may fail to tear down; the process ends anyway
+                pass
+            self._pg_ready = False
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What every rank published under one key; ``missing`` ranks never arrived."""
+
+    values: dict[int, Any]
+    missing: tuple[int, ...]
+
+
+RESULT_GRACE_S = 5.0  # the others wait this much longer than rank 0 for its result
+
+
+def _wait_keys(store: Any, keys: dict[int, str], wait: float) -> list[int]:
+    """Wait (one store call) until every key exists or the deadline passes; the missing."""
+    if not keys:
+        return []
+    try:
+        store.wait(list(keys.values()), timedelta(seconds=max(wait, 0.001)))
+        return []
+    except (RuntimeError, dist.DistError):  # DistStoreError: the wait timed out
+        return [r for r, k in keys.items() if not store.check([k])]
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+def resolve_backend(requested: str) -> str:
+    if requested in ("", "auto"):
+        return "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
+    return requested
+
+
+def connect(env: dict[str, str] | None = None, timeout: float = 30.0) -> World:
+    """Build this rank's World from torchrun's (or Slurm's) environment and connect the store."""
+    env = dict(os.environ if env is None else env)
+    if is_srun_rank(env):  # started by srun directly: Slurm's variables give the layout
+        env.update(torch_env(env))
+    rank = _env_int(env, "RANK", default=0)
+    world_size = _env_int(env, "WORLD_SIZE", default=1)
+    local_rank = _env_int(env, "LOCAL_RANK", default=0)
+    local_world = _env_int(env, "LOCAL_WORLD_SIZE", default=world_size)
+    node_rank = _env_int(env, "GROUP_RANK", default=0)
+    backend = resolve_backend(env.get("DDPCHECK_BACKEND", "auto"))
+    store = _connect_store(env, rank, world_size, timeout)
+    host = hostname()
+    return World(rank, world_size, local_rank, local_world, node_rank, host, backend,
+                 timeout, store, hosts_by_rank={rank: host})
+
+
+def _connect_store(env: dict[str, str], rank: int, world_size: int, timeout: float) -> Any:
+    run_id = env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "local"
+    prefix = f"ddpcheck/{run_id}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    if world_size == 1 and "MASTER_ADDR" not in env:
+        return dist.PrefixStore(prefix, dist.HashStore())
+    addr, port = env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", "29500"))
+    agent_store = env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+    store = dist.TCPStore(addr, port, world_size, is_master=(rank == 0 and not agent_store),
+                          timeout=timedelta(seconds=timeout), wait_for_workers=False)
+    return dist.PrefixStore(prefix, store)
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def node_facts() -> dict[str, Any]:
+    """The facts every rank publishes at rendezvous, compared across ranks."""
+    nccl = None
+    if torch.cuda.is_available() and dist.is_nccl_available():
+        v = torch.cuda.nccl.version()
+        nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    return {
+        "host": hostname(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "nccl": nccl,
+        "arch": platform.machine(),
+        "python": platform.python_version(),
+        "pid": os.getpid(),
+    }
+
+
+def is_communication_error(exc: BaseException) -> bool:
+    """True for errors that leave the process group unusable (timeouts, closed peers)."""
+    if isinstance(exc, ProblemFound):
+        return any(p.code == COLLECTIVE_FAILED.code for p in exc.problems)
+    if isinstance(exc, (NotImplementedError, RecursionError)):  # RuntimeErrors, but local
+        return False
+    return isinstance(exc, (RuntimeError, dist.DistError, TimeoutError, ConnectionError))

@@ -1,0 +1,1 @@
+"""Helpers shared by tests and bench/: recorded data, installs, counting stores, spawned ranks."""

@@ -1,0 +1,1 @@
+"""Unit tests, one folder per package of ddpcheck (no processes, no sockets but loopback)."""

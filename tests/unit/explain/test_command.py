@@ -1,0 +1,49 @@
+"""The explain command: files or stdin, --json, exit codes 0 / 1 / 2, one-line errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+from ddpcheck.launcher.cli import main
+from tests.helpers.paths import DATA
+
+LOGS = DATA / "logs"
+SHM = str(LOGS / "nccl" / "shm-extend-nccl-tests-166.log")
+
+
+def test_explained_log_exits_1_and_prints_block_next_and_verdict(capsys):
+    assert main(["explain", SHM]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  dev-shm-too-small   host ubuntu" not in out  # hosts render as "node"
+    assert "FAIL  dev-shm-too-small   node ubuntu" in out
+    assert "  next      ddpcheck run --stages node" in out
+    assert out.rstrip().splitlines()[-1].startswith("EXPLAINED: 1 cause")
+
+
+def test_json_dash_prints_the_problems_schema_only(capsys):
+    assert main(["explain", SHM, "--json", "-"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["problems"][0]["code"] == "dev-shm-too-small"
+    assert set(data["problems"][0]) >= {"code", "summary", "observed", "cause", "fix", "ranks",
+                                        "hosts", "consequence_of"}
+
+
+def test_missing_file_is_a_one_line_error_exit_2(capsys):
+    assert main(["explain", "/nonexistent/job.out"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read /nonexistent/job.out" in err
+
+
+def test_stdin_without_failure_exits_0():
+    log = (LOGS / "other" / "nccl-info-no-failure-278.log").read_text()
+    proc = subprocess.run([sys.executable, "-m", "ddpcheck", "explain"], input=log, text=True,
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("NO FAILURE FOUND"), proc.stderr
+
+
+def test_empty_input_exits_2(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("   \n"))
+    assert main(["explain"]) == 2

@@ -1,0 +1,30 @@
+"""README's two commands come first, and CI runs exactly README's test command."""
+
+from __future__ import annotations
+
+import re
+
+from tests.helpers.paths import ROOT
+
+
+def commands() -> list[str]:
+    return re.findall(r"```\n(.+?)\n```", (ROOT / "README.md").read_text())
+
+
+def test_readme_starts_with_install_and_run_then_install_and_test():
+    first, second = commands()[:2]
+    assert "pip install" in first and "ddpcheck run" in first
+    assert "pip install" in second and "pytest" in second
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert commands()[1] in ci.splitlines()
+
+
+def test_every_run_flag_is_documented():
+    from ddpcheck.launcher.config import SETTINGS
+
+    readme = (ROOT / "README.md").read_text()
+    for _, flag, var, _ in SETTINGS:
+        assert f"`{flag}" in readme and var in readme, flag

@@ -1,0 +1,367 @@
+"""Tests for ddpcheck.verdicts.links: pairing, link/node verdicts, expectations, stragglers, tables.
+
+Matrices and wait times are in tests/data/links: recorded gloo runs on this machine
+(waits_recorded_*, allreduce_sweep_*), and seeded or hand-written inputs modelled on real
+clusters (each file's "description" says which).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+
+from ddpcheck.diagnoses import CATALOGUE
+from ddpcheck.verdicts.links import (
+    expect_verdict,
+    format_intra_inter,
+    format_matrix,
+    format_scaling,
+    hosts_of,
+    link_figures,
+    link_verdicts,
+    reference_busbw,
+    round_robin,
+    scaling_table,
+)
+from tests.helpers.paths import DATA
+
+DATA = DATA / "links"
+
+
+def load_matrix(name: str) -> dict[tuple[str, str], float]:
+    data = json.loads((DATA / name).read_text())
+    return {(src, dst): v for src, row in data["matrix"].items() for dst, v in row.items()}
+
+
+def load_waits(name: str) -> tuple[dict[int, list[float]], dict[int, str]]:
+    data = json.loads((DATA / name).read_text())
+    return ({int(r): w for r, w in data["waits"].items()},
+            {int(r): h for r, h in data["hosts"].items()})
+
+
+def noisy_matrix(hosts: list[str], nominal, noise: float, rnd: random.Random):
+    return {(a, b): nominal(a, b) * rnd.uniform(1 - noise, 1 + noise)
+            for a, b in itertools.permutations(hosts, 2)}
+
+
+# --- round_robin -------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", range(2, 18))
+def test_round_robin_pairs_every_node_once_and_no_node_twice_per_round(n):
+    rounds = round_robin(n)
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    pairs = [p for rnd in rounds for p in rnd]
+    assert sorted(pairs) == list(itertools.combinations(range(n), 2))
+    for rnd in rounds:
+        nodes = [x for p in rnd for x in p]
+        assert len(nodes) == len(set(nodes))
+        assert len(rnd) == n // 2  # odd n: exactly one node sits out each round
+    if n % 2:
+        byes = [(set(range(n)) - {x for p in rnd for x in p}).pop() for rnd in rounds]
+        assert sorted(byes) == list(range(n))  # every node sits out exactly once
+
+
+def test_round_robin_is_deterministic_with_ordered_pairs():
+    assert round_robin(4) == [[(0, 3), (1, 2)], [(0, 2), (1, 3)], [(0, 1), (2, 3)]]
+    assert round_robin(6) == round_robin(6)
+    assert all(a < b for rnd in round_robin(9) for a, b in rnd)
+
+
+@pytest.mark.parametrize("n, expected", [(0, []), (1, []), (2, [[(0, 1)]]),
+                                         (3, [[(1, 2)], [(0, 2)], [(0, 1)]])])
+def test_round_robin_small_worlds(n, expected):
+    assert round_robin(n) == expected
+
+
+def test_round_robin_rejects_negative_n():
+    with pytest.raises(ValueError):
+        round_robin(-1)
+
+
+# --- link figures ------------------------------------------------------------------------------
+def test_link_figure_is_the_faster_direction_in_host_order():
+    m = {("a", "b"): 2.0, ("b", "a"): 1.5, ("a", "c"): 0.3, ("c", "a"): 0.4}
+    assert hosts_of(m) == ["a", "b", "c"]
+    assert link_figures(m) == {("a", "b"): 2.0, ("a", "c"): 0.4}
+
+
+def test_one_slow_direction_alone_is_not_a_slow_link():
+    m = {(a, b): 1.0 for a in "pqrs" for b in "pqrs" if a != b}
+    m[("p", "q")] = 0.2  # a busy host at that moment, not a bad link
+    assert link_verdicts(m) == []
+    m[("q", "p")] = 0.25
+    [problem] = link_verdicts(m)
+    assert problem.code == "slow-link" and problem.hosts == ("p", "q")
+
+
+def test_link_figure_uses_the_one_direction_measured():
+    assert link_figures({("a", "b"): 1.2}) == {("a", "b"): 1.2}
+
+
+# --- link verdicts on recorded matrices ---------------------------------------------------------
+@pytest.mark.parametrize("name", ["healthy_4node_ib.json", "healthy_8node_25gbe_noisy.json",
+                                  "healthy_6node_two_leaves.json", "healthy_3node_edges.json"])
+def test_healthy_matrices_give_no_problem(name):
+    assert link_verdicts(load_matrix(name)) == []
+
+
+def test_one_slow_pair_is_a_slow_link_with_both_directions():
+    m = load_matrix("slow_link_4node.json")
+    [p] = link_verdicts(m)
+    assert p.code == "slow-link"
+    assert p.hosts == ("gpu-a", "gpu-c")
+    assert p.observed.startswith(
+        "link gpu-a <-> gpu-c: 0.11 GB/s (gpu-a->gpu-c 0.11, gpu-c->gpu-a 0.10), "
+        "the median link is ")
+    assert p.observed.endswith(" GB/s")
+
+
+def test_one_slow_pair_among_three_nodes_is_a_slow_link_not_a_slow_node():
+    m = {(a, b): 1.9 for a, b in itertools.permutations("abc", 2)}
+    m[("a", "c")], m[("c", "a")] = 0.11, 0.12
+    [p] = link_verdicts(m)
+    assert (p.code, p.hosts) == ("slow-link", ("a", "c"))
+    assert p.observed == ("link a <-> c: 0.12 GB/s (a->c 0.11, c->a 0.12), the median link is "
+                          "1.9 GB/s")
+
+
+def test_a_node_with_every_link_slow_is_one_slow_node_problem():
+    problems = link_verdicts(load_matrix("slow_node_8node.json"))
+    assert [p.code for p in problems] == ["slow-node"]
+    p = problems[0]
+    assert p.hosts == ("gpu-c",)
+    assert p.observed.startswith("every link of gpu-c is slow: 0.10-0.13 GB/s, the median link")
+    assert "2.0 GB/s" in p.observed
+
+
+def test_slow_node_among_three_nodes_despite_two_of_three_links_being_slow():
+    [p] = link_verdicts(load_matrix("slow_node_3node.json"))
+    assert (p.code, p.hosts) == ("slow-node", ("gpu-c",))
+    assert "the median link is 2.0 GB/s" in p.observed
+
+
+def test_two_slow_nodes_are_two_slow_node_problems_and_their_shared_link_is_not_repeated():
+    problems = link_verdicts(load_matrix("two_slow_nodes_8node.json"))
+    assert [(p.code, p.hosts) for p in problems] == [("slow-node", ("gpu-c",)),
+                                                      ("slow-node", ("gpu-f",))]
+
+
+def test_two_nodes_have_no_relative_verdict_but_an_absolute_one():
+    m = load_matrix("two_node_slow.json")
+    assert link_verdicts(m) == []
+    [p] = expect_verdict(min(link_figures(m).values()), 9.0, "per link (100 GbE)")
+    assert p.code == "below-expected-bandwidth"
+    assert p.observed == "expected >= 9.0 GB/s per link (100 GbE), measured 1.1 GB/s"
+
+
+def test_slow_node_and_an_unrelated_slow_link_are_both_reported():
+    hosts = [f"n{i}" for i in range(6)]
+    m = {(a, b): 2.0 for a, b in itertools.permutations(hosts, 2)}
+    for other in hosts[1:]:
+        m[("n0", other)] = m[(other, "n0")] = 0.2
+    m[("n3", "n4")], m[("n4", "n3")] = 0.4, 0.45
+    problems = link_verdicts(m)
+    assert [(p.code, p.hosts) for p in problems] == [("slow-node", ("n0",)),
+                                                      ("slow-link", ("n3", "n4"))]
+    assert "(n3->n4 0.40, n4->n3 0.45)" in problems[1].observed
+
+
+def test_when_most_nodes_are_slow_nothing_is_relatively_slow():
+    hosts = [f"n{i}" for i in range(8)]
+    fast = {"n0", "n1", "n2"}
+    m = {(a, b): 2.0 if {a, b} <= fast else 0.2 for a, b in itertools.permutations(hosts, 2)}
+    assert link_verdicts(m) == []
+
+
+def test_a_missing_direction_shows_as_unknown():
+    m = {(a, b): 2.0 for a, b in itertools.permutations("abcd", 2)}
+    m[("a", "c")] = 0.1
+    del m[("c", "a")]
+    [p] = link_verdicts(m)
+    assert "(a->c 0.10, c->a ?)" in p.observed
+
+
+def test_a_zero_figure_is_slow():
+    m = {(a, b): 2.0 for a, b in itertools.permutations("abcd", 2)}
+    m[("b", "d")] = m[("d", "b")] = 0.0
+    assert [(p.code, p.hosts) for p in link_verdicts(m)] == [("slow-link", ("b", "d"))]
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8, 16])
+def test_thirty_percent_noise_never_gives_a_verdict(n):
+    rnd = random.Random(n)
+    hosts = [f"gpu-{i}" for i in range(n)]
+    for _ in range(200):
+        assert link_verdicts(noisy_matrix(hosts, lambda a, b: 1.9, 0.30, rnd)) == []
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8, 16])
+def test_a_node_at_a_fifth_of_the_speed_is_found_through_thirty_percent_noise(n):
+    # 0.4 x 1.3 = 0.52 < 0.5 x 1.9 x 0.7 = 0.67: separable whatever the noise draws
+    rnd = random.Random(100 + n)
+    hosts = [f"gpu-{i}" for i in range(n)]
+    for _ in range(100):
+        slow = rnd.choice(hosts)
+        m = noisy_matrix(hosts, lambda a, b, s=slow: 0.4 if s in (a, b) else 1.9, 0.30, rnd)
+        assert [(p.code, p.hosts) for p in link_verdicts(m)] == [("slow-node", (slow,))]
+
+
+def test_slow_ratio_moves_the_threshold():
+    m = {(a, b): 2.0 for a, b in itertools.permutations("abcd", 2)}
+    m[("a", "b")] = m[("b", "a")] = 1.2
+    assert link_verdicts(m) == []
+    assert [p.code for p in link_verdicts(m, slow_ratio=0.7)] == ["slow-link"]
+
+
+# --- expectations ----------------------------------------------------------------------------
+def test_expect_verdict_message_and_code():
+    [p] = expect_verdict(12.3, 40.0, "busbw (--expect-busbw)")
+    assert p.code == "below-expected-bandwidth"
+    assert p.observed == "expected >= 40.0 GB/s busbw (--expect-busbw), measured 12.3 GB/s"
+
+
+@pytest.mark.parametrize("measured, expected", [(40.0, 40.0), (55.0, 40.0), (1.0, 0.0)])
+def test_expect_verdict_passes_at_or_above_the_expectation(measured, expected):
+    assert expect_verdict(measured, expected, "busbw") == []
+
+
+def test_expect_verdict_shows_small_figures_with_two_decimals():
+    [p] = expect_verdict(0.043, 0.5, "busbw")
+    assert p.observed == "expected >= 0.50 GB/s busbw, measured 0.04 GB/s"
+
+
+@pytest.mark.parametrize("name, n, low, high", [
+    ("NVIDIA A100-SXM4-80GB", 8, 150, 180),
+    ("NVIDIA A100-SXM4-40GB", 8, 150, 180),
+    ("NVIDIA H100 80GB HBM3", 8, 240, 280),
+    ("NVIDIA H100 SXM5 80GB", 8, 240, 280),
+    ("NVIDIA H200", 8, 240, 280),
+    ("NVIDIA A100 80GB PCIe", 8, 5, 15),
+    ("NVIDIA A100-PCIE-40GB", 4, 5, 15),
+    ("NVIDIA A10", 2, 5, 15),
+    ("NVIDIA L40S", 4, 5, 15),
+    ("Tesla T4", 4, 2, 8),
+    ("Tesla V100-PCIE-16GB", 2, 2, 8),
+    ("NVIDIA H100 PCIe", 2, 10, 30),
+    ("NVIDIA H100 NVL", 2, 10, 30),
+])
+def test_reference_busbw_for_known_models(name, n, low, high):
+    ref = reference_busbw(name, n, "nccl")
+    assert ref is not None
+    gbps, source = ref
+    assert low <= gbps <= high
+    assert "70%" in source and f"{gbps:.0f} GB/s" in source
+
+
+def test_reference_busbw_nvswitch_figures_are_conservative_against_published_peaks():
+    a100, _ = reference_busbw("NVIDIA A100-SXM4-80GB", 8, "nccl")  # ~230 GB/s typical
+    h100, _ = reference_busbw("NVIDIA H100 80GB HBM3", 8, "NCCL")  # ~360-370 GB/s rings
+    assert 0.65 * 230 <= a100 <= 0.8 * 230
+    assert 0.65 * 360 <= h100 <= 0.8 * 360
+    assert h100 > a100
+
+
+@pytest.mark.parametrize("name, n, backend", [
+    ("NVIDIA A100-SXM4-80GB", 8, "gloo"),      # not NCCL
+    ("NVIDIA A100-SXM4-80GB", 1, "nccl"),      # nothing to all-reduce with
+    ("NVIDIA A100-SXM4-80GB", 4, "nccl"),      # 4 of an 8-GPU board or a 4-GPU board?
+    ("NVIDIA H100 80GB HBM3", 4, "nccl"),
+    ("NVIDIA A800-SXM4-80GB", 8, "nccl"),      # cut-down NVLink
+    ("NVIDIA H800", 8, "nccl"),
+    ("Tesla V100-SXM2-32GB", 8, "nccl"),       # hybrid cube mesh: not in the table
+    ("NVIDIA GeForce RTX 4090", 8, "nccl"),
+    ("NVIDIA GH200 480GB", 2, "nccl"),
+    ("", 8, "nccl"),
+])
+def test_reference_busbw_is_none_when_unknown(name, n, backend):
+    assert reference_busbw(name, n, backend) is None
+
+
+def test_reference_busbw_does_not_mistake_a100_for_a10():
+    a10, _ = reference_busbw("NVIDIA A10", 2, "nccl")
+    a100, _ = reference_busbw("NVIDIA A100-SXM4-80GB", 8, "nccl")
+    assert a10 < 20 < a100
+
+
+# --- scaling -----------------------------------------------------------------------------------
+def scaling_rows() -> list[dict]:
+    return json.loads((DATA / "ddp_scaling.json").read_text())["rows"]
+
+
+def test_scaling_table_sorts_and_adds_efficiency_against_the_smallest_world():
+    rows = scaling_rows()
+    table = scaling_table(rows)
+    assert [r["world_size"] for r in table] == [1, 8, 16, 32]
+    assert table[0]["efficiency"] == pytest.approx(1.0)
+    assert table[1]["efficiency"] == pytest.approx((1813.0 / 8) / 246.0)
+    assert table[3]["efficiency"] == pytest.approx((5704.7 / 32) / 246.0)
+    assert "efficiency" not in rows[0]  # the input is not modified
+
+
+def test_scaling_table_edge_cases():
+    assert scaling_table([]) == []
+    [row] = scaling_table([{"world_size": 2, "step_time_s": 0.1, "samples_per_s": 0.0}])
+    assert row["efficiency"] is None
+
+
+def test_format_scaling_is_a_right_aligned_table():
+    text = format_scaling(scaling_rows())
+    assert text.splitlines() == [
+        "world size  step time (ms)  samples/s  efficiency",
+        "         1           130.1      246.0        100%",
+        "         8           141.2     1813.0         92%",
+        "        16           153.0     3346.4         85%",
+        "        32           179.5     5704.7         72%",
+    ]
+    assert format_scaling(scaling_table(scaling_rows())) == text
+
+
+def test_format_scaling_without_a_baseline():
+    text = format_scaling([{"world_size": 2, "step_time_s": 0.1, "samples_per_s": 0.0}])
+    assert text.splitlines()[1].endswith("-")
+
+
+# --- tables ------------------------------------------------------------------------------------
+def test_format_matrix_rows_send_columns_receive():
+    m = load_matrix("slow_link_4node.json")
+    assert format_matrix(hosts_of(m), m).splitlines() == [
+        "GB/s from \\ to  gpu-a  gpu-b  gpu-c  gpu-d",
+        "gpu-a               -   1.83   0.11   1.96",
+        "gpu-b            1.74      -   1.91   1.85",
+        "gpu-c            0.10   1.90      -   1.72",
+        "gpu-d            1.88   1.74   1.74      -",
+    ]
+
+
+def test_format_matrix_marks_missing_figures_and_widens_for_big_ones():
+    lines = format_matrix(["x", "y"], {("x", "y"): 123.456}).splitlines()
+    assert lines[1].split() == ["x", "-", "123.46"]
+    assert lines[2].split() == ["y", "?", "-"]
+    assert len({len(line) for line in lines}) == 1
+
+
+def test_format_intra_inter():
+    text = format_intra_inter({"gpu-a": 231.4, "gpu-b": 229.87}, 22.1)
+    assert text.splitlines() == [
+        "node   intra-node busbw (GB/s)",
+        "gpu-a                   231.40",
+        "gpu-b                   229.87",
+        "cross-node busbw (one rank per node): 22.10 GB/s",
+        "the slowest node's intra-node busbw is 10.4x the cross-node busbw",
+    ]
+
+
+def test_format_intra_inter_single_node_and_nothing_measured():
+    assert format_intra_inter({"gpu-a": 231.4}, None).splitlines()[-1] == \
+        "cross-node busbw (one rank per node): not measured"
+    assert format_intra_inter({}, 3.0).splitlines() == [
+        "intra-node busbw: not measured", "cross-node busbw (one rank per node): 3.00 GB/s"]
+
+
+# --- catalogue ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("code", ["slow-link", "slow-node", "below-expected-bandwidth"])
+def test_codes_are_registered_with_summary_cause_and_fix(code):
+    d = CATALOGUE[code]
+    assert d.code == code and d.summary and d.cause and d.fix
