@@ -19,10 +19,10 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from ddpcheck.cluster.checkin import NodeCard, judge
+from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import Problem, register
 
 PREFIX = "ddpcheck/checkin"
@@ -92,20 +92,11 @@ def publish(store: Any, card: NodeCard) -> int:
 
 
 def await_key(store: Any, key: str, deadline: float) -> bytes | None:
-    """The value of key once set (one ``wait`` + one ``get``), or None at the deadline.
+    """The value of key once set (one ``wait`` + one ``multi_get``), or None at the deadline.
 
     A store whose host went away raises (DistNetworkError): the caller names the host.
     """
-    left = deadline - time.monotonic()
-    if left <= 0 and not store.check([key]):
-        return None
-    try:
-        store.wait([key], timedelta(seconds=max(left, 0.001)))
-    except RuntimeError as exc:
-        if "timeout" in str(exc).lower():
-            return None
-        raise
-    return bytes(store.get(key))
+    return gather_keys(store, {key: key}, deadline - time.monotonic())[0].get(key)
 
 
 def await_verdict(store: Any, deadline: float) -> Verdict | None:

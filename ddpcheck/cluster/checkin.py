@@ -12,11 +12,8 @@ diagnosis on every node, within the rendezvous deadline instead of torchrun's 60
 from __future__ import annotations
 
 import json
-import os
-import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from ddpcheck.diagnoses import Problem, register
@@ -76,49 +73,6 @@ class NodeCard:
     def from_json(cls, text: str | bytes) -> NodeCard:
         data = json.loads(text)
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-
-def host_store(port: int, timeout: float) -> Any:
-    """Start the TCPStore server on the rendezvous port (this node owns the endpoint)."""
-    _quiet_torch_logs()
-    from torch.distributed import TCPStore
-
-    return TCPStore("0.0.0.0", port, is_master=True, wait_for_workers=False, multi_tenant=True,
-                    timeout=timedelta(seconds=timeout))
-
-
-def join_store(host: str, port: int, timeout: float) -> Any:
-    """Connect to the endpoint's store as a client; TimeoutError if no store answers in time.
-
-    A TCPStore client talking to a program that is not a store (a squatter on the port)
-    waits forever whatever its timeout, so the connect runs in a daemon thread (the call
-    releases the GIL) and is abandoned at the deadline.
-    """
-    _quiet_torch_logs()
-    from torch.distributed import TCPStore
-
-    box: dict[str, Any] = {}
-
-    def attempt() -> None:
-        try:
-            box["store"] = TCPStore(host, port, is_master=False, wait_for_workers=False,
-                                    timeout=timedelta(seconds=timeout))
-        except Exception as exc:  # reported to the caller below
-            box["error"] = exc
-
-    thread = threading.Thread(target=attempt, daemon=True)
-    thread.start()
-    thread.join(timeout + 1)
-    if "store" in box:
-        return box["store"]
-    if "error" in box:
-        raise box["error"]
-    raise TimeoutError(f"no c10d store answered within {timeout + 1:g} s")
-
-
-def _quiet_torch_logs() -> None:
-    """c10d warns on every client connect in a netns without reverse DNS; it is noise here."""
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 
 def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str] = (),

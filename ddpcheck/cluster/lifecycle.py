@@ -1,34 +1,25 @@
-"""The multi-node part of a run: reach the endpoint, check in, probe peers, share the end.
+"""The multi-node part of a run before torchrun: reach the endpoint, check in, probe peers.
 
 Runs in the launcher of every node when --nodes > 1, between the node preflight and
-torchrun, and again after torchrun to share each node's diagnoses. Every step has a
-deadline derived from --rdzv-timeout, so a missing node, a dropped port or a squatted port
-is named in seconds, and the world only starts when every node is known to be ready.
+torchrun (the end of the run, after torchrun, is ``ddpcheck.cluster.ending``). Every step
+has a deadline derived from --rdzv-timeout, so a missing node, a dropped port or a squatted
+port is named in seconds, and the world only starts when every node is known to be ready.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from ddpcheck.cluster import board
 from ddpcheck.cluster import nodeflow as flow
 from ddpcheck.cluster.board import Verdict
-from ddpcheck.cluster.checkin import (
-    ENDPOINT_NODE_STOPPED,
-    ENDPOINT_NOT_A_STORE,
-    NodeCard,
-    host_store,
-    join_store,
-)
-from ddpcheck.cluster.nodeflow import STORE_LOST, ClusterState
+from ddpcheck.cluster.checkin import ENDPOINT_NODE_STOPPED, ENDPOINT_NOT_A_STORE, NodeCard
+from ddpcheck.cluster.nodeflow import FINAL_WAIT, STORE_LOST, ClusterState
 from ddpcheck.cluster.peerprobe import Listener
+from ddpcheck.cluster.store import CONNECT_TIMEOUT, hold, host_store, join_store
 from ddpcheck.diagnoses import Problem, register
 from ddpcheck.launcher.config import Config
 from ddpcheck.launcher.userjob import hosting_problem
@@ -42,9 +33,6 @@ from ddpcheck.node.netprobe import (
     is_loopback,
     resolve,
 )
-
-CONNECT_TIMEOUT = 3.0
-FINAL_WAIT = 10.0
 
 HOSTNAME_LOOPBACK = register(
     "hostname-loopback", "this node's hostname resolves to a loopback address",
@@ -185,10 +173,7 @@ def announce_stop(cfg: Config, problems: list[Problem]) -> None:
     try:
         store = host_store(port, timeout=FINAL_WAIT)
         board.publish_verdict(store, Verdict(problems, [], socket.gethostname(), stopped=True))
-        end = time.monotonic() + FINAL_WAIT
-        while int(store.add(f"ddpcheck/settled/{cfg.rdzv_id}", 0)) < cfg.nodes - 1 \
-                and time.monotonic() < end:
-            time.sleep(0.1)
+        hold(store, f"ddpcheck/settled/{cfg.rdzv_id}", cfg.nodes - 1, FINAL_WAIT)
     except (RuntimeError, ValueError):  # lost the port: the others see a refused or odd port
         return
 
@@ -197,124 +182,3 @@ def _unresolved(res: Any) -> Any:
     from ddpcheck.node.netprobe import ConnectResult
 
     return ConnectResult("resolve-failed", "", 0.0, res.error)
-
-
-NODE_OUTCOME_MISSING = register(
-    "node-outcome-missing", "a node did not report the end of its run",
-    "its launcher was killed or hung, its torchrun ran past the others, or it lost the "
-    "rendezvous store before the end",
-    "read that node's own report or job output; rerun once it is healthy")
-VERDICT_UNKNOWN = register(
-    "verdict-unknown", "this node could not learn the whole run's verdict",
-    "the node hosting rank 0 did not publish its verdict in time (it stopped, hung, or "
-    "lost the rendezvous store), so this node cannot say the job is ready",
-    "read the rank-0 node's report; if it is missing, that node failed: rerun without it")
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one node's launcher saw of its part of the run, shared at the end."""
-
-    host: str
-    ready: bool
-    problems: tuple[Problem, ...]
-
-    def to_json(self) -> str:
-        return json.dumps({"host": self.host, "ready": self.ready,
-                           "problems": [p.to_dict() for p in self.problems]})
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Outcome:
-        data = json.loads(text)
-        return cls(str(data["host"]), bool(data["ready"]),
-                   tuple(Problem.from_dict(p) for p in data.get("problems", [])))
-
-
-def _final_key(st: ClusterState) -> str:
-    assert st.me is not None
-    return f"ddpcheck/final/{st.me.run_id}"
-
-
-def _hosts(st: ClusterState) -> list[str]:
-    assert st.me is not None
-    return [c.host for c in st.cards if c.run_id == st.me.run_id] or [st.me.host]
-
-
-def post_outcome(st: ClusterState, outcome: Outcome) -> bool:
-    """Publish this node's outcome for the rank-0 node; False when the store is gone."""
-    if st.store is None or st.me is None:
-        return False
-    try:
-        st.store.set(f"{_final_key(st)}/node/{outcome.host}", outcome.to_json())
-        return True
-    except (RuntimeError, ValueError, TimeoutError):
-        return False
-
-
-def collect_outcomes(st: ClusterState, wait: float = FINAL_WAIT) -> list[Problem]:
-    """On the rank-0 node: every other node's problems, and a problem per silent node."""
-    if st.store is None or st.me is None:
-        return []
-    others = [h for h in _hosts(st) if h != st.me.host]
-    key = _final_key(st)
-    got = gather_keys(st.store, {h: f"{key}/node/{h}" for h in others}, wait)
-    problems = [p for text in got.values() for p in Outcome.from_json(text).problems]
-    for h in others:
-        if h not in got:
-            problems.append(NODE_OUTCOME_MISSING.problem(
-                f"{h} did not report the end of its run within {wait:g} s after "
-                f"{st.me.host}'s ended", hosts=[h]))
-    return problems
-
-
-def publish_verdict(st: ClusterState, outcome: Outcome) -> None:
-    """On the rank-0 node: the whole run's verdict, which every other node adopts."""
-    if st.store is None or st.me is None:
-        return
-    try:
-        st.store.set(f"{_final_key(st)}/verdict", outcome.to_json())
-    except (RuntimeError, ValueError, TimeoutError):
-        pass
-
-
-def await_verdict(st: ClusterState, wait: float = 2 * FINAL_WAIT + 5) -> Outcome | Problem:
-    """On the other nodes: the rank-0 node's verdict, or the problem of not learning it."""
-    if st.store is not None and st.me is not None:
-        key = f"{_final_key(st)}/verdict"
-        got = gather_keys(st.store, {"verdict": key}, wait)
-        if "verdict" in got:
-            return Outcome.from_json(got["verdict"])
-    host = st.me.host if st.me else socket.gethostname()
-    return VERDICT_UNKNOWN.problem(
-        f"{host} got no verdict from the node hosting rank 0 within {wait:g} s after its own "
-        "part ended", hosts=[host])
-
-
-def release(st: ClusterState, wait: float = FINAL_WAIT) -> None:
-    """Say this node is done with the store; its host keeps it up until all are (bounded)."""
-    if st.store is None or st.me is None:
-        return
-    key = f"{_final_key(st)}/read"
-    try:
-        st.store.add(key, 1)
-        if st.is_host:  # the others read through our store: keep it up until they have
-            end = time.monotonic() + wait
-            while int(st.store.add(key, 0)) < len(_hosts(st)) and time.monotonic() < end:
-                time.sleep(0.1)
-    except (RuntimeError, ValueError, TimeoutError):  # the store's host is gone
-        pass
-
-
-def gather_keys(store: Any, keys: dict[str, str], wait: float) -> dict[str, str]:
-    """Read the keys that appear within ``wait`` seconds (one store ``wait``, one
-    ``multi_get``, as board.await_key does for one key); the absent ones are left out."""
-    try:
-        store.wait(list(keys.values()), timedelta(seconds=max(wait, 0.001)))
-    except RuntimeError:  # the wait timed out (DistStoreError), or the store's host is gone
-        pass
-    try:
-        present = [name for name, key in keys.items() if store.check([key])]
-        raw = store.multi_get([keys[n] for n in present]) if present else []
-    except (RuntimeError, ValueError, TimeoutError):  # the store's host went away
-        return {}
-    return {name: bytes(value).decode() for name, value in zip(present, raw)}

@@ -17,8 +17,9 @@ from typing import Any
 from ddpcheck.cluster import board, peerprobe
 from ddpcheck.cluster.board import Board, Verdict
 from ddpcheck.cluster.checkin import ENDPOINT_NODE_STOPPED, NodeCard
-from ddpcheck.cluster.peerprobe import CONNECT_TIMEOUT as PEER_TIMEOUT
 from ddpcheck.cluster.peerprobe import Listener, judge_addresses, judge_peers, peer_targets
+from ddpcheck.cluster.store import CONNECT_TIMEOUT as PEER_TIMEOUT
+from ddpcheck.cluster.store import hold
 from ddpcheck.diagnoses import Problem, register
 from ddpcheck.launcher.userjob import judge_names, resolve_ipv4
 
@@ -184,8 +185,6 @@ def settle(st: ClusterState) -> None:
     if not st.is_host:
         return
     n = len([c for c in st.cards if c.run_id == st.me.run_id]) or 1
-    end = time.monotonic() + FINAL_WAIT
-    while int(st.store.add(key, 0)) < n and time.monotonic() < end:
-        time.sleep(0.05)
+    hold(st.store, key, n, FINAL_WAIT, pause=0.05)
 
 

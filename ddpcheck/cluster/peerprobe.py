@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ddpcheck.cluster.checkin import NodeCard
+from ddpcheck.cluster.store import CONNECT_TIMEOUT
 from ddpcheck.diagnoses import Problem, register
 from ddpcheck.node.netprobe import ConnectResult, is_loopback, tcp_connect
 
-CONNECT_TIMEOUT = 3.0
 FULL_MESH_MAX = 32  # up to this many nodes every node probes every other
 RANDOM_PEERS = 2
 MAX_PARALLEL = 64  # connects in flight per node

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from ddpcheck import results
-from ddpcheck.cluster import lifecycle
+from ddpcheck.cluster import ending, lifecycle
 from ddpcheck.cluster.lifecycle import ClusterState
 from ddpcheck.diagnoses import Problem
 from ddpcheck.launcher.config import NETWORK_ONLY, Config, new_run_id
@@ -103,7 +103,7 @@ def _judge(cfg: Config, st: ClusterState, results_dir: Path, nproc: int,
     rank0_here = 0 in local
     multi = cfg.nodes > 1 and st.me is not None
     if multi and rank0_here:
-        problems += lifecycle.collect_outcomes(st)
+        problems += ending.collect_outcomes(st)
     expected = (Expected.whole(nproc * cfg.nodes) if rank0_here or cfg.nodes == 1
                 else Expected.node_part(nproc * cfg.nodes, local, nproc))
     evidence = [*_exit_tails(exits), *log_tail.splitlines()[-6:]]
@@ -114,20 +114,20 @@ def _judge(cfg: Config, st: ClusterState, results_dir: Path, nproc: int,
     if transport:  # only with NCCL_DEBUG=INFO: NET/Socket where IB was expected is common
         report.notes.append(f"NCCL's network transport (from NCCL_DEBUG=INFO): {transport}")
     if multi:
-        me = lifecycle.Outcome(socket.gethostname(), report.ready, tuple(report.problems))
+        me = ending.Outcome(socket.gethostname(), report.ready, tuple(report.problems))
         if rank0_here:
-            lifecycle.publish_verdict(st, me)
+            ending.publish_verdict(st, me)
         else:
-            lifecycle.post_outcome(st, me)
-            _adopt(report, lifecycle.await_verdict(st))
-        lifecycle.release(st)
+            ending.post_outcome(st, me)
+            _adopt(report, ending.await_verdict(st))
+        ending.release(st)
     if cfg.nodes > 1 and not rank0_here:
         report.notes.append(f"this is {socket.gethostname()}'s part; the whole report is printed "
                             f"on the node hosting rank 0 ({_rank0_host(events)})")
     return report
 
 
-def _adopt(report: Report, whole: lifecycle.Outcome | Problem) -> None:
+def _adopt(report: Report, whole: ending.Outcome | Problem) -> None:
     """Take the rank-0 node's verdict: its problems are this node's story too."""
     found = [whole] if isinstance(whole, Problem) else list(whole.problems)
     report.problems = mark_consequences(merge_problems([*report.problems, *found]))

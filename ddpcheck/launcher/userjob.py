@@ -7,7 +7,7 @@ than exercised (docs/user-job.md lists every difference):
 
 - Who hosts the store. A user's c10d torchrun hosts it on the agent whose machine
   "matches" the endpoint host, by torch's own rule
-  (``torch.distributed.elastic.rendezvous.utils._matches_machine_hostname``: the name or
+  (``_matches_machine_hostname``, called through ``cluster.store.torch_would_host``: the name or
   FQDN of this machine, or an address of ``getaddrinfo(gethostname())``). An alias, a
   virtual IP or an address of a second NIC matches no node: every agent joins as a client
   and the job waits out the join timeout. Exactly the endpoint node must match.
@@ -24,6 +24,7 @@ import random
 import socket
 from collections.abc import Callable, Mapping, Sequence
 
+from ddpcheck.cluster.store import torch_would_host
 from ddpcheck.diagnoses import Problem, register
 
 ENDPOINT_NOT_RECOGNISED = register(
@@ -51,16 +52,6 @@ NAME_WRONG_ADDRESS = register(
     "correct DNS or /etc/hosts so the FQDN resolves to the node's cluster address everywhere")
 
 FULL_CHECK_NODES = 32  # above this, each node resolves a sample of its peers' names
-
-
-def torch_would_host(host: str) -> bool:
-    """Would a user's c10d torchrun on this machine host the store for ``host``? (torch's rule)"""
-    from torch.distributed.elastic.rendezvous.utils import _matches_machine_hostname
-
-    try:
-        return bool(_matches_machine_hostname(host))
-    except OSError:  # this machine's own name does not resolve: nothing matches
-        return False
 
 
 def hosting_problem(endpoint: str, node: str, endpoint_is_here: bool,

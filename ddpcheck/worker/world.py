@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import COLLECTIVE_FAILED, ProblemFound
 from ddpcheck.scheduler.srunworld import is_srun_rank, torch_env
 
@@ -89,10 +90,8 @@ class World:
         if self.rank != 0:
             return self._await_result(key, payload, wait + RESULT_GRACE_S)
         live = [r for r in range(1, self.world_size) if r not in self.lost]
-        missing = _wait_keys(self.store, {r: f"{key}/{r}" for r in live}, wait)
-        arrived = [r for r in live if r not in missing]
-        raw = self.store.multi_get([f"{key}/{r}" for r in arrived]) if arrived else []
-        values = {0: payload, **{r: json.loads(v) for r, v in zip(arrived, raw)}}
+        got, missing = gather_keys(self.store, {r: f"{key}/{r}" for r in live}, wait)
+        values = {0: payload, **{r: json.loads(v) for r, v in got.items()}}
         all_missing = tuple(sorted({*missing, *self.lost}))
         self.lost.update(missing)
         ex = Exchange(dict(sorted(values.items())), all_missing)
@@ -102,8 +101,9 @@ class World:
         return ex, result
 
     def _await_result(self, key: str, payload: Any, wait: float) -> tuple[Exchange, Any]:
-        if 0 not in self.lost and not _wait_keys(self.store, {0: f"{key}/result"}, wait):
-            got = json.loads(self.store.get(f"{key}/result"))
+        posted = {} if 0 in self.lost else gather_keys(self.store, {0: f"{key}/result"}, wait)[0]
+        if 0 in posted:
+            got = json.loads(posted[0])
             missing = tuple(int(r) for r in got["missing"])
             self.lost.update(missing)
             return Exchange({self.rank: payload}, missing), got["result"]
@@ -156,17 +156,6 @@ class Exchange:
 
 
 RESULT_GRACE_S = 5.0  # the others wait this much longer than rank 0 for its result
-
-
-def _wait_keys(store: Any, keys: dict[int, str], wait: float) -> list[int]:
-    """Wait (one store call) until every key exists or the deadline passes; the missing."""
-    if not keys:
-        return []
-    try:
-        store.wait(list(keys.values()), timedelta(seconds=max(wait, 0.001)))
-        return []
-    except (RuntimeError, dist.DistError):  # DistStoreError: the wait timed out
-        return [r for r, k in keys.items() if not store.check([k])]
 
 
 def first_line(exc: BaseException) -> str:

@@ -1,6 +1,6 @@
-"""Tests for lifecycle.lifecycle's pure parts: the advertised address, connect() stopping before
-any network I/O (a loopback or unresolvable endpoint), and sharing the final problems through
-an in-process store. The multi-node path itself runs in tests/cluster/.
+"""Tests for ddpcheck.cluster.lifecycle's pure parts: the advertised address, connect() stopping
+before any network I/O (a loopback or unresolvable endpoint), and an endpoint node that stops
+early telling the others why. The multi-node path itself runs in tests/cluster/.
 """
 
 from __future__ import annotations
@@ -8,9 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 import pytest
-import torch.distributed as dist
 
-from ddpcheck import diagnoses
 from ddpcheck.cluster import lifecycle
 from ddpcheck.cluster.checkin import NodeCard
 from ddpcheck.launcher.config import Config
@@ -150,68 +148,13 @@ def test_closing_the_state_closes_the_listener_once() -> None:
     assert st.listener is None and sock.fileno() == -1
 
 
-def test_without_a_store_nothing_is_shared_and_the_verdict_is_unknown() -> None:
-    st = lifecycle.ClusterState()
-    assert lifecycle.collect_outcomes(st) == []
-    assert not lifecycle.post_outcome(st, lifecycle.Outcome("a", True, ()))
-    got = lifecycle.await_verdict(st, wait=0.1)
-    assert isinstance(got, diagnoses.Problem) and got.code == "verdict-unknown"
-
-
-def _two_nodes(me: str) -> lifecycle.ClusterState:
-    a = NodeCard("a", 2, "job-1", 2, 1)
-    b = NodeCard("b", 2, "job-1", 2, 2)
-    stray = NodeCard("c", 2, "other-run", 2, 3)
-    return lifecycle.ClusterState(cards=[a, b, stray], me=a if me == "a" else b,
-                                store=dist.HashStore())
-
-
-def test_the_rank0_node_collects_the_other_nodes_problems() -> None:
-    st = _two_nodes("a")
-    theirs = diagnoses.RANK_KILLED.problem("rank 3 killed by SIGKILL", hosts=["b"], ranks=[3])
-    other = lifecycle.ClusterState(cards=st.cards, me=st.cards[1], store=st.store)
-    assert lifecycle.post_outcome(other, lifecycle.Outcome("b", False, (theirs,)))
-    assert lifecycle.collect_outcomes(st, wait=1.0) == [theirs]
-
-
-def test_a_node_that_never_reports_its_end_is_a_problem_on_the_rank0_node() -> None:
-    st = _two_nodes("a")
-    got = lifecycle.collect_outcomes(st, wait=0.2)
-    assert [(p.code, p.hosts) for p in got] == [("node-outcome-missing", ("b",))]
-    assert "within 0.2 s" in got[0].observed
-
-
-def test_the_other_nodes_adopt_the_published_verdict() -> None:
-    st = _two_nodes("b")
-    theirs = diagnoses.RANK_EXITED.problem("rank 0 exited", hosts=["a"], ranks=[0])
-    rank0 = lifecycle.ClusterState(cards=st.cards, me=st.cards[0], store=st.store)
-    lifecycle.publish_verdict(rank0, lifecycle.Outcome("a", False, (theirs,)))
-    got = lifecycle.await_verdict(st, wait=1.0)
-    assert isinstance(got, lifecycle.Outcome) and got.problems == (theirs,) and not got.ready
-
-
-def test_no_published_verdict_means_this_node_cannot_say_ready() -> None:
-    got = lifecycle.await_verdict(_two_nodes("b"), wait=0.2)
-    assert isinstance(got, diagnoses.Problem)
-    assert got.code == "verdict-unknown" and got.hosts == ("b",)
-
-
-def test_release_counts_the_readers_and_the_store_host_waits_for_them() -> None:
-    st = _two_nodes("a")
-    st.is_host = True
-    other = lifecycle.ClusterState(cards=st.cards, me=st.cards[1], store=st.store)
-    lifecycle.release(other)
-    lifecycle.release(st, wait=5.0)  # both have read: returns at once
-    assert int(st.store.add("ddpcheck/final/job-1/read", 0)) == 2
-
-
 def test_an_endpoint_node_that_stops_early_tells_the_others_why() -> None:
     import socket
     import threading
     import time
 
     from ddpcheck.cluster import checkin, nodeflow
-    from ddpcheck.cluster.checkin import NodeCard
+    from ddpcheck.cluster.store import join_store
     from ddpcheck.launcher.config import Config
 
     with socket.socket() as s:
@@ -225,7 +168,7 @@ def test_an_endpoint_node_that_stops_early_tells_the_others_why() -> None:
     store = None
     while store is None and time.monotonic() - start < 10:
         try:
-            store = checkin.join_store("127.0.0.1", port, timeout=2)
+            store = join_store("127.0.0.1", port, timeout=2)
         except (RuntimeError, TimeoutError):
             time.sleep(0.1)
     st = nodeflow.ClusterState(store=store)
