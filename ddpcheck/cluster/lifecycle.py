@@ -23,16 +23,15 @@ from ddpcheck.cluster.store import CONNECT_TIMEOUT, hold, host_store, join_store
 from ddpcheck.diagnoses import Problem, register
 from ddpcheck.launcher.config import Config
 from ddpcheck.launcher.userjob import hosting_problem
-from ddpcheck.node.interfaces import Interface, nccl_matches, propose_interface
+from ddpcheck.node.interfaces import Interface, interfaces, is_loopback, propose_interface
 from ddpcheck.node.netprobe import (
     bind_check,
     connect_with_grace,
     describe_bind,
     describe_connect,
-    interfaces,
-    is_loopback,
     resolve,
 )
+from ddpcheck.node.socketifname import nccl_matches
 
 HOSTNAME_LOOPBACK = register(
     "hostname-loopback", "this node's hostname resolves to a loopback address",

@@ -26,7 +26,8 @@ from typing import Any
 from ddpcheck.cluster.checkin import NodeCard
 from ddpcheck.cluster.store import CONNECT_TIMEOUT
 from ddpcheck.diagnoses import Problem, register
-from ddpcheck.node.netprobe import ConnectResult, is_loopback, tcp_connect
+from ddpcheck.node.interfaces import is_loopback
+from ddpcheck.node.netprobe import ConnectResult, tcp_connect
 
 FULL_MESH_MAX = 32  # up to this many nodes every node probes every other
 RANDOM_PEERS = 2

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from ddpcheck.diagnoses import Problem
 from ddpcheck.launcher.config import Config
 from ddpcheck.node import gpu, gpustate
-from ddpcheck.node.interfaces import check_socket_ifname
-from ddpcheck.node.netprobe import interfaces, resolve
+from ddpcheck.node.interfaces import interfaces
+from ddpcheck.node.netprobe import resolve
+from ddpcheck.node.socketifname import check_socket_ifname
 
 IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 CPU_RANKS = 2  # --nproc-per-node auto without GPUs

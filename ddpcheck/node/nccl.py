@@ -1,4 +1,4 @@
-"""NCCL (and gloo socket) settings: versions, the loaded libnccl, *_SOCKET_IFNAME, NCCL_* vars.
+"""NCCL settings: versions, the loaded libnccl, NCCL_* variables, recorded NCCL_DEBUG output.
 
 Pure logic, used by the launcher's node preflight and the worker's node probes; no torch
 import at module level. Callers pass what they observed (torch.cuda.nccl.version(), the
@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 from ddpcheck.diagnoses import (
-    BAD_SOCKET_IFNAME,
     NCCL_LIBRARY_MISMATCH,
     Problem,
     register,
@@ -109,69 +107,6 @@ def check_nccl_library(maps_text: str, expected: Version | None,
         f"{format_version(expected)}")]
 
 
-# --- socket interface selection -----------------------------------------------------------
-
-@dataclass(frozen=True)
-class IfnameSpec:
-    """NCCL_SOCKET_IFNAME as NCCL reads it.
-
-    A comma list of name prefixes (`eth` matches eth0, eth1); a leading `^` excludes the
-    listed ones, a leading `=` makes them exact names, `^=` excludes exact names. Empty items
-    and `:port` suffixes are dropped; spaces are kept and matched literally. Unset, NCCL
-    prefers ib* interfaces, then anything but docker* and lo.
-    """
-
-    names: tuple[str, ...]
-    exclude: bool = False
-    exact: bool = False
-
-    def matches(self, ifname: str) -> bool:
-        if not self.names:  # NCCL treats an empty list as "no restriction"
-            return True
-        hit = any(ifname == n if self.exact else ifname.startswith(n) for n in self.names)
-        return hit != self.exclude
-
-    def select(self, interfaces: Iterable[str]) -> list[str]:
-        return [i for i in interfaces if self.matches(i)]
-
-
-def parse_socket_ifname(value: str) -> IfnameSpec:
-    rest = value
-    exclude = rest.startswith("^")
-    rest = rest[1:] if exclude else rest
-    exact = rest.startswith("=")
-    rest = rest[1:] if exact else rest
-    names = tuple(n.split(":")[0] for n in rest.split(",") if n.split(":")[0])
-    return IfnameSpec(names, exclude, exact)
-
-
-def gloo_ifname_problems(value: str | None) -> list[Problem]:
-    """Syntax problems with GLOO_SOCKET_IFNAME: gloo takes plain, exact, comma-separated names.
-
-    Whether the names exist and are usable is interfaces.check_socket_ifname's job.
-    """
-    if not value:
-        return []
-    names = value.split(",")
-    shown = f"GLOO_SOCKET_IFNAME={value}"
-    nccl_style = [n for n in names if n[:1] in ("^", "=")]
-    if nccl_style:
-        spec = parse_socket_ifname(value)
-        plain = spec.names[0] if spec.exact and not spec.exclude and spec.names else "eth0"
-        return [BAD_SOCKET_IFNAME.problem(
-            f"{shown} uses NCCL's '^'/'=' syntax; gloo takes plain interface names and looks "
-            f"for an interface literally called {nccl_style[0]!r}",
-            cause="an NCCL_SOCKET_IFNAME value was copied to GLOO_SOCKET_IFNAME",
-            fix=f"give gloo a plain name, e.g. GLOO_SOCKET_IFNAME={plain} "
-                "(keep the ^/= syntax for NCCL_SOCKET_IFNAME only)")]
-    bad = [n for n in names if not n or n != n.strip()]
-    if not bad:
-        return []
-    return [BAD_SOCKET_IFNAME.problem(
-        f"{shown} has empty or space-padded names {bad}; gloo uses each name verbatim",
-        fix=f"GLOO_SOCKET_IFNAME={','.join(n.strip() for n in names if n.strip())}")]
-
-
 # --- NCCL_* variables -------------------------------------------------------------------
 
 DEBUG_LEVELS = ("VERSION", "WARN", "INFO", "ABORT", "TRACE")
@@ -258,7 +193,7 @@ def _known_names_problems(env: Mapping[str, str]) -> list[Problem]:
 def check_nccl_env(env: Mapping[str, str]) -> list[Problem]:
     """NCCL_ENV_INVALID problems in NCCL_DEBUG, *_DISABLE flags, socket threads, ALGO/PROTO.
 
-    Interface variables are checked by nccl_ifname_problems / gloo_ifname_problems.
+    Interface variables are checked by ddpcheck.node.socketifname.check_socket_ifname.
     """
     problems = []
     debug = env.get("NCCL_DEBUG", "")

@@ -19,28 +19,8 @@ import psutil
 
 from ddpcheck.diagnoses import Problem, register
 from ddpcheck.node.interfaces import (
-    Interface,
-    Ipv4Addr,
-    Ipv6Addr,
-    build_interfaces,
-    check_socket_ifname,
-    interface_reaches,
-    interfaces,
     is_loopback,
-    nccl_matches,
-    parse_ip_route_get,
-    parse_proc_net_route,
-    propose_interface,
-    route_interface,
 )
-
-__all__ = [
-    "BindResult", "ConnectResult", "Interface", "Ipv4Addr", "Ipv6Addr", "Resolution",
-    "bind_check", "build_interfaces", "check_socket_ifname", "connect_with_grace",
-    "describe_bind", "describe_connect", "interface_reaches", "interfaces", "is_loopback",
-    "nccl_matches", "parse_ip_route_get", "parse_proc_net_route", "propose_interface", "resolve",
-    "route_interface", "tcp_connect",
-]
 
 OUTCOMES = ("ok", "refused", "timeout", "no-route", "unreachable", "resolve-failed", "error")
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ddpcheck.node.nccl import parse_socket_ifname
+from ddpcheck.node.socketifname import parse_socket_ifname
 
 # Share of line rate below which the cross-node figure is a problem. ddpcheck's margins, not
 # NVIDIA figures: RDMA (NET/IB) reaches ~90% of line rate in nccl-tests at large sizes, TCP

@@ -14,7 +14,8 @@ from importlib import metadata
 from typing import Any
 
 from ddpcheck.node import gpu
-from ddpcheck.node.netprobe import interfaces, resolve
+from ddpcheck.node.interfaces import interfaces
+from ddpcheck.node.netprobe import resolve
 
 
 def _version(dist: str) -> str | None:

@@ -8,7 +8,6 @@ import pytest
 
 from ddpcheck import diagnoses as dg
 from ddpcheck.node import nccl
-from ddpcheck.node.nccl import IfnameSpec
 from tests.helpers.paths import DATA
 
 DATA = DATA / "gpu"
@@ -86,57 +85,6 @@ def test_check_nccl_library_version_differs() -> None:
                           "is 2.21.5")
     [p] = nccl.check_nccl_library(MAPS, (2, 21, 5), (2, 20, 5), expected_from="torch build")
     assert p.observed.endswith("is NCCL 2.20.5 but torch build is 2.21.5")
-
-
-# --- socket interface names ----------------------------------------------------------------------
-
-@pytest.mark.parametrize("value, spec", [
-    ("eth", IfnameSpec(("eth",))),
-    ("eth0,ib", IfnameSpec(("eth0", "ib"))),
-    ("^docker,lo", IfnameSpec(("docker", "lo"), exclude=True)),
-    ("=eth0", IfnameSpec(("eth0",), exact=True)),
-    ("^=docker0,lo", IfnameSpec(("docker0", "lo"), exclude=True, exact=True)),
-    ("=^eth0", IfnameSpec(("^eth0",), exact=True)),  # '^' must come first
-    ("eth0:5000,,ib0", IfnameSpec(("eth0", "ib0"))),  # ports and empty items dropped
-    ("", IfnameSpec(())),
-])
-def test_parse_socket_ifname(value: str, spec: IfnameSpec) -> None:
-    assert nccl.parse_socket_ifname(value) == spec
-
-
-def test_ifname_matching() -> None:
-    ifaces = ["lo", "eth0", "eth10", "docker0", "ib0"]
-    assert nccl.parse_socket_ifname("eth").select(ifaces) == ["eth0", "eth10"]
-    assert nccl.parse_socket_ifname("=eth0").select(ifaces) == ["eth0"]
-    assert nccl.parse_socket_ifname("^docker,lo").select(ifaces) == ["eth0", "eth10", "ib0"]
-    assert nccl.parse_socket_ifname("^=eth1").select(ifaces) == ifaces
-    assert nccl.parse_socket_ifname("^eth1").select(ifaces) == ["lo", "eth0", "docker0", "ib0"]
-    assert nccl.parse_socket_ifname("").select(ifaces) == ifaces
-
-
-def test_gloo_ifname_plain_names_are_fine() -> None:
-    assert nccl.gloo_ifname_problems(None) == []
-    assert nccl.gloo_ifname_problems("") == []
-    assert nccl.gloo_ifname_problems("eth0") == []
-    assert nccl.gloo_ifname_problems("eth0,ib0") == []
-
-
-def test_gloo_ifname_nccl_syntax() -> None:
-    [p] = nccl.gloo_ifname_problems("^docker0,lo")
-    assert p.code == dg.BAD_SOCKET_IFNAME.code
-    assert p.observed == ("GLOO_SOCKET_IFNAME=^docker0,lo uses NCCL's '^'/'=' syntax; gloo takes "
-                          "plain interface names and looks for an interface literally called "
-                          "'^docker0'")
-    assert p.fix.startswith("give gloo a plain name, e.g. GLOO_SOCKET_IFNAME=eth0")
-    [p] = nccl.gloo_ifname_problems("=ens5")
-    assert p.fix.startswith("give gloo a plain name, e.g. GLOO_SOCKET_IFNAME=ens5 ")
-
-
-def test_gloo_ifname_empty_or_padded_items() -> None:
-    [p] = nccl.gloo_ifname_problems("eth0, ib0,")
-    assert p.observed == ("GLOO_SOCKET_IFNAME=eth0, ib0, has empty or space-padded names "
-                          "[' ib0', '']; gloo uses each name verbatim")
-    assert p.fix == "GLOO_SOCKET_IFNAME=eth0,ib0"
 
 
 # --- NCCL_* variables ----------------------------------------------------------------------------

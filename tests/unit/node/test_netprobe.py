@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from ddpcheck import diagnoses
-from ddpcheck.node import interfaces, netprobe
+from ddpcheck.node import netprobe
 from ddpcheck.node.netprobe import BindResult, ConnectResult, describe_bind, describe_connect
 from tests.helpers.paths import ROOT
 
@@ -54,12 +54,6 @@ def test_never_imports_torch():
                    cwd=str(ROOT))
 
 
-def test_reexports_interface_api():
-    assert netprobe.check_socket_ifname is interfaces.check_socket_ifname
-    for name in netprobe.__all__:
-        assert hasattr(netprobe, name), name
-
-
 # --- resolve --------------------------------------------------------------------------------
 def test_resolve_localhost_is_loopback():
     r = netprobe.resolve("localhost")
@@ -74,10 +68,6 @@ def test_resolve_ip_literal():
 def test_resolve_unresolvable_name():
     r = netprobe.resolve("nonexistent.invalid")
     assert not r.ok and not r.loopback and r.error
-
-
-def test_is_loopback():
-    assert netprobe.is_loopback("127.0.0.1") and not netprobe.is_loopback("10.0.0.1")
 
 
 # --- tcp_connect ----------------------------------------------------------------------------
