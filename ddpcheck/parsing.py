@@ -1,7 +1,8 @@
 """Parsing of setting values with errors that name where a bad value came from.
 
-Pure; shared by the launcher's config and the worker's settings. Every error is a
-UsageError with one line such as "--nodes: expected a positive integer, got 'abc'" or
+Pure; shared by the launcher's config, the scheduler's variables and the worker's settings,
+with the one host:port writer (:func:`join_host_port`, the inverse of :func:`endpoint`).
+Every error is a UsageError with one line such as "--nodes: expected a positive integer, got 'abc'" or
 "DDPCHECK_NODES=abc (environment): expected a positive integer".
 """
 
@@ -40,12 +41,23 @@ def _bounded(kind: Callable[[str], Any], expected: str,
     return parse
 
 
+def _digits(raw: str) -> int:
+    """A plain run of digits, as schedulers write their counts (no sign, no point)."""
+    if not raw.isdigit():
+        raise ValueError("not digits")
+    return int(raw)
+
+
 INF = float("inf")
 positive_int = _bounded(int, "a positive integer", lambda v: v >= 1)
 non_negative_int = _bounded(int, "an integer >= 0", lambda v: v >= 0)
 positive_float = _bounded(float, "a number of seconds > 0", lambda v: 0 < v < INF)
 positive_number = _bounded(float, "a number > 0", lambda v: 0 < v < INF)
 ratio = _bounded(float, "a ratio between 0 and 1", lambda v: 0 < v < 1)
+# the scheduler's variables (SLURM_NODEID, MASTER_PORT, ...): digits only
+whole_number = _bounded(_digits, "a whole number", lambda v: v >= 0)
+positive_count = _bounded(_digits, "a positive count", lambda v: v >= 1)
+port_number = _bounded(_digits, "a port number 1-65535", lambda v: 0 < v < 65536)
 
 
 def boolean(raw: str) -> bool:
@@ -81,3 +93,11 @@ def endpoint(raw: str) -> tuple[str, int]:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError("expected HOST:PORT with a port from 1 to 65535")
     return host, int(port)
+
+
+def join_host_port(host: str, port: int | None) -> str:
+    """"host:port" ("[v6]:port" for IPv6), or the host alone when there is no port: what
+    :func:`endpoint` reads back."""
+    if port is None:
+        return host
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"

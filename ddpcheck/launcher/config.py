@@ -67,7 +67,7 @@ class Config:
 def endpoint_text(ep: tuple[str, int] | None) -> str | None:
     if not ep:
         return None
-    return f"[{ep[0]}]:{ep[1]}" if ":" in ep[0] else f"{ep[0]}:{ep[1]}"
+    return parsing.join_host_port(*ep)
 
 
 # (setting, flag, environment variable, parser)

@@ -15,19 +15,16 @@ from dataclasses import dataclass
 from typing import Callable, Optional, TypeVar
 
 from ddpcheck.diagnoses import Problem, register
+from ddpcheck.parsing import join_host_port, port_number, positive_count, whole_number
 from ddpcheck.scheduler.hostlist import (
     compress_hostlist,
     count_devices,
     expand_slurm_nodelist,
-    join_host_port,
     parse_gpus_per_node,
     parse_nnodes,
     parse_nproc_per_node,
     parse_slurm_tasks_per_node,
-    port_number,
-    positive_count,
     same_host,
-    whole_number,
 )
 
 __all__ = ["JobEnv", "detect", "expand_slurm_nodelist", "parse_slurm_tasks_per_node"]

@@ -2,7 +2,8 @@
 per-node counts ("4(x2),2"), GPU specs, torchrun's --nnodes / --nproc-per-node, host names.
 
 Pure string functions used by `scheduler`; each raises ValueError on malformed input, and the
-ones that return None mean "well formed but gives no number".
+ones that return None mean "well formed but gives no number". The numbers inside these
+syntaxes are read by ``ddpcheck.parsing``'s parsers (the one family of value parsers).
 
 Hostlist expansion follows Slurm's hostlist.c: tokens are separated by commas or whitespace
 outside brackets; a bracket group holds comma-separated numbers and lo-hi ranges; the width of
@@ -17,6 +18,8 @@ import itertools
 import math
 import re
 from collections.abc import Iterable
+
+from ddpcheck.parsing import positive_count, whole_number
 
 MAX_HOSTS = 1 << 16  # Slurm's MAX_RANGE: refuse expansions past this many names
 _SEPARATORS = ", \t\n"
@@ -145,26 +148,6 @@ def _parse_group(s: str, group: str) -> list[str]:
     return out
 
 
-def whole_number(raw: str) -> int:
-    if not raw.isdigit():
-        raise ValueError("expected a whole number")
-    return int(raw)
-
-
-def positive_count(raw: str) -> int:
-    value = whole_number(raw)
-    if value < 1:
-        raise ValueError("expected a positive count")
-    return value
-
-
-def port_number(raw: str) -> int:
-    value = whole_number(raw)
-    if not 0 < value < 65536:
-        raise ValueError("expected a port number 1-65535")
-    return value
-
-
 def count_devices(raw: str) -> int | None:
     """Count ids in "0,1,2,3" (or GPU UUIDs); Slurm's old "NoDevFiles" gives no count."""
     return None if raw == "NoDevFiles" else len([x for x in raw.split(",") if x.strip()])
@@ -195,10 +178,3 @@ def same_host(a: str, b: str) -> bool:
     if a.replace(".", "").isdigit() or b.replace(".", "").isdigit():
         return False
     return a.split(".")[0] == b.split(".")[0]
-
-
-def join_host_port(host: str, port: int | None) -> str:
-    """"host:port" ("[v6]:port" for IPv6), or the host alone when there is no port."""
-    if port is None:
-        return host
-    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"

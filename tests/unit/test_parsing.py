@@ -120,3 +120,20 @@ def test_endpoint_error_through_convert_names_the_flag():
 def test_endpoint_rejects_unbracketed_ipv6_and_empty_brackets(raw):
     with pytest.raises(ValueError):
         parsing.endpoint(raw)
+
+
+def test_the_scheduler_value_parsers_take_digits_only() -> None:
+    assert parsing.whole_number("0") == 0
+    assert parsing.positive_count("3") == 3
+    assert parsing.port_number("29500") == 29500
+    for bad, parse in (("-1", parsing.whole_number), ("1.5", parsing.whole_number),
+                       ("0", parsing.positive_count), ("0", parsing.port_number),
+                       ("65536", parsing.port_number), ("http", parsing.port_number)):
+        with pytest.raises(ValueError):
+            parse(bad)
+
+
+def test_join_host_port() -> None:
+    assert parsing.join_host_port("gpu-01", 29500) == "gpu-01:29500"
+    assert parsing.join_host_port("gpu-01", None) == "gpu-01"
+    assert parsing.join_host_port("fd00::4", 29500) == "[fd00::4]:29500"

@@ -9,15 +9,11 @@ from ddpcheck.scheduler.hostlist import (
     compress_hostlist,
     count_devices,
     expand_slurm_nodelist,
-    join_host_port,
     parse_gpus_per_node,
     parse_nnodes,
     parse_nproc_per_node,
     parse_slurm_tasks_per_node,
-    port_number,
-    positive_count,
     same_host,
-    whole_number,
 )
 
 EXPANSIONS = [
@@ -139,16 +135,6 @@ def test_compress_round_trips(hostlist: str, _: list[str]) -> None:
     assert expand_slurm_nodelist(compress_hostlist(hosts)) == hosts
 
 
-def test_value_parsers() -> None:
-    assert whole_number("0") == 0
-    assert positive_count("3") == 3
-    assert port_number("29500") == 29500
-    for bad, parse in (("-1", whole_number), ("1.5", whole_number), ("0", positive_count),
-                       ("0", port_number), ("65536", port_number), ("http", port_number)):
-        with pytest.raises(ValueError):
-            parse(bad)
-
-
 @pytest.mark.parametrize("text,count", [("0,1,2,3", 4), ("3", 1), ("GPU-a,GPU-b", 2),
                                         ("NoDevFiles", None)])
 def test_count_devices(text: str, count: int | None) -> None:
@@ -185,9 +171,3 @@ def test_torchrun_specs() -> None:
 ])
 def test_same_host(a: str, b: str, same: bool) -> None:
     assert same_host(a, b) is same
-
-
-def test_join_host_port() -> None:
-    assert join_host_port("gpu-01", 29500) == "gpu-01:29500"
-    assert join_host_port("gpu-01", None) == "gpu-01"
-    assert join_host_port("fd00::4", 29500) == "[fd00::4]:29500"
