@@ -2,8 +2,8 @@
 
 Pure; shared by the launcher's config, the scheduler's variables and the worker's settings,
 with the one host:port writer (:func:`join_host_port`, the inverse of :func:`endpoint`).
-Every error is a UsageError with one line such as "--nodes: expected a positive integer, got 'abc'" or
-"DDPCHECK_NODES=abc (environment): expected a positive integer".
+Every error is a UsageError with one line such as "--nodes: expected a positive integer,
+got 'abc'" or "DDPCHECK_NODES=abc (environment): expected a positive integer".
 """
 
 from __future__ import annotations
