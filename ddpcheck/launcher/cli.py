@@ -114,15 +114,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         flags = {name: getattr(args, name) for name, *_ in SETTINGS}
         flags.update(verbose=args.verbose, quiet=args.quiet, traceback=args.traceback)
         from ddpcheck.scheduler.defaults import scheduler_settings
+        from ddpcheck.scheduler.detect import detect
 
-        cfg = build_config(flags, os.environ, scheduler_settings(os.environ))
+        job = detect(os.environ)  # the scheduler's environment, read once per run
+        cfg = build_config(flags, os.environ, scheduler_settings(job))
     except UsageError as exc:
         print(f"ddpcheck: error: {exc}", file=sys.stderr)
         return Exit.USAGE
     from ddpcheck.launcher.runner import run
 
     try:
-        return run(cfg)
+        return run(cfg, job)
     except (KeyboardInterrupt, Interrupted):
         print("ddpcheck: interrupted", file=sys.stderr)
         return 130

@@ -43,19 +43,18 @@ from ddpcheck.report.build import (
     to_json,
 )
 from ddpcheck.scheduler.contradictions import shape_problems
-from ddpcheck.scheduler.detect import JobEnv, detect
+from ddpcheck.scheduler.detect import JobEnv
 from ddpcheck.verdicts.readiness import Expected
 
 PREFLIGHT = "preflight"
 
 
-def run(cfg: Config) -> int:
+def run(cfg: Config, job: JobEnv) -> int:
     start = time.monotonic()
     env = dict(os.environ)
     results_dir = (cfg.results_dir or default_results_dir()).resolve()
     results_dir.mkdir(parents=True, exist_ok=True)
     nproc = cfg.nproc_per_node or auto_nproc()
-    job = detect(env)
     shape = _shape_problems(cfg, job, nproc)
     pre = node_preflight(cfg, env, nproc) + shape
     if cfg.stages != NETWORK_ONLY:

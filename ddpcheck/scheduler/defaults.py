@@ -7,19 +7,16 @@ it; contradictions between the two become problems in the report, not crashes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ddpcheck.launcher.config import DEFAULT_PORT
 from ddpcheck.parsing import UsageError
 from ddpcheck.parsing import endpoint as parse_endpoint
-from ddpcheck.scheduler.detect import JobEnv, detect
+from ddpcheck.scheduler.detect import JobEnv
 
 
-def scheduler_settings(env: Mapping[str, str], job: JobEnv | None = None
-                       ) -> dict[str, tuple[Any, str]]:
-    """{setting: (value, source)} from the scheduler's environment."""
-    job = job or detect(env)
+def scheduler_settings(job: JobEnv) -> dict[str, tuple[Any, str]]:
+    """{setting: (value, source)} from the scheduler's view of the job (``detect``'s JobEnv)."""
     if job.source not in ("slurm", "pbs"):
         return {}  # torchrun/MASTER_* variables describe a job ddpcheck is not running inside
     if job.invalid:  # a malformed job variable is bad input, like a malformed flag

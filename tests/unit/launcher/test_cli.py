@@ -16,6 +16,7 @@ from ddpcheck.launcher import cli
 from ddpcheck.launcher.config import Config
 from ddpcheck.node.envinfo import REDACTED
 from ddpcheck.report.catalog import list_probes
+from ddpcheck.scheduler.detect import JobEnv
 from ddpcheck.stages import STAGES
 
 SCHEDULER_PREFIXES = ("DDPCHECK_", "SLURM_", "PBS_", "PET_", "TORCHELASTIC_", "MASTER_")
@@ -37,7 +38,8 @@ def runs(monkeypatch):
     seen: list[Config] = []
     fake = types.ModuleType("ddpcheck.launcher.runner")
 
-    def run(cfg: Config) -> int:
+    def run(cfg: Config, job: JobEnv) -> int:
+        assert isinstance(job, JobEnv)
         seen.append(cfg)
         return 0
 
@@ -130,7 +132,7 @@ def test_the_runners_exit_code_is_returned(monkeypatch):
 def fake_runner(monkeypatch, exc: BaseException) -> None:
     fake = types.ModuleType("ddpcheck.launcher.runner")
 
-    def run(cfg: Config) -> int:
+    def run(cfg: Config, job: JobEnv) -> int:
         raise exc
 
     fake.run = run  # type: ignore[attr-defined]
@@ -211,3 +213,20 @@ def test_env_prints_json_with_secrets_redacted(capsys, monkeypatch):
     assert "AWS_SECRET_ACCESS_KEY" not in env
     for value in [*SECRETS.values(), "aws-9b7c3d"]:
         assert value not in out
+
+
+def test_the_scheduler_environment_is_read_once_per_run(runs, monkeypatch):
+    from ddpcheck.scheduler import detect as detect_module
+
+    calls: list[int] = []
+    real = detect_module.detect
+
+    def counted(env, *args, **kwargs):
+        calls.append(1)
+        return real(env, *args, **kwargs)
+
+    monkeypatch.setattr(detect_module, "detect", counted)
+    monkeypatch.setenv("SLURM_JOB_ID", "48213")
+    monkeypatch.setenv("SLURM_NNODES", "1")
+    assert cli.main(["run"]) == 0
+    assert len(calls) == 1 and runs[0].rdzv_id == "ddpcheck-48213"

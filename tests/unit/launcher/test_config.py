@@ -254,8 +254,9 @@ def test_rdzv_id_from_the_scheduler_mapping_is_recorded_with_its_source():
 ])
 def test_rdzv_id_comes_from_the_slurm_or_pbs_job_id(env, run_id, var):
     from ddpcheck.scheduler.defaults import scheduler_settings
+    from ddpcheck.scheduler.detect import detect
 
-    cfg = build({}, env, scheduler_settings(env))
+    cfg = build({}, env, scheduler_settings(detect(env)))
     assert cfg.rdzv_id == run_id
     assert cfg.sources["rdzv_id"].startswith(var)
 

@@ -7,11 +7,12 @@ from typing import Any
 import pytest
 
 from ddpcheck.scheduler.defaults import scheduler_settings
-from tests.helpers.recorded_jobs import env_of, job_of, recorded
+from ddpcheck.scheduler.detect import detect
+from tests.helpers.recorded_jobs import job_of, recorded
 
 
 def settings_of(name: str, **changes: str | None) -> dict[str, tuple[Any, str]]:
-    return scheduler_settings(env_of(name, **changes), job_of(name, **changes))
+    return scheduler_settings(job_of(name, **changes))
 
 
 def test_slurm_step_gives_nodes_rank_endpoint_and_run_id() -> None:
@@ -58,5 +59,5 @@ def test_torchrun_and_plain_environments_give_nothing(name: str) -> None:
 
 def test_detects_the_job_itself_when_not_given_one() -> None:
     env = recorded("slurm_2node_srun_step")["env"]
-    assert scheduler_settings(env)["rdzv_id"] == ("ddpcheck-48213", "SLURM_JOB_ID=48213")
-    assert scheduler_settings(recorded("torchrun_worker_kubeflow")["env"]) == {}
+    assert scheduler_settings(detect(env))["rdzv_id"] == ("ddpcheck-48213", "SLURM_JOB_ID=48213")
+    assert scheduler_settings(detect(recorded("torchrun_worker_kubeflow")["env"])) == {}
