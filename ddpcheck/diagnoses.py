@@ -7,7 +7,6 @@ A Problem is plain data (JSON round-trip) so it can cross from worker to launche
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
 
@@ -86,10 +85,6 @@ def _d(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
 def register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
     """Add a diagnosis to the catalogue next to the code that raises it (idempotent)."""
     return CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
-
-
-def codes() -> Iterable[str]:
-    return CATALOGUE.keys()
 
 
 # --- node stage -------------------------------------------------------------------------

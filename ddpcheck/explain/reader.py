@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,10 +121,3 @@ def _float(value: object) -> float | None:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-
-
-def read_all(named_texts: Iterable[tuple[str, str]]) -> list[Record]:
-    out: list[Record] = []
-    for name, text in named_texts:
-        out.extend(read_text(name, text))
-    return out

@@ -172,11 +172,6 @@ def in_subnet(iface: Interface, dest_ip: str) -> bool:
     return ip.version == 4 and any(ip in a.network for a in iface.ipv4)
 
 
-def interface_reaches(iface: Interface, dest_ip: str, route: RouteLookup = route_interface) -> bool:
-    """dest_ip is on one of iface's IPv4 networks, or the kernel routes dest_ip via iface."""
-    return in_subnet(iface, dest_ip) or route(dest_ip) == iface.name
-
-
 def propose_interface(ifaces: Sequence[Interface], endpoint_ip: str | None = None,
                       route: RouteLookup = route_interface) -> Interface | None:
     """The interface to use: up, IPv4, and reaching endpoint_ip (loopback for single-node)."""

@@ -138,13 +138,6 @@ def test_route_interface_rejects_non_ip():
         ifs.route_interface("-h")
 
 
-def test_interface_reaches():
-    assert ifs.interface_reaches(ETH0, "10.1.0.7", route=no_route)
-    assert ifs.interface_reaches(ETH0, "8.8.8.8", route=via("eth0"))
-    assert not ifs.interface_reaches(IB0, "10.1.0.7", route=via("eth0"))
-    assert not ifs.interface_reaches(ETH0, "10.1.1.7", route=no_route)
-
-
 # --- propose_interface ----------------------------------------------------------------------
 def test_propose_interface_by_subnet():
     assert propose_interface(NODE, "10.1.0.7", route=no_route) == ETH0
