@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, DEV_SHM_TOO_SMALL, ProblemFound
-from ddpcheck.node import gpu, gpustate, nccl, ncclstack
+from ddpcheck.node import devices, gpu, gpustate, nccl, ncclstack
 from ddpcheck.scheduler.srunworld import is_srun_rank
 from ddpcheck.stages import stage
 from ddpcheck.verdicts.bandwidth import human_size
@@ -50,7 +50,7 @@ def test_torch_build_and_gpu_count_fit_the_job(world, settings, record):
     k = settings.gpus_per_replica
     slots, _ = gpustate.device_slots(world.local_rank, world.local_world_size, count, k,
                                      is_srun_rank(os.environ))
-    need = gpu.expected_gpus(slots, k) if world.backend == "nccl" or gpus or devs else 0
+    need = devices.expected_gpus(slots, k) if world.backend == "nccl" or gpus or devs else 0
     record.key_figure(f"torch {torch.__version__}, {count} GPU(s)")
     record.measure("torch", torch.__version__)
     record.measure("gpu_device_files", len(devs))
@@ -61,7 +61,7 @@ def test_torch_build_and_gpu_count_fit_the_job(world, settings, record):
         problems += gpustate.check_torch_sees_gpus(
             devs, len(gpus), cuda_build, count,
             _torch_cuda_error() if cuda_build and count == 0 and devs else "")
-    _raise(problems or gpu.check_gpu_counts(
+    _raise(problems or devices.check_gpu_counts(
         None if text is None else gpus, count, need, cuda_build,
         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), gpus_per_replica=k,
         lost_bus_ids=gpu.lost_gpus(text or "")))
@@ -73,7 +73,7 @@ def test_cuda_visible_devices_names_existing_gpus():
     gpus = gpu.list_gpus()
     if not gpus:
         pytest.skip(NO_GPU)
-    _raise(gpu.check_cuda_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), gpus))
+    _raise(devices.check_cuda_visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), gpus))
 
 
 def _nccl_view() -> tuple[str, nccl.Version | None, dict[str, nccl.Version | None]]:

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ddpcheck.diagnoses import DUPLICATE_DEVICE, PLACEMENT_FAILED, ProblemFound
-from ddpcheck.node import gpu, gpustate
+from ddpcheck.node import devices, gpustate
 from ddpcheck.ranges import format_ranks
 from ddpcheck.scheduler.srunworld import is_srun_rank
 from ddpcheck.stages import stage
@@ -27,11 +27,11 @@ def _devices(world, k):
         # an srun task with its own devices (--gpus-per-task) is slot 0 of 1 on them
         slots, slot = gpustate.device_slots(world.local_rank, world.local_world_size, count, k,
                                             is_srun_rank(os.environ))
-        plan = gpu.device_plan(slots, k, count,
+        plan = devices.device_plan(slots, k, count,
                                cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
         return [torch.device("cuda", i) for i in plan[slot]], plan[slot]
     # CPU: validate the same plan against K virtual devices per local rank
-    plan = gpu.device_plan(world.local_world_size, k, world.local_world_size * k)
+    plan = devices.device_plan(world.local_world_size, k, world.local_world_size * k)
     return [torch.device("cpu")] * k, plan[world.local_rank]
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ddpcheck.diagnoses import Problem
 from ddpcheck.launcher.config import Config
-from ddpcheck.node import gpu, gpustate
+from ddpcheck.node import devices, gpu, gpustate
 from ddpcheck.node.interfaces import interfaces
 from ddpcheck.node.netprobe import resolve
 from ddpcheck.node.socketifname import check_socket_ifname
@@ -69,8 +69,8 @@ def _gpu_problems(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Probl
     if not gpus:
         return health  # no GPUs: the worker's node stage compares with torch's view
     cvd = env.get("CUDA_VISIBLE_DEVICES")
-    problems = health + gpu.check_cuda_visible_devices(cvd, gpus)
-    problems += gpu.check_device_plan(nproc, cfg.gpus_per_replica,
+    problems = health + devices.check_cuda_visible_devices(cvd, gpus)
+    problems += devices.check_device_plan(nproc, cfg.gpus_per_replica,
                                       gpustate.cuda_device_count(gpus, cvd),
                                       cuda_visible_devices=cvd)
     return problems

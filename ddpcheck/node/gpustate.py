@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from ddpcheck.diagnoses import CPU_ONLY_TORCH, Problem, register
-from ddpcheck.node import gpu
+from ddpcheck.node import devices, gpu
 
 GPU_DRIVER_FAILED = register(
     "gpu-driver-failed", "nvidia-smi fails: the NVIDIA driver is not usable on this node",
@@ -144,14 +144,14 @@ def check_torch_sees_gpus(dev_files: Sequence[str], smi_gpus: int, cuda_build: b
 def cuda_device_count(gpus: Sequence[gpu.GpuInfo], cuda_visible_devices: str | None) -> int:
     """Devices one process of this node gets from CUDA, as CUDA counts them.
 
-    CUDA_VISIBLE_DEVICES is applied the way CUDA reads it (gpu.visible_count: indices, GPU-/
+    CUDA_VISIBLE_DEVICES is applied the way CUDA reads it (devices.visible_count: indices, GPU-/
     MIG- UUIDs, -1, empty). A MIG list is one device: "With CUDA 11/R450 and CUDA 12/R525,
     only enumeration of a single MIG instance is supported" (NVIDIA MIG User Guide, CUDA
     Device Enumeration, https://docs.nvidia.com/datacenter/tesla/mig-user-guide/
     mig-device-names.html).
     """
-    count = gpu.visible_count(cuda_visible_devices, gpus)
-    vd = gpu.parse_cuda_visible_devices(cuda_visible_devices)
+    count = devices.visible_count(cuda_visible_devices, gpus)
+    vd = devices.parse_cuda_visible_devices(cuda_visible_devices)
     if vd.uses_uuids and vd.effective and vd.effective[0].startswith("MIG-"):
         return min(count, 1)
     return count
