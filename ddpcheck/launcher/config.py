@@ -70,6 +70,11 @@ def endpoint_text(ep: tuple[str, int] | None) -> str | None:
     return parsing.join_host_port(*ep)
 
 
+def _path(what: str) -> Callable[[str], Path]:
+    """A parser of a non-empty path setting; ``what`` names it in the error."""
+    return lambda raw: Path(_nonempty(raw, what))
+
+
 # (setting, flag, environment variable, parser)
 SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
     ("nodes", "--nodes", "DDPCHECK_NODES", parsing.positive_int),
@@ -84,18 +89,14 @@ SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
     ("timeout", "--timeout", "DDPCHECK_TIMEOUT", parsing.positive_float),
     ("probe_timeout", "--probe-timeout", "DDPCHECK_PROBE_TIMEOUT", parsing.positive_float),
     ("rdzv_timeout", "--rdzv-timeout", "DDPCHECK_RDZV_TIMEOUT", parsing.positive_float),
-    ("json_path", "--json", "DDPCHECK_JSON", lambda raw: Path(_nonempty(raw, "a file path"))),
-    ("checkpoint_dir", "--checkpoint-dir", "DDPCHECK_CHECKPOINT_DIR",
-     lambda raw: Path(_nonempty(raw, "a directory"))),
-    ("results_dir", "--results-dir", "DDPCHECK_RESULTS_DIR",
-     lambda raw: Path(_nonempty(raw, "a directory"))),
+    ("json_path", "--json", "DDPCHECK_JSON", _path("a file path")),
+    ("checkpoint_dir", "--checkpoint-dir", "DDPCHECK_CHECKPOINT_DIR", _path("a directory")),
+    ("results_dir", "--results-dir", "DDPCHECK_RESULTS_DIR", _path("a directory")),
     ("expect_busbw", "--expect-busbw", "DDPCHECK_EXPECT_BUSBW", parsing.positive_number),
     ("slow_link_ratio", "--slow-link-ratio", "DDPCHECK_SLOW_LINK_RATIO", parsing.ratio),
-    ("plot_dir", "--plot", "DDPCHECK_PLOT", lambda raw: Path(_nonempty(raw, "a directory"))),
-    ("junit_path", "--junitxml", "DDPCHECK_JUNITXML",
-     lambda raw: Path(_nonempty(raw, "a file path"))),
-    ("baseline", "--baseline", "DDPCHECK_BASELINE",
-     lambda raw: Path(_nonempty(raw, "a file path"))),
+    ("plot_dir", "--plot", "DDPCHECK_PLOT", _path("a directory")),
+    ("junit_path", "--junitxml", "DDPCHECK_JUNITXML", _path("a file path")),
+    ("baseline", "--baseline", "DDPCHECK_BASELINE", _path("a file path")),
     ("regression_ratio", "--regression-ratio", "DDPCHECK_REGRESSION_RATIO", parsing.ratio),
 )
 QUIET_ENV = "DDPCHECK_QUIET"

@@ -47,6 +47,13 @@ class _Stage:
     reported: bool = False
 
 
+def read_appended(path: Path, offset: int) -> tuple[str, int]:
+    """The text appended to ``path`` since ``offset``, and the offset to read from next."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        fh.seek(offset)
+        return fh.read(), fh.tell()
+
+
 class Tail:
     """The complete JSON lines appended to one file since the last read."""
 
@@ -55,10 +62,7 @@ class Tail:
 
     def read(self) -> list[dict[str, Any]]:
         try:
-            with open(self.path, encoding="utf-8", errors="replace") as fh:
-                fh.seek(self.offset)
-                chunk = fh.read()
-                self.offset = fh.tell()
+            chunk, self.offset = read_appended(self.path, self.offset)
         except OSError:
             return []
         lines = (self.partial + chunk).split("\n")

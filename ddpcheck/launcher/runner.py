@@ -30,7 +30,7 @@ from ddpcheck.launcher.launch import (
 )
 from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, torchrun_failed
 from ddpcheck.launcher.preflight import auto_nproc, node_preflight
-from ddpcheck.launcher.progress import Progress
+from ddpcheck.launcher.progress import Progress, read_appended
 from ddpcheck.node.nccl import parse_nccl_debug_transport
 from ddpcheck.report.build import (
     Report,
@@ -202,10 +202,7 @@ class _Follower:
         self.path, self.offset = path, 0
 
     def tick(self) -> None:
-        with open(self.path, encoding="utf-8", errors="replace") as fh:
-            fh.seek(self.offset)
-            chunk = fh.read()
-            self.offset = fh.tell()
+        chunk, self.offset = read_appended(self.path, self.offset)
         if chunk:
             sys.stderr.write(chunk)
             sys.stderr.flush()
