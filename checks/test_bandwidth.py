@@ -14,7 +14,7 @@ import torch.distributed as dist
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.node import nics
 from ddpcheck.stages import stage
-from ddpcheck.verdicts import links
+from ddpcheck.verdicts import expectations
 from ddpcheck.verdicts.bandwidth import format_sweep, sizes, sweep_row
 from ddpcheck.worker.timing import iterations, time_all_reduce
 
@@ -31,8 +31,8 @@ def _expectation(pg, settings):
     if settings.expected_busbw is not None or pg.backend != "nccl":
         return nics.sweep_reference(1, settings.expected_busbw, None, None)
     nodes = len({pg.hosts_by_rank.get(r, f"rank{r}") for r in range(pg.world_size)})
-    intra = links.reference_busbw(torch.cuda.get_device_name(), pg.local_world_size, "nccl") \
-        if nodes == 1 else None
+    intra = expectations.reference_busbw(torch.cuda.get_device_name(), pg.local_world_size,
+                                         "nccl") if nodes == 1 else None
     nic = nics.world_reference(pg, "sweep", pg.local_world_size) if nodes > 1 else None
     return nics.sweep_reference(nodes, None, intra, nic)
 
@@ -59,7 +59,7 @@ def test_all_reduce_bandwidth_sweep(pg, settings, record):
     if expected is not None:
         record.measure("expected_busbw_gbps", expected)
         record.measure("expected_busbw_source", what)
-        problems = links.expect_verdict(peak, expected, what)
+        problems = expectations.expect_verdict(peak, expected, what)
         if problems:
             raise ProblemFound(*problems)
     if pg.rank == 0:

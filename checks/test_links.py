@@ -19,7 +19,7 @@ from ddpcheck.cluster import linkplan
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.node import nics
 from ddpcheck.stages import stage
-from ddpcheck.verdicts import links, straggler
+from ddpcheck.verdicts import expectations, links, straggler
 from ddpcheck.verdicts.bandwidth import allreduce_busbw
 from ddpcheck.worker.timing import iterations, link_gbps, time_all_reduce
 
@@ -134,15 +134,16 @@ def _raise_below_reference(pg, intra, cross_bw, by_host, record) -> None:
     name = torch.cuda.get_device_name()
     problems = []
     for host, value in intra.items():
-        ref = links.reference_busbw(name, len(by_host[host]), "nccl")
+        ref = expectations.reference_busbw(name, len(by_host[host]), "nccl")
         if ref:
-            problems += [p.where(hosts=[host], ranks=by_host[host]) for p in links.expect_verdict(
-                value, ref[0], f"intra-node busbw on {host} (reference, {ref[1]})")]
+            problems += [p.where(hosts=[host], ranks=by_host[host])
+                         for p in expectations.expect_verdict(
+                             value, ref[0], f"intra-node busbw on {host} (reference, {ref[1]})")]
     if cross_bw is not None:
         ref = nics.world_reference(pg, "cross", 1)  # one rank per node: one port's worth
         if ref:
             record.measure("cross_node_expected_gbps", ref[0])
-            problems += links.expect_verdict(cross_bw, ref[0],
+            problems += expectations.expect_verdict(cross_bw, ref[0],
                                              f"cross-node busbw (NIC reference, {ref[1]})")
     if problems:
         raise ProblemFound(*problems)
