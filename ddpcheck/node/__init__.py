@@ -1,8 +1,9 @@
 """Facts about this machine, read without torch: GPUs, NCCL, network interfaces, sockets.
 
 Runs in the launcher's preflight and in the node-stage probes. ``gpu`` and ``gpustate``
-read nvidia-smi, ``CUDA_VISIBLE_DEVICES`` and the device files; ``nccl`` and ``ncclstack``
-the NCCL settings and the library actually loaded; ``interfaces``, ``nics`` and ``netprobe``
-the NICs, routes, ``*_SOCKET_IFNAME`` and the endpoint's reachability; ``envinfo`` and
+read nvidia-smi and the device files, ``devices`` which GPUs the ranks get
+(``CUDA_VISIBLE_DEVICES``, the device plan); ``nccl`` and ``ncclstack`` the NCCL settings and
+the library actually loaded; ``interfaces``, ``socketifname``, ``nics`` and ``netprobe`` the
+NICs, routes, ``*_SOCKET_IFNAME`` and the endpoint's reachability; ``envinfo`` and
 ``nodeinfo`` what ``ddpcheck env`` prints, with secrets redacted.
 """

@@ -1,8 +1,8 @@
 """Network facts and probes for the launcher's preflight; runs in the launcher on every node,
 never imports torch.
 
-Facts: this node's interfaces and kernel routes (from `ddpcheck.node.interfaces`, re-exported here),
-name resolution. Probes: a TCP connect to the rendezvous endpoint (with a grace period while
+Facts: name resolution (the interfaces and routes are ``ddpcheck.node.interfaces``).
+Probes: a TCP connect to the rendezvous endpoint (with a grace period while
 the host node comes up) and a bind check of the rendezvous port on the host node.
 The describe_* functions are pure: they turn a probe result into a catalogue Problem or None.
 """
