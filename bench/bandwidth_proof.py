@@ -17,16 +17,15 @@ Usage: sudo python -m bench.bandwidth_proof [--rates 100mbit,300mbit,1gbit,2gbit
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from tests.cluster.hosts import PORT, finish_all, start_runs
 from tests.cluster.netns import Cluster, parse_rate
 
-PORT = 29500
 PLAIN_LOOP = """
 import os, statistics, time, torch, torch.distributed as dist
 dist.init_process_group("gloo")
@@ -49,17 +48,10 @@ dist.destroy_process_group()
 
 
 def ddpcheck_run(cluster, tmp: Path, stages: str, tag: str) -> dict:
-    procs = []
-    for h in cluster.hosts:
-        js = tmp / f"{tag}-{h.name}.json"
-        procs.append((h.popen([sys.executable, "-m", "ddpcheck", "run", "--nodes",
-                               str(len(cluster.hosts)), "--nproc-per-node", "1",
-                               "--rdzv-endpoint", f"node0:{PORT}", "--stages", stages,
-                               "--probe-timeout", "60", "--timeout", "400", "--json", str(js)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), js))
-    for p, _ in procs:
-        p.wait(timeout=450)
-    return json.loads(procs[0][1].read_text())
+    runs = start_runs(cluster.hosts, tmp, "--nproc-per-node", "1", "--stages", stages,
+                      "--probe-timeout", "60", "--timeout", "400", tag=tag, output="none")
+    finish_all(runs, timeout=450)
+    return runs[0].report()
 
 
 def plain_busbw(cluster, tmp: Path) -> float:

@@ -18,23 +18,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.cluster.hosts import finish_all, start_runs
 from tests.cluster.netns import Cluster
 
-PORT = 29500
 ARGS = ["--nproc-per-node", "1", "--stages", "rendezvous,bandwidth", "--rdzv-timeout", "40",
         "--probe-timeout", "30", "--timeout", "200"]
 
 
 def run_once(cluster: Cluster, out: Path) -> Path:
-    procs = []
-    for h in cluster.hosts:
-        js = out.with_name(f"{out.stem}-{h.name}.json")
-        procs.append((h.popen([sys.executable, "-m", "ddpcheck", "run", "--nodes", "3",
-                               "--rdzv-endpoint", f"node0:{PORT}", "--json", str(js), *ARGS],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), js))
-    for p, _ in procs:
-        p.wait(timeout=300)
-    return procs[0][1]  # node0 hosts the rendezvous and rank 0: the whole report
+    runs = start_runs(cluster.hosts, out.parent, *ARGS, tag=out.stem, output="none")
+    finish_all(runs, timeout=300)
+    return runs[0].json_path  # node0 hosts the rendezvous and rank 0: the whole report
 
 
 def compare(a: Path, b: Path) -> tuple[int, list[str]]:

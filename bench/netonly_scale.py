@@ -17,15 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tests.cluster.hosts import PORT, finish_all, start_runs
 from tests.cluster.netns import Cluster
-
-PORT = 29500
 
 
 def run_case(n: int, rdzv_timeout: float, refuse: int | None) -> dict:
@@ -34,18 +31,13 @@ def run_case(n: int, rdzv_timeout: float, refuse: int | None) -> dict:
             cluster[refuse].iptables("-A", "INPUT", "!", "-i", "lo", "-p", "tcp", "--syn", "!",
                                      "--dport", str(PORT), "-j", "REJECT", "--reject-with",
                                      "tcp-reset")
-        procs = []
-        for h in cluster.hosts:
-            js = Path(tmp) / f"{h.name}.json"
-            argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(n), "--stages",
-                    "preflight", "--rdzv-endpoint", f"node0:{PORT}", "--rdzv-timeout",
-                    str(rdzv_timeout), "--timeout", str(rdzv_timeout + 60), "--json", str(js),
-                    "--results-dir", str(Path(tmp) / f"res-{h.name}")]
-            procs.append((h.popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), js))
+        runs = start_runs(cluster.hosts, Path(tmp), "--stages", "preflight", "--rdzv-timeout",
+                          str(rdzv_timeout), "--timeout", str(rdzv_timeout + 60),
+                          results=True, output="none")
         start = time.time()
-        codes = [p.wait(timeout=rdzv_timeout + 120) for p, _ in procs]
+        codes = finish_all(runs, timeout=rdzv_timeout + 120)
         wall = time.time() - start
-        reports = [json.loads(js.read_text()) for _, js in procs if js.exists()]
+        reports = [r.report() for r in runs if r.has_report()]
     return summarize(n, refuse, codes, reports, wall)
 
 

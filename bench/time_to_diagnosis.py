@@ -14,16 +14,15 @@ Usage: sudo python -m bench.time_to_diagnosis [--cap 120] [--rdzv-timeout 10]
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from tests.cluster.hosts import PORT, start_runs
 from tests.cluster.netns import Cluster
 
-PORT = 29500
 BARE = ("import torch.distributed as dist\ndist.init_process_group('gloo')\n"
         "dist.barrier()\ndist.destroy_process_group()\n")
 
@@ -43,18 +42,10 @@ def timed(procs: list[subprocess.Popen], cap: float) -> tuple[list[float | None]
 
 
 def ddpcheck(hosts, tmp: Path, rdzv_timeout: float, cap: float):
-    procs = []
-    for h in hosts:
-        js = tmp / f"{h.name}-{time.monotonic_ns()}.json"
-        procs.append(h.popen([sys.executable, "-m", "ddpcheck", "run", "--nodes", "2",
-                              "--rdzv-endpoint", f"node0:{PORT}", "--rdzv-timeout",
-                              str(rdzv_timeout), "--json", str(js)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        procs[-1].json = js  # type: ignore[attr-defined]
-    ends, _ = timed(procs, cap)
-    codes = [[p["code"] for p in json.loads(pr.json.read_text())["problems"]]
-             if pr.json.exists() else [] for pr in procs]
-    return ends, codes
+    runs = start_runs(hosts, tmp, "--rdzv-timeout", str(rdzv_timeout), nodes=2,
+                      tag=str(time.monotonic_ns()), output="none")
+    ends, _ = timed([r.proc for r in runs], cap)
+    return ends, [r.codes() if r.has_report() else [] for r in runs]
 
 
 def bare(hosts, tmp: Path, cap: float):

@@ -1,8 +1,8 @@
 """Pytest fixtures for namespace-cluster tests (test side only).
 
 Runs inside the pytest process on the test machine. Every test collected
-under ``tests/cluster`` gets the ``cluster`` marker (select or deselect with
-``-m cluster`` / ``-m "not cluster"``). The fixtures build hosts with
+under ``tests/cluster`` gets the ``cluster`` marker from ``tests/conftest.py``
+(select or deselect with ``-m cluster`` / ``-m "not cluster"``). The fixtures build hosts with
 :mod:`.netns` and skip, with the reason, where that is impossible (not root,
 no ``ip netns``, no iptables/tc).
 
@@ -20,22 +20,11 @@ Fixtures:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 from .netns import Cluster, available
-
-_HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # Conftest hooks see the whole session's items: mark only the ones below this directory.
-    for item in items:
-        path = Path(str(getattr(item, "path", item.fspath))).resolve()
-        if _HERE == path or _HERE in path.parents:
-            item.add_marker(pytest.mark.cluster)
 
 
 def _require_netns() -> None:

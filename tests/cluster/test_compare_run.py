@@ -11,14 +11,14 @@ The 5-pair version of the healthy check is bench/compare_proof.py.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
 
 from junitparser import JUnitXml
 
-PORT = 29500
+from tests.cluster.hosts import start_runs
+
 ARGS = ["--nproc-per-node", "1", "--stages", "rendezvous,bandwidth", "--rdzv-timeout", "40",
         "--probe-timeout", "30", "--timeout", "200"]
 LINK_RATE, SLOW_RATE = "1gbit", "300mbit"
@@ -26,18 +26,11 @@ LINK_RATE, SLOW_RATE = "1gbit", "300mbit"
 
 def run_all(cluster, tmp_path, tag: str, *extra: str) -> list[tuple[int, str, str, dict]]:
     """Run ddpcheck on every host; (exit code, stdout, stderr, report) per host."""
-    procs = []
-    for h in cluster.hosts:
-        js = tmp_path / f"{tag}-{h.name}.json"
-        argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(len(cluster.hosts)),
-                "--rdzv-endpoint", f"node0:{PORT}", "--json", str(js), *ARGS, *extra]
-        procs.append((h.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True), js))
     out = []
-    for proc, js in procs:
-        stdout, stderr = proc.communicate(timeout=260)
-        assert js.exists(), stdout + stderr
-        out.append((proc.returncode, stdout, stderr, json.loads(js.read_text())))
+    for run in start_runs(cluster.hosts, tmp_path, *ARGS, *extra, tag=tag, output="split"):
+        code = run.finish(timeout=260)
+        assert run.has_report(), run.out + run.err
+        out.append((code, run.out, run.err, run.report()))
     return out
 
 

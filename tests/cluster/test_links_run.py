@@ -9,11 +9,8 @@ problem, run after run.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from tests.cluster.hosts import start_runs
 
-PORT = 29500
 ARGS = ["--nproc-per-node", "1", "--stages", "rendezvous,bandwidth", "--rdzv-timeout", "15",
         "--probe-timeout", "30", "--timeout", "150"]
 LINK_RATE = "2gbit"
@@ -21,18 +18,11 @@ BANDWIDTH_CODES = {"slow-link", "slow-node", "straggler", "below-expected-bandwi
 
 
 def run_all(cluster, tmp_path, tag: str) -> list[dict]:
-    procs = []
-    for h in cluster.hosts:
-        js = tmp_path / f"{tag}-{h.name}.json"
-        argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(len(cluster.hosts)),
-                "--rdzv-endpoint", f"node0:{PORT}", "--json", str(js), *ARGS]
-        procs.append((h.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True), js))
     reports = []
-    for proc, js in procs:
-        out, _ = proc.communicate(timeout=200)
-        assert js.exists(), out
-        reports.append(json.loads(js.read_text()))
+    for run in start_runs(cluster.hosts, tmp_path, *ARGS, tag=tag):
+        run.finish(timeout=200)
+        assert run.has_report(), run.out
+        reports.append(run.report())
     return reports
 
 

@@ -8,55 +8,18 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
-from dataclasses import dataclass
 
-PORT = 29500
+from tests.cluster.hosts import PORT, HostRun, finish_all, start_runs
+
 FAST = ["--rdzv-timeout", "8", "--probe-timeout", "8", "--timeout", "120"]
 FEW_STAGES = ["--stages", "node,rendezvous,collectives"]
 
 
-@dataclass
-class NodeRun:
-    host: object
-    proc: subprocess.Popen
-    json_path: str
-    results: str
-    out: str = ""
-
-    def finish(self, timeout: float = 150) -> int:
-        self.out, _ = self.proc.communicate(timeout=timeout)
-        return self.proc.returncode
-
-    def report(self) -> dict:
-        with open(self.json_path) as fh:
-            return json.load(fh)
-
-    def codes(self) -> list[str]:
-        return [p["code"] for p in self.report()["problems"]]
-
-    def problem(self, code: str) -> dict:
-        return next(p for p in self.report()["problems"] if p["code"] == code)
-
-
-def start(cluster, tmp_path, *args, hosts=None, env=None, per_host_env=None) -> list[NodeRun]:
+def start(cluster, tmp_path, *args, hosts=None, env=None, per_host_env=None) -> list[HostRun]:
     """Start ``ddpcheck run`` on each host (node0 hosts the endpoint)."""
-    runs = []
-    for h in cluster.hosts if hosts is None else hosts:
-        js, res = tmp_path / f"{h.name}.json", tmp_path / f"results-{h.name}"
-        argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(len(cluster.hosts)),
-                "--rdzv-endpoint", f"node0:{PORT}", "--json", str(js), "--results-dir",
-                str(res), *FAST, *args]
-        henv = {**(env or {}), **((per_host_env or {}).get(h.name, {}))}
-        proc = h.popen(argv, env=henv or None, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True)
-        runs.append(NodeRun(h, proc, str(js), str(res)))
-    return runs
-
-
-def finish_all(runs, timeout=150):
-    return [r.finish(timeout) for r in runs]
+    return start_runs(cluster.hosts if hosts is None else hosts, tmp_path, *FAST, *args,
+                      nodes=len(cluster.hosts), results=True, env=env, per_host_env=per_host_env)
 
 
 def test_healthy_two_node_cluster_is_ready(make_cluster, tmp_path):
@@ -140,15 +103,11 @@ def test_nodes_started_with_different_node_counts_are_named(make_cluster, tmp_pa
     runs = start(cluster, tmp_path)
     runs[1].proc.kill()
     runs[1].proc.communicate()
-    js = tmp_path / "node1-3.json"
-    other = cluster[1].popen([sys.executable, "-m", "ddpcheck", "run", "--nodes", "3",
-                              "--rdzv-endpoint", f"node0:{PORT}", "--json", str(js), *FAST],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out, _ = other.communicate(timeout=150)
-    assert other.returncode == 1, out
+    [other] = start_runs([cluster[1]], tmp_path, *FAST, nodes=3, tag="three")
+    assert other.finish() == 1, other.out
     assert runs[0].finish() == 1
     assert "nodes-mismatch" in runs[0].codes()
-    assert "nodes-mismatch" in [p["code"] for p in json.loads(js.read_text())["problems"]]
+    assert "nodes-mismatch" in other.codes()
 
 
 def test_nodes_started_with_different_run_ids_are_named(make_cluster, tmp_path):

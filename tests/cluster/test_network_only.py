@@ -7,28 +7,19 @@ port is named, alone, on every host.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-PORT = 29500
+from tests.cluster.hosts import PORT, start_runs
 
 
 def run_all(cluster, tmp_path) -> list[tuple[int, dict, str]]:
-    procs = []
-    for h in cluster.hosts:
-        js, res = tmp_path / f"{h.name}.json", tmp_path / f"res-{h.name}"
-        argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(len(cluster.hosts)),
-                "--stages", "preflight", "--rdzv-endpoint", f"node0:{PORT}", "--rdzv-timeout",
-                "40", "--timeout", "100", "--json", str(js), "--results-dir", str(res)]
-        procs.append((h.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True), js, res))
+    runs = start_runs(cluster.hosts, tmp_path, "--stages", "preflight", "--rdzv-timeout", "40",
+                      "--timeout", "100", results=True)
     out = []
-    for proc, js, res in procs:
-        text, _ = proc.communicate(timeout=150)
-        assert js.exists(), text
-        assert not (res / "torchrun.log").exists(), "network-only mode started torchrun"
-        out.append((proc.returncode, json.loads(js.read_text()), text))
+    for run in runs:
+        code = run.finish(timeout=150)
+        assert run.has_report(), run.out
+        assert run.results_dir is not None
+        assert not (run.results_dir / "torchrun.log").exists(), "network-only mode started torchrun"
+        out.append((code, run.report(), run.out))
     return out
 
 

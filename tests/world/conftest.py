@@ -1,7 +1,8 @@
 """Fixtures for world tests: real ``ddpcheck run`` / torchrun processes on this host.
 
 Test side only. Every process a test starts runs in its own session and is killed with
-its whole tree when the test ends, pass or fail.
+its whole tree when the test ends, pass or fail. The ``world`` marker comes from
+``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-pytestmark = pytest.mark.world
 
 
 class Run:
