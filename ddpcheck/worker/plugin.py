@@ -75,7 +75,7 @@ class RankSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         s = self.settings
         try:
-            self.world = connect(timeout=s.probe_timeout)
+            self.world = connect(timeout=s.probe_timeout, settings=s)
         except Exception as exc:  # the store is unreachable: nothing can be agreed, stop here
             where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
             pytest.exit(f"ddpcheck: cannot reach the control store at {where} within "
