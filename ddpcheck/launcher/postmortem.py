@@ -15,6 +15,7 @@ from ddpcheck.diagnoses import (
     RANK_EXITED,
     RANK_KILLED,
     RANK_UNRESPONSIVE,
+    ROOT_CAUSE,
     RUN_DEADLINE,
     RUN_INTERRUPTED,
     Problem,
@@ -67,7 +68,7 @@ def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
                   "container) and stopped answering its peers",
             fix=f"resume or kill pid {pid} on {hosts.get(rank, '?')} (kill -CONT {pid}); "
                 "find who suspends it (job suspend, debugger) and rerun",
-            ranks=[rank], hosts=[hosts.get(rank, "?")], stage=stage))
+            ranks=[rank], hosts=[hosts.get(rank, "?")], stage=stage, role=ROOT_CAUSE))
     unfinished = {r: ex for r, ex in sorted(exits.items())
                   if not ex.get("finished") and ex.get("pid") not in outcome.stopped_pids}
     # A rank ended by SIGTERM after another rank failed was torn down by torchrun (or by us):

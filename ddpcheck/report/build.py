@@ -14,7 +14,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ddpcheck import results
-from ddpcheck.diagnoses import Problem
+from ddpcheck.diagnoses import CONSEQUENCE, ROOT_CAUSE, Problem
 from ddpcheck.ranges import format_ranks, ranks_with_hosts
 from ddpcheck.verdicts.bandwidth import format_sweep
 from ddpcheck.verdicts.links import format_intra_inter, format_matrix, format_scaling, hosts_of
@@ -185,26 +185,18 @@ def merge_problems(problems: Iterable[Problem]) -> list[Problem]:
     return list(merged.values())
 
 
-# What peers observe when one rank dies or stops: consequences, not causes.
-ROOT_CODES = ("rank-killed", "rank-exited", "probe-timeout")
-ECHO_CODES = ("collective-failed", "rank-unresponsive")
-
-
-def _is_root(p: Problem) -> bool:
-    return p.code in ROOT_CODES or (p.code == "rank-unresponsive" and " is stopped" in p.observed)
-
-
 def mark_consequences(problems: list[Problem]) -> list[Problem]:
     """Mark what peers saw of a rank that died or stopped as its consequence; causes first.
 
     A stopped rank also shows up as "rank 1 did not finish" (the agreement) and as a
     collective timeout on every other rank: true, but the user must act on the root cause.
+    Each problem says which it is (Problem.role, set where it was made).
     """
-    roots = [p for p in problems if _is_root(p)]
+    roots = [p for p in problems if p.role == ROOT_CAUSE]
     out = []
     for p in problems:
         root = next((r for r in roots if r is not p and r.stage == p.stage), None)
-        if root and p.code in ECHO_CODES and not _is_root(p):
+        if root and p.role == CONSEQUENCE:
             p = p.where(consequence_of=root.code)
         out.append(p)
     return sorted(out, key=lambda p: bool(p.consequence_of))  # stable: causes first

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ddpcheck.diagnoses import ROOT_CAUSE
 from ddpcheck.launcher.launch import LaunchOutcome
 from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, last_activity
 
@@ -131,6 +132,7 @@ def test_stopped_pid_is_rank_unresponsive_naming_the_pid_rank_and_host():
     assert problem.stage == "collectives"
     assert "pid 1001" in problem.observed and "stopped" in problem.observed
     assert "kill -CONT 1001" in problem.fix and "gpu-a" in problem.fix
+    assert problem.role == ROOT_CAUSE  # what its peers saw of it are consequences
 
 
 def test_stopped_pid_that_is_no_rank_is_ignored():

@@ -355,7 +355,8 @@ def test_no_result_marker_is_used_only_for_stages_that_never_ran():
 
 def test_what_peers_saw_of_a_stopped_rank_is_marked_as_its_consequence():
     stopped = diagnoses.RANK_UNRESPONSIVE.problem(
-        "rank 1 (pid 7) on vm is stopped (state T)", ranks=[1], stage="bandwidth")
+        "rank 1 (pid 7) on vm is stopped (state T)", ranks=[1], stage="bandwidth",
+        role=diagnoses.ROOT_CAUSE)  # as postmortem makes it
     echo = diagnoses.COLLECTIVE_FAILED.problem("Timed out waiting 5000ms", ranks=[0],
                                                stage="bandwidth")
     missing = diagnoses.RANK_UNRESPONSIVE.problem("rank 1 did not finish probe x", ranks=[1],
