@@ -143,8 +143,8 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
 
 
 def _any_rank_ended(results_dir: Path) -> bool:
-    return any(e.get("event") == "end" for path in results_dir.glob("rank-*.jsonl")
-               for e in results.read_jsonl(path)[-1:])
+    return any(isinstance(e, results.End) for path in results_dir.glob("rank-*.jsonl")
+               for e in results.read_events(path)[-1:])
 
 
 def _all_settled(results_dir: Path, nproc: int) -> bool:
@@ -156,11 +156,10 @@ def _all_settled(results_dir: Path, nproc: int) -> bool:
     if len(paths) < nproc:
         return False
     for path in paths:
-        rank = int(path.stem.split("-")[1])
-        if results.exit_file(results_dir, rank).exists():
+        if results.exit_file(results_dir, results.rank_of(path)).exists():
             continue
-        events = results.read_jsonl(path)
-        pid = next((e.get("pid") for e in events if e.get("event") == "start"), None)
+        pid = next((e.pid for e in results.read_events(path) if isinstance(e, results.Start)),
+                   None)
         if not pid or not _stopped(int(pid)):
             return False
     return True

@@ -133,9 +133,9 @@ def _adopt(report: Report, whole: lifecycle.Outcome | Problem) -> None:
     report.problems = mark_consequences(merge_problems([*report.problems, *found]))
 
 
-def _exit_tails(exits: dict[int, dict]) -> list[str]:
+def _exit_tails(exits: dict[int, results.ExitStatus]) -> list[str]:
     return [f"rank {r}: {ln}" for r, ex in sorted(exits.items())
-            if not ex.get("finished") or ex.get("session_error") for ln in ex.get("tail", [])[-3:]]
+            if not ex.finished or ex.session_error for ln in ex.tail[-3:]]
 
 
 def _network_only(cfg: Config, st: ClusterState, problems: list[Problem], results_dir: Path,
@@ -164,14 +164,14 @@ def _shape_problems(cfg: Config, job: JobEnv, nproc: int) -> list[Problem]:
 
 
 def _local_ranks(results_dir: Path) -> set[int]:
-    return {int(p.stem.split("-")[1]) for p in results_dir.glob("rank-*.jsonl")}
+    return {results.rank_of(p) for p in results_dir.glob("rank-*.jsonl")}
 
 
-def _rank0_host(events: dict[int, list[dict]]) -> str:
+def _rank0_host(events: dict[int, list[results.Event]]) -> str:
     for evs in events.values():
         for e in evs:
-            if e.get("event") == "hello" and e.get("coordinator"):
-                return str(e["coordinator"])
+            if isinstance(e, results.Hello) and e.coordinator:
+                return str(e.coordinator)
     return "unknown"
 
 

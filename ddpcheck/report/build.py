@@ -60,7 +60,7 @@ class Report:
         return 0 if self.ready else 1
 
 
-def build_report(events: dict[int, list[dict]], stages: Sequence[str],
+def build_report(events: dict[int, list[results.Event]], stages: Sequence[str],
                  launcher_problems: Iterable[Problem], elapsed: float,
                  expected_world: int = 0, expected: Expected | None = None,
                  evidence: Sequence[str] = ()) -> Report:
@@ -81,8 +81,8 @@ def build_report(events: dict[int, list[dict]], stages: Sequence[str],
     problems += explain(stage_results, mark_consequences(list(problems)), expected, hosts,
                         evidence, blocked)
     problems = mark_consequences(problems)
-    backend = next((e.get("backend", "") for evs in events.values() for e in evs
-                    if e.get("event") == "start"), "")
+    backend = next((e.backend for evs in events.values() for e in evs
+                    if isinstance(e, results.Start)), "")
     return Report(stage_results, problems, hosts, _measurements(events), world, elapsed, backend,
                   expected=expected)
 
@@ -99,32 +99,31 @@ def _fill_hosts(problems: list[Problem], hosts: dict[int, str]) -> list[Problem]
     return out
 
 
-def hosts_of_events(events: dict[int, list[dict]]) -> dict[int, str]:
+def hosts_of_events(events: dict[int, list[results.Event]]) -> dict[int, str]:
     hosts = {}
     for rank, evs in events.items():
         for e in evs:
-            if e.get("event") == "start":
-                hosts[rank] = e.get("host", "?")
+            if isinstance(e, results.Start):
+                hosts[rank] = e.host
     return hosts
 
 
-def _stage(name: str, events: dict[int, list[dict]]) -> StageResult:
+def _stage(name: str, events: dict[int, list[results.Event]]) -> StageResult:
     res = StageResult(name, NO_RESULT)
     for rank, evs in events.items():
-        probes = [e for e in evs if e.get("event") == "probe" and e.get("stage") == name]
+        probes = [e for e in evs if isinstance(e, results.Probe) and e.stage == name]
         if not probes:
             continue
-        status = max((p["status"] for p in probes), key=ORDER.__getitem__)
+        status = max((p.status for p in probes), key=ORDER.__getitem__)
         if status == results.BLOCKED:
-            res.blocked_by = probes[0].get("message", "").replace("blocked by stage ", "")
+            res.blocked_by = probes[0].message.replace("blocked by stage ", "")
         res.per_rank[rank] = status
-        res.figures[rank] = next((p["figure"] for p in probes if p.get("figure")), "")
+        res.figures[rank] = next((p.figure for p in probes if p.figure), "")
         if status == results.SKIP and not res.figures[rank]:
-            res.figures[rank] = _short(probes[0].get("message", ""))
+            res.figures[rank] = _short(probes[0].message)
         if rank == min(events):
-            res.probes = [{"name": p["name"], "doc": " ".join(p.get("doc") or []),
-                           "status": p["status"], "duration": p.get("duration"),
-                           "message": p.get("message", "")} for p in probes]
+            res.probes = [{"name": p.name, "doc": " ".join(p.doc), "status": p.status,
+                           "duration": p.duration, "message": p.message} for p in probes]
     if res.per_rank:
         res.status = max(res.per_rank.values(), key=ORDER.__getitem__)
     return res
@@ -162,13 +161,9 @@ def _mark_blocked(stages: list[StageResult]) -> None:
                 s.status, s.blocked_by = results.BLOCKED, "the run ending early"
 
 
-def _rank_problems(events: dict[int, list[dict]]) -> list[Problem]:
-    out = []
-    for evs in events.values():
-        for e in evs:
-            for p in e.get("problems", []) if e.get("event") in ("probe", "problems") else []:
-                out.append(Problem.from_dict(p))
-    return out
+def _rank_problems(events: dict[int, list[results.Event]]) -> list[Problem]:
+    return [p for evs in events.values() for e in evs
+            if isinstance(e, (results.Probe, results.Problems)) for p in e.problems]
 
 
 def merge_problems(problems: Iterable[Problem]) -> list[Problem]:
@@ -202,12 +197,12 @@ def mark_consequences(problems: list[Problem]) -> list[Problem]:
     return sorted(out, key=lambda p: bool(p.consequence_of))  # stable: causes first
 
 
-def _measurements(events: dict[int, list[dict]]) -> dict[str, Any]:
+def _measurements(events: dict[int, list[results.Event]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for rank in sorted(events):
         for e in events[rank]:
-            if e.get("event") == "probe" and e.get("measurements"):
-                for k, v in e["measurements"].items():
+            if isinstance(e, results.Probe) and e.measurements:
+                for k, v in e.measurements.items():
                     out.setdefault(k, v)  # the lowest rank's figure (all ranks agree on sweeps)
     return out
 

@@ -1,7 +1,7 @@
 """Tests for ddpcheck.report.build: build_report over synthetic rank events, text and JSON output.
 
-Events follow the shapes ddpcheck.plugin writes: "start", "hello", "probe-start", "probe"
-(status/agreed/figure/measurements/problems), "problems" and "end".
+Events are the typed records ddpcheck.plugin writes (ddpcheck.results): Start, Hello,
+ProbeStart, Probe (status/agreed/figure/measurements/problems), Problems and End.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from ddpcheck import diagnoses
+from ddpcheck import diagnoses, results
 from ddpcheck.diagnoses import Problem
 from ddpcheck.report.build import (
     MISSING,
@@ -29,31 +29,30 @@ from ddpcheck.report.build import (
 STAGES = ("node", "rendezvous", "collectives", "bandwidth")
 
 
-def start(rank: int, host: str = "", backend: str = "gloo") -> dict:
-    return {"event": "start", "time": 0.0, "rank": rank, "world_size": 2, "backend": backend,
-            "host": host or f"host{rank // 2}", "local_rank": rank % 2, "node_rank": rank // 2,
-            "pid": 1000 + rank}
+def start(rank: int, host: str = "", backend: str = "gloo") -> results.Start:
+    return results.Start(rank=rank, world_size=2, backend=backend,
+                         host=host or f"host{rank // 2}", local_rank=rank % 2,
+                         node_rank=rank // 2, pid=1000 + rank)
 
 
 def probe(stage: str, name: str, status: str = "PASS", *, agreed: str = "", figure: str = "",
           measurements: dict | None = None, problems: Sequence[Problem] = (),
-          message: str = "") -> dict:
-    return {"event": "probe", "nodeid": f"checks/test_{stage}.py::{name}", "name": name,
-            "stage": stage, "doc": [f"{name} works"], "status": status,
-            "agreed": agreed or status, "duration": 0.01, "message": message, "figure": figure,
-            "measurements": measurements or {}, "problems": [p.to_dict() for p in problems]}
+          message: str = "") -> results.Probe:
+    return results.Probe(nodeid=f"checks/test_{stage}.py::{name}", name=name, stage=stage,
+                         doc=(f"{name} works",), status=status, agreed=agreed or status,
+                         duration=0.01, message=message, figure=figure,
+                         measurements=measurements or {}, problems=tuple(problems))
 
 
-def blocked(stage: str, name: str, by: str) -> dict:
+def blocked(stage: str, name: str, by: str) -> results.Probe:
     return probe(stage, name, "BLOCKED", message=f"blocked by stage {by}")
 
 
-def rank_events(rank: int, *probes: dict, end: bool = True) -> list[dict]:
-    hello = {"event": "hello", "ranks": {}, "missing": []}
-    return [start(rank), hello, *probes, *([{"event": "end", "blocked_by": None}] if end else [])]
+def rank_events(rank: int, *probes: results.Probe, end: bool = True) -> list[results.Event]:
+    return [start(rank), results.Hello(), *probes, *([results.End()] if end else [])]
 
 
-def all_pass(rank: int) -> list[dict]:
+def all_pass(rank: int) -> list[results.Event]:
     return rank_events(rank, probe("node", "test_a"), probe("rendezvous", "test_b"),
                        probe("collectives", "test_c"), probe("bandwidth", "test_d"))
 
@@ -191,8 +190,8 @@ def test_launcher_problems_come_first_then_rank_problems():
 def test_problems_events_are_collected_too():
     problem = diagnoses.RANK_UNRESPONSIVE.problem("rank 1 did not finish", ranks=[1],
                                                   stage="rendezvous")
-    events = {0: [start(0), {"event": "problems", "stage": "rendezvous",
-                             "problems": [problem.to_dict()]}, {"event": "end"}]}
+    events = {0: [start(0), results.Problems(stage="rendezvous", problems=(problem,)),
+                  results.End()]}
     report = build_report(events, ("rendezvous",), [], 0)
     assert report.problems == [problem]
 
@@ -376,9 +375,8 @@ def test_many_ranks_are_shown_one_column_per_host_with_the_odd_ranks_named():
     events = {}
     for r in range(16):
         status = "FAIL" if r == 9 else "PASS"
-        events[r] = [{"event": "start", "host": f"gpu-{r // 8}", "backend": "gloo"},
-                     {"event": "probe", "name": "p", "stage": "collectives", "status": status,
-                      "figure": "", "problems": []}]
+        events[r] = [results.Start(host=f"gpu-{r // 8}", backend="gloo"),
+                     results.Probe(name="p", stage="collectives", status=status)]
     report = build_report(events, ["collectives"], [], 1.0)
     table = render_text(report).split("\n\n")[0]
     assert "gpu-0" in table and "ranks 0-7" in table and "ranks 8-15" in table
