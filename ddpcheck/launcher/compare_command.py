@@ -16,7 +16,7 @@ from typing import Any
 from tabulate import tabulate
 
 from ddpcheck.parsing import UsageError, convert, ratio
-from ddpcheck.report.build import render_problem
+from ddpcheck.report.text import render_problem
 from ddpcheck.verdicts.compare import DEFAULT_RATIO, Comparison, compare_reports, load_report
 
 

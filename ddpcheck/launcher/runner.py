@@ -32,6 +32,7 @@ from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, torchr
 from ddpcheck.launcher.preflight import auto_nproc, node_preflight
 from ddpcheck.launcher.progress import Progress
 from ddpcheck.node.nccl import parse_nccl_debug_transport
+from ddpcheck.report.as_json import to_json
 from ddpcheck.report.build import (
     Report,
     StageResult,
@@ -39,9 +40,8 @@ from ddpcheck.report.build import (
     hosts_of_events,
     mark_consequences,
     merge_problems,
-    render_text,
-    to_json,
 )
+from ddpcheck.report.text import render_text
 from ddpcheck.scheduler.contradictions import shape_problems
 from ddpcheck.scheduler.detect import JobEnv, detect
 from ddpcheck.verdicts.readiness import Expected

@@ -19,9 +19,10 @@ from typing import Any
 from ddpcheck import results
 from ddpcheck.diagnoses import Problem
 from ddpcheck.ranges import format_ranks
-from ddpcheck.report.build import MAX_RANK_COLUMNS, ORDER, Report, render_problem, verdict
+from ddpcheck.report.build import ORDER, Report
+from ddpcheck.report.text import MAX_RANK_COLUMNS, MISSING, render_problem, verdict
 
-FAILING = (results.FAIL, "NO RESULT")
+FAILING = (results.FAIL, MISSING)
 
 
 def _units(report: Report) -> list[tuple[str, list[int]]]:

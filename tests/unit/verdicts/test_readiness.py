@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 
 from ddpcheck import results
 from ddpcheck.diagnoses import RANK_KILLED
-from ddpcheck.report.build import StageResult, build_report, render_text, to_json
+from ddpcheck.report.as_json import to_json
+from ddpcheck.report.build import StageResult, build_report
+from ddpcheck.report.text import render_text
 from ddpcheck.verdicts.readiness import Expected, explain, is_ready, missing_ranks
 
 STAGES = ["node", "rendezvous", "collectives"]
