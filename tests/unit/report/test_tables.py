@@ -1,11 +1,9 @@
 """Tests for ddpcheck.report.tables: the sweep, link matrix, intra/inter and scaling tables.
 
-Inputs are the recorded and hand-made figures of tests/data/links (see tests/unit/verdicts).
+Inputs are the recorded and hand-made figures of tests/data/links (tests/helpers/linkdata).
 """
 
 from __future__ import annotations
-
-import json
 
 from ddpcheck.report.tables import (
     columns,
@@ -17,18 +15,7 @@ from ddpcheck.report.tables import (
 )
 from ddpcheck.verdicts.bandwidth import sweep_row
 from ddpcheck.verdicts.links import hosts_of, scaling_table
-from tests.helpers.paths import DATA
-
-LINKS = DATA / "links"
-
-
-def load_matrix(name: str) -> dict[tuple[str, str], float]:
-    data = json.loads((LINKS / name).read_text())
-    return {(src, dst): v for src, row in data["matrix"].items() for dst, v in row.items()}
-
-
-def scaling_rows() -> list[dict]:
-    return json.loads((LINKS / "ddp_scaling.json").read_text())["rows"]
+from tests.helpers.linkdata import load_matrix, scaling_rows
 
 
 # --- format_sweep ------------------------------------------------------------------------------

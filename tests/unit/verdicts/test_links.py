@@ -23,14 +23,10 @@ from ddpcheck.verdicts.links import (
     round_robin,
     scaling_table,
 )
+from tests.helpers.linkdata import load_matrix, scaling_rows
 from tests.helpers.paths import DATA
 
 DATA = DATA / "links"
-
-
-def load_matrix(name: str) -> dict[tuple[str, str], float]:
-    data = json.loads((DATA / name).read_text())
-    return {(src, dst): v for src, row in data["matrix"].items() for dst, v in row.items()}
 
 
 def load_waits(name: str) -> tuple[dict[int, list[float]], dict[int, str]]:
@@ -283,10 +279,6 @@ def test_reference_busbw_does_not_mistake_a100_for_a10():
 
 
 # --- scaling -----------------------------------------------------------------------------------
-def scaling_rows() -> list[dict]:
-    return json.loads((DATA / "ddp_scaling.json").read_text())["rows"]
-
-
 def test_scaling_table_sorts_and_adds_efficiency_against_the_smallest_world():
     rows = scaling_rows()
     table = scaling_table(rows)
