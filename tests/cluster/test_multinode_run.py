@@ -55,6 +55,17 @@ def start(cluster, tmp_path, *args, hosts=None, env=None, per_host_env=None) -> 
     return runs
 
 
+def wait_for_listener(host, port: int, timeout: float = 60) -> None:
+    """Wait until something listens on ``port`` in ``host`` (a launcher hosting the store)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = host.run(["ss", "-Hltn", f"sport = :{port}"]).stdout
+        if out.strip():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"nothing listens on {host.name}:{port} after {timeout} s")
+
+
 def finish_all(runs, timeout=150):
     return [r.finish(timeout) for r in runs]
 
@@ -163,7 +174,7 @@ def test_nodes_started_with_different_run_ids_are_named(make_cluster, tmp_path):
 def test_two_launchers_on_one_node_are_named(make_cluster, tmp_path):
     cluster = make_cluster(2)
     first = start(cluster, tmp_path, hosts=cluster.hosts[:1])[0]
-    time.sleep(3)  # the first one hosts the rendezvous store by now
+    wait_for_listener(cluster.hosts[0], PORT)  # the first one hosts the rendezvous store
     (tmp_path / "again").mkdir()
     second = start(cluster, tmp_path / "again", hosts=cluster.hosts[:1])[0]
     assert second.finish() == 1
