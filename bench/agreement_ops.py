@@ -18,7 +18,7 @@ import time
 
 import torch.distributed as dist
 
-from ddpcheck.worker.plugin import _probe_decision, encode_hosts
+from ddpcheck.worker.agreement import encode_hosts, probe_decision
 from ddpcheck.worker.world import World
 from tests.helpers.counting_store import CountingStore
 
@@ -33,7 +33,7 @@ def one_rank(w: World, agreements: int, events: list[dict]) -> None:
     w.decide("collection", {"digest": "abc", "count": agreements},
              lambda ex: {"odd": [r for r, v in ex.values.items() if v["digest"] != "abc"]})
     for i in range(agreements):
-        w.decide(f"probe/{i}", {"status": "PASS", "breaks_world": False}, _probe_decision)
+        w.decide(f"probe/{i}", {"status": "PASS", "breaks_world": False}, probe_decision)
     w.gather("events", events)
 
 

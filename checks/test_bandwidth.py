@@ -13,9 +13,10 @@ import torch.distributed as dist
 
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.node import nics
+from ddpcheck.report.tables import format_sweep
 from ddpcheck.stages import stage
 from ddpcheck.verdicts import expectations
-from ddpcheck.verdicts.bandwidth import format_sweep, sizes, sweep_row
+from ddpcheck.verdicts.bandwidth import sizes, sweep_row
 from ddpcheck.worker.timing import iterations, time_all_reduce
 
 WARMUP, TRIALS = 2, 3

@@ -3,11 +3,19 @@
 Used on both sides: probes inside torchrun workers raise them, the launcher raises them
 from preflight and from what it observes of torchrun, and the report renders them.
 A Problem is plain data (JSON round-trip) so it can cross from worker to launcher in files.
+It carries its role, set where it is made: a root cause (a rank killed, exited, timed out or
+stopped), what peers see of one (a consequence when a root cause shares its stage), or
+neither (the default: a problem of its own).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+
+# Problem.role: what the report does with it (report.build.mark_consequences).
+ROOT_CAUSE = "root-cause"  # peers' echoes in its stage follow from it
+CONSEQUENCE = "consequence"  # what a peer saw; a consequence when a root cause shares its stage
+ROLES = ("", ROOT_CAUSE, CONSEQUENCE)
 
 
 @dataclass(frozen=True)
@@ -23,6 +31,7 @@ class Problem:
     hosts: tuple[str, ...] = ()
     ranks: tuple[int, ...] = ()
     consequence_of: str = ""  # code of the root cause this follows from, if any
+    role: str = ""  # ROOT_CAUSE, CONSEQUENCE or "" (neither), see ROLES
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -32,6 +41,9 @@ class Problem:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         known["hosts"] = tuple(known.get("hosts", ()))
         known["ranks"] = tuple(int(r) for r in known.get("ranks", ()))
+        if "role" not in known:  # written before problems carried their role
+            entry = CATALOGUE.get(str(known.get("code", "")))
+            known["role"] = entry.role if entry else ""
         return cls(**known)
 
     def where(self, **changes: object) -> Problem:
@@ -56,16 +68,18 @@ class Diagnosis:
     cause: str
     fix: str
     docs: str = field(default="", compare=False)
+    role: str = field(default="", compare=False)  # the role of its problems, unless told
 
-    def problem(self, observed: str, *, cause: str = "", fix: str = "", **where: object) -> Problem:
-        """Build a Problem for this diagnosis; cause/fix override the catalogue defaults."""
+    def problem(self, observed: str, *, cause: str = "", fix: str = "", role: str | None = None,
+                **where: object) -> Problem:
+        """Build a Problem for this diagnosis; cause/fix/role override the catalogue defaults."""
         hosts = tuple(str(h) for h in where.pop("hosts", ()))  # type: ignore[union-attr]
         ranks = tuple(int(r) for r in where.pop("ranks", ()))  # type: ignore[union-attr]
         stage = str(where.pop("stage", ""))
         if where:
             raise TypeError(f"unknown location fields: {sorted(where)}")
         return Problem(self.code, self.summary, observed, cause or self.cause, fix or self.fix,
-                       stage, hosts, ranks)
+                       stage, hosts, ranks, role=self.role if role is None else role)
 
     def fail(self, observed: str, **kwargs: object) -> ProblemFound:
         """Return the exception a probe raises: ``raise WRONG_RESULT.fail("got 3, expected 4")``."""
@@ -75,10 +89,10 @@ class Diagnosis:
 CATALOGUE: dict[str, Diagnosis] = {}
 
 
-def _d(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
+def _d(code: str, summary: str, cause: str, fix: str, role: str = "") -> Diagnosis:
     if code in CATALOGUE:
         raise ValueError(f"duplicate diagnosis code {code}")
-    CATALOGUE[code] = Diagnosis(code, summary, cause, fix)
+    CATALOGUE[code] = Diagnosis(code, summary, cause, fix, role=role)
     return CATALOGUE[code]
 
 
@@ -156,7 +170,8 @@ WRONG_COLLECTIVE_RESULT = _d(
 COLLECTIVE_FAILED = _d(
     "collective-failed", "a collective raised an error",
     "a peer crashed or stalled, or the transport between ranks broke",
-    "see the other problems for the rank that failed first; check the named hosts' network")
+    "see the other problems for the rank that failed first; check the named hosts' network",
+    CONSEQUENCE)
 DDP_DIVERGED = _d(
     "ddp-diverged", "DDP parameters differ across ranks or from the single-process reference",
     "gradients were not averaged correctly (broken all-reduce, mixed precision settings)",
@@ -190,15 +205,15 @@ RANK_UNRESPONSIVE = _d(
     "rank-unresponsive", "ranks did not arrive before the stage deadline",
     "the process is stopped, hung in a collective, or starved (swap, CPU throttling)",
     "inspect the named host (py-spy dump --pid PID); raise --probe-timeout if the node is "
-    "just slow")
+    "just slow", CONSEQUENCE)
 RANK_KILLED = _d(
     "rank-killed", "a rank was killed by a signal",
     "the OOM killer, a scheduler limit, or someone killed the process",
-    "check dmesg / the job's memory limit on the named host")
+    "check dmesg / the job's memory limit on the named host", ROOT_CAUSE)
 RANK_EXITED = _d(
     "rank-exited", "a rank exited before finishing the probes",
     "a crash or error in the worker process",
-    "rerun with -v to see the worker's output")
+    "rerun with -v to see the worker's output", ROOT_CAUSE)
 PROBE_ERROR = _d(
     "probe-error", "a probe raised an unexpected error",
     "an environment problem ddpcheck does not diagnose yet",
@@ -206,7 +221,7 @@ PROBE_ERROR = _d(
 PROBE_TIMEOUT = _d(
     "probe-timeout", "a probe ran past its deadline",
     "a collective or device call hung",
-    "inspect the named host; raise --probe-timeout if the node is just slow")
+    "inspect the named host; raise --probe-timeout if the node is just slow", ROOT_CAUSE)
 RUN_DEADLINE = _d(
     "run-deadline-exceeded", "the whole run passed its --timeout",
     "a stage or the rendezvous hung",

@@ -1,10 +1,15 @@
-"""Result files: the only channel from the workers to the launcher.
+"""Result files: the only channel from the workers to the launcher, and their typed protocol.
 
-Every worker appends JSON lines to ``rank-<N>.jsonl`` in the results directory as it goes,
-so a rank that crashes still leaves what it did. The worker wrapper adds ``exit-<N>.json``
-with the rank's exit status, and rank 0 writes ``world.json`` with every rank's events
-gathered through the store (this is how results of other nodes reach the rank-0 node).
-Runs on both sides: workers write, the launcher reads.
+Every worker appends one JSON line per event to ``rank-<N>.jsonl`` in the results directory
+as it goes, so a rank that crashes still leaves what it did. The worker wrapper adds
+``exit-<N>.json`` with the rank's exit status, and rank 0 writes ``world.json`` with every
+rank's events gathered through the store (this is how results of other nodes reach the
+rank-0 node). Runs on both sides: workers write (``RankLog``, ``write_exit``), the launcher
+reads (``rank_events``, ``exit_statuses``); both see only the typed records below.
+
+A line is ``{"event": KIND, "time": T, **fields}``. Reading is lenient: unknown kinds and
+fields are ignored and missing fields take their defaults, so files of older or newer
+versions (tests/data holds recorded ones) still read.
 """
 
 from __future__ import annotations
@@ -12,14 +17,173 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Union
+
+from ddpcheck.diagnoses import Problem
 
 RESULTS_DIR_ENV = "DDPCHECK_RESULTS_DIR"
 
 # Status of a probe or a stage, worst last.
 PASS, SKIP, FAIL, BLOCKED = "PASS", "SKIP", "FAIL", "BLOCKED"
+
+
+@dataclass(frozen=True)
+class Start:
+    """The rank is up: who it is and where it runs."""
+
+    KIND: ClassVar[str] = "start"
+    time: float = 0.0
+    rank: int = 0
+    world_size: int = 0
+    backend: str = ""
+    host: str = "?"
+    local_rank: int = 0
+    node_rank: int = 0
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The ranks this rank saw at the start ({rank: host, local_rank, node_rank, pid})."""
+
+    KIND: ClassVar[str] = "hello"
+    time: float = 0.0
+    ranks: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    missing: tuple[int, ...] = ()
+    coordinator: str | None = None  # rank 0's host
+
+
+@dataclass(frozen=True)
+class ProbeStart:
+    """A probe begins; a ProbeStart without its Probe is where a rank stopped."""
+
+    KIND: ClassVar[str] = "probe-start"
+    time: float = 0.0
+    nodeid: str = ""
+    stage: str = ""
+    deadline: float = 0.0
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A probe's outcome on this rank (status) and as all ranks agreed on it (agreed)."""
+
+    KIND: ClassVar[str] = "probe"
+    time: float = 0.0
+    nodeid: str = ""
+    name: str = ""
+    stage: str = ""
+    doc: tuple[str, ...] = ()
+    status: str = ""
+    agreed: str = ""
+    duration: float | None = None
+    message: str = ""
+    figure: str = ""
+    measurements: Mapping[str, Any] = field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True)
+class Problems:
+    """Problems found outside a probe (rendezvous, collection) that block a stage."""
+
+    KIND: ClassVar[str] = "problems"
+    time: float = 0.0
+    stage: str = ""
+    problems: tuple[Problem, ...] = ()
+
+
+@dataclass(frozen=True)
+class End:
+    """The session ended; blocked_by is the stage whose failure blocked the rest."""
+
+    KIND: ClassVar[str] = "end"
+    time: float = 0.0
+    blocked_by: str | None = None
+
+
+@dataclass(frozen=True)
+class WorldProgress:
+    """Rank 0 saw ``done`` ranks finish the running probe (optional, read when present)."""
+
+    KIND: ClassVar[str] = "world-progress"
+    time: float = 0.0
+    stage: str = ""
+    done: int = 0
+
+
+Event = Union[Start, Hello, ProbeStart, Probe, Problems, End, WorldProgress]
+KINDS: dict[str, type[Event]] = {c.KIND: c for c in  # type: ignore[misc]
+                                 (Start, Hello, ProbeStart, Probe, Problems, End, WorldProgress)}
+
+
+def to_record(event: Event) -> dict[str, Any]:
+    """The event as its JSON line holds it."""
+    out: dict[str, Any] = {"event": event.KIND}
+    for f in fields(event):
+        value = getattr(event, f.name)
+        if f.name == "problems":
+            value = [p.to_dict() for p in value]
+        elif isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, Mapping):
+            value = dict(value)
+        out[f.name] = value
+    return out
+
+
+def parse_event(record: Mapping[str, Any]) -> Event | None:
+    """The typed event of one JSON line; None for a kind this version does not know."""
+    kind = KINDS.get(str(record.get("event")))
+    if kind is None:
+        return None
+    values: dict[str, Any] = {}
+    for f in fields(kind):
+        if f.name not in record or record[f.name] is None and f.default is not None:
+            continue
+        value = record[f.name]
+        if f.name == "problems":
+            value = tuple(Problem.from_dict(p) for p in value if isinstance(p, dict))
+        elif f.name == "ranks":
+            value = {int(r): v for r, v in value.items()}
+        elif f.name == "missing":
+            value = tuple(int(r) for r in value)
+        elif f.name == "doc":
+            value = tuple(value)
+        values[f.name] = value
+    return kind(**values)
+
+
+def parse_events(records: Iterable[Mapping[str, Any]]) -> list[Event]:
+    return [e for e in (parse_event(r) for r in records if isinstance(r, Mapping)) if e]
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    """How a rank's probe session ended, as its wrapper saw it (``exit-<N>.json``)."""
+
+    rank: int = 0
+    pid: int | None = None
+    returncode: int | None = None
+    signal: int | None = None
+    signal_name: str | None = None  # SIGKILL, SIGTERM...: the session was killed
+    finished: bool = False  # the session logged its end: failed probes are results
+    session_error: str = ""  # pytest's own failure (collection, usage...), if any
+    tail: tuple[str, ...] = ()  # the last lines it printed, as evidence
+    time: float = 0.0
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ExitStatus:
+        known = {f.name: data[f.name] for f in fields(cls) if data.get(f.name) is not None}
+        known["tail"] = tuple(known.get("tail", ()))
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
+                for f in fields(self)}
 
 
 def rank_file(results_dir: Path, rank: int) -> Path:
@@ -39,23 +203,28 @@ class RankLog:
 
     def __init__(self, results_dir: Path | None, rank: int) -> None:
         self.path = rank_file(results_dir, rank) if results_dir else None
-        self.events: list[dict[str, Any]] = []
+        self.events: list[Event] = []
         if self.path:
             self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def write(self, event: str, **fields: Any) -> dict[str, Any]:
-        record = {"event": event, "time": time.time(), **fields}
-        self.events.append(record)
+    def write(self, event: Event) -> Event:
+        """Stamp the event with the time (unless it has one) and append it."""
+        event = event if event.time else replace(event, time=time.time())
+        self.events.append(event)
         if self.path:
             with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(record, default=str) + "\n")
+                fh.write(json.dumps(to_record(event), default=str) + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
-        return record
+        return event
+
+    def records(self) -> list[dict[str, Any]]:
+        """The events as their lines hold them (what rank 0 gathers into world.json)."""
+        return [to_record(e) for e in self.events]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Read a rank file, ignoring a torn last line left by a crash."""
+    """Read a rank file's raw lines, ignoring a torn last line left by a crash."""
     events = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -67,6 +236,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             continue
     return events
+
+
+def read_events(path: Path) -> list[Event]:
+    """A rank file's typed events (a torn last line and unknown kinds are skipped)."""
+    return parse_events(read_jsonl(path))
 
 
 def read_json(path: Path) -> Any:
@@ -83,28 +257,32 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def rank_events(results_dir: Path) -> dict[int, list[dict[str, Any]]]:
+def rank_events(results_dir: Path) -> dict[int, list[Event]]:
     """Every rank's events: world.json (all nodes) overlaid with local rank files."""
     merged: dict[int, list[dict[str, Any]]] = {}
     world = read_json(world_file(results_dir)) or {}
-    for rank, events in world.get("ranks", {}).items():
-        merged[int(rank)] = events
-    for path in _rank_paths(results_dir):
-        rank = int(path.stem.split("-")[1])
+    for rank, records in world.get("ranks", {}).items():
+        merged[int(rank)] = records
+    for path in sorted(results_dir.glob("rank-*.jsonl")):
         local = read_jsonl(path)
-        if len(local) >= len(merged.get(rank, [])):
-            merged[rank] = local
-    return dict(sorted(merged.items()))
+        if len(local) >= len(merged.get(rank_of(path), [])):
+            merged[rank_of(path)] = local
+    return {rank: parse_events(records) for rank, records in sorted(merged.items())}
 
 
-def exit_statuses(results_dir: Path) -> dict[int, dict[str, Any]]:
+def write_exit(results_dir: Path, status: ExitStatus) -> None:
+    write_json(exit_file(results_dir, status.rank), status.to_dict())
+
+
+def exit_statuses(results_dir: Path) -> dict[int, ExitStatus]:
     out = {}
     for path in sorted(results_dir.glob("exit-*.json")):
         data = read_json(path)
-        if data is not None:
-            out[int(path.stem.split("-")[1])] = data
+        if isinstance(data, dict):
+            out[rank_of(path)] = ExitStatus.from_dict(data)
     return out
 
 
-def _rank_paths(results_dir: Path) -> Iterator[Path]:
-    return iter(sorted(results_dir.glob("rank-*.jsonl")))
+def rank_of(path: Path) -> int:
+    """The rank of a ``rank-N.jsonl`` or ``exit-N.json`` file."""
+    return int(path.stem.split("-")[1])

@@ -22,7 +22,7 @@ from ddpcheck.explain.families import PATTERNS
 from ddpcheck.explain.matching import Hit, default_combine
 from ddpcheck.explain.reader import Record, read_text
 from ddpcheck.report import catalog
-from ddpcheck.report.build import render_problem
+from ddpcheck.report.text import render_problem
 
 # Lines that show something failed, quoted when no pattern explains the log.
 ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|WARN|fatal|Killed",

@@ -1,9 +1,9 @@
 """``ddpcheck compare BASE.json NEW.json`` and the ``run --baseline`` hook: render and exit.
 
-Runs in the launcher. The rules live in compare.py; this module prints what differs (a
-table of the figures that are not the same, then one block per regression), writes the
-baseline-vs-now plots when asked, and maps the outcome to exit codes: 0 no regression,
-1 regression, 2 bad input.
+Runs in the launcher. The rules live in verdicts/compare.py and the text in
+report/comparison.py (a table of the figures that are not the same, then one block per
+regression); this module prints it, writes the baseline-vs-now plots when asked, and maps
+the outcome to exit codes: 0 no regression, 1 regression, 2 bad input.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tabulate import tabulate
-
 from ddpcheck.parsing import UsageError, convert, ratio
-from ddpcheck.report.build import render_problem
-from ddpcheck.verdicts.compare import DEFAULT_RATIO, Comparison, compare_reports, load_report
+from ddpcheck.report.comparison import render_comparison
+from ddpcheck.verdicts.compare import DEFAULT_RATIO, compare_reports, load_report
 
 
 def add_compare_parser(sub: Any) -> None:
@@ -58,32 +56,6 @@ def _ratio(flag: str | None) -> float:
         return convert("--regression-ratio", flag, ratio)
     raw = os.environ.get("DDPCHECK_REGRESSION_RATIO", "").strip()
     return convert("DDPCHECK_REGRESSION_RATIO", raw, ratio) if raw else DEFAULT_RATIO
-
-
-def render_comparison(result: Comparison, threshold: float, base_name: str,
-                      new_name: str) -> str:
-    """What differs, one block per regression, and a verdict line."""
-    differ = [r for r in result.rows if r.verdict != "same"]
-    parts = [f"# baseline {base_name} vs now {new_name}"]
-    if differ:
-        parts.append(tabulate([[r.what, r.base, r.now, r.verdict] for r in differ],
-                              headers=["figure", "baseline", "now", "verdict"],
-                              tablefmt="simple"))
-    parts.extend(render_problem(p, {}) for p in result.problems(threshold))
-    parts.extend(result.notes)
-    parts.append(verdict_line(result, threshold))
-    return "\n\n".join(parts) + "\n"
-
-
-def verdict_line(result: Comparison, threshold: float) -> str:
-    same = sum(r.verdict == "same" for r in result.rows)
-    n = len(result.regressions)
-    if n:
-        first = sorted(result.regressions, key=lambda r: not r.hosts)[0]
-        return (f"REGRESSION: {n} of {len(result.rows)} figures worse than the baseline "
-                f"(below {threshold:g}x, beyond noise); first: {first.what}")
-    return (f"NO REGRESSION: {len(result.rows)} figures compared, {same} the same, "
-            f"threshold {threshold:g}x")
 
 
 def against_baseline(report_json: dict[str, Any], baseline: Path,

@@ -17,11 +17,11 @@ from typing import Any, Callable, TypeVar
 from ddpcheck import parsing
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import parse_stages
+from ddpcheck.worker.settings import DEFAULT_PROBE_TIMEOUT, DEFAULT_SLOW_LINK_RATIO
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 300.0
-DEFAULT_PROBE_TIMEOUT = 20.0
 DEFAULT_RDZV_TIMEOUT = 30.0
 DEFAULT_PORT = 29500
 
@@ -45,7 +45,7 @@ class Config:
     checkpoint_dir: Path | None = None
     results_dir: Path | None = None
     expect_busbw: float | None = None
-    slow_link_ratio: float = 0.5
+    slow_link_ratio: float = DEFAULT_SLOW_LINK_RATIO
     plot_dir: Path | None = None
     junit_path: Path | None = None
     baseline: Path | None = None

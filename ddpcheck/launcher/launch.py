@@ -21,6 +21,7 @@ import psutil
 
 from ddpcheck import results
 from ddpcheck.launcher.config import Config, endpoint_text
+from ddpcheck.worker.settings import ENV_NAMES, WorkerSettings
 
 END_GRACE_S = 8.0  # ranks reported their end; torchrun gets this long to exit by itself
 KILL_GRACE_S = 3.0  # SIGTERM, then SIGKILL after this long
@@ -63,31 +64,26 @@ def torchrun_argv(cfg: Config, nproc: int, run_id: str) -> list[str]:
 
 
 def worker_env(cfg: Config, env: dict[str, str], results_dir: Path, nproc: int) -> dict[str, str]:
-    """The environment the workers see: ours plus the DDPCHECK_* settings (pure)."""
-    out = dict(env)
+    """The environment the workers see: ours plus the DDPCHECK_* settings (pure).
+
+    Every DDPCHECK_* variable of the worker settings is replaced, so a stale value in our
+    environment never reaches the workers.
+    """
+    settings = WorkerSettings(
+        stages=cfg.stages, probe_timeout=cfg.probe_timeout, backend=cfg.backend,
+        gpus_per_replica=cfg.gpus_per_replica, results_dir=results_dir,
+        checkpoint_dir=cfg.checkpoint_dir.absolute() if cfg.checkpoint_dir else None,  # cwd
+        expected_world_size=cfg.nodes * nproc, expected_nproc_per_node=nproc,
+        expected_busbw=cfg.expect_busbw or None, slow_link_ratio=cfg.slow_link_ratio)
+    out = {k: v for k, v in env.items() if k not in ENV_NAMES}
+    out.update(settings.to_env())
     out.update({
-        results.RESULTS_DIR_ENV: str(results_dir),
-        "DDPCHECK_STAGES": ",".join(cfg.stages),
-        "DDPCHECK_PROBE_TIMEOUT": f"{cfg.probe_timeout:g}",
-        "DDPCHECK_BACKEND": cfg.backend,
-        "DDPCHECK_GPUS_PER_REPLICA": str(cfg.gpus_per_replica),
-        "DDPCHECK_EXPECT_WORLD_SIZE": str(cfg.nodes * nproc),
-        "DDPCHECK_EXPECT_NPROC_PER_NODE": str(nproc),
         "PYTHONUNBUFFERED": "1",
         # Python >= 3.11: never put the current directory on the workers' sys.path, so they
         # import ddpcheck from the installation, not from a checkout they happen to run in.
         "PYTHONSAFEPATH": "1",
     })
-    out["DDPCHECK_SLOW_LINK_RATIO"] = f"{cfg.slow_link_ratio:g}"
-    if cfg.expect_busbw:
-        out["DDPCHECK_EXPECT_BUSBW"] = f"{cfg.expect_busbw:g}"
-    else:
-        out.pop("DDPCHECK_EXPECT_BUSBW", None)
     out.setdefault("OMP_NUM_THREADS", "1")
-    if cfg.checkpoint_dir:
-        out["DDPCHECK_CHECKPOINT_DIR"] = str(cfg.checkpoint_dir.absolute())  # workers' cwd differs
-    else:
-        out.pop("DDPCHECK_CHECKPOINT_DIR", None)
     return out
 
 
@@ -147,8 +143,8 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
 
 
 def _any_rank_ended(results_dir: Path) -> bool:
-    return any(e.get("event") == "end" for path in results_dir.glob("rank-*.jsonl")
-               for e in results.read_jsonl(path)[-1:])
+    return any(isinstance(e, results.End) for path in results_dir.glob("rank-*.jsonl")
+               for e in results.read_events(path)[-1:])
 
 
 def _all_settled(results_dir: Path, nproc: int) -> bool:
@@ -160,11 +156,10 @@ def _all_settled(results_dir: Path, nproc: int) -> bool:
     if len(paths) < nproc:
         return False
     for path in paths:
-        rank = int(path.stem.split("-")[1])
-        if results.exit_file(results_dir, rank).exists():
+        if results.exit_file(results_dir, results.rank_of(path)).exists():
             continue
-        events = results.read_jsonl(path)
-        pid = next((e.get("pid") for e in events if e.get("event") == "start"), None)
+        pid = next((e.pid for e in results.read_events(path) if isinstance(e, results.Start)),
+                   None)
         if not pid or not _stopped(int(pid)):
             return False
     return True

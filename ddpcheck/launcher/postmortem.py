@@ -7,44 +7,48 @@ so the user never sees a bare torchrun error.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddpcheck.diagnoses import (
     LAUNCH_FAILED,
     PROBE_TIMEOUT,
     RANK_EXITED,
     RANK_KILLED,
     RANK_UNRESPONSIVE,
+    ROOT_CAUSE,
     RUN_DEADLINE,
     RUN_INTERRUPTED,
     Problem,
 )
 from ddpcheck.launcher.launch import LaunchOutcome
+from ddpcheck.results import End, Event, ExitStatus, Probe, ProbeStart, Start
 from ddpcheck.verdicts.readiness import SESSION_ERROR
 
 
-def last_activity(events: list[dict[str, Any]]) -> tuple[str, str]:
+def last_activity(events: list[Event]) -> tuple[str, str]:
     """(stage, probe) the rank was in when its log stops: a started probe with no result."""
-    last_start = None
+    last_start: ProbeStart | None = None
     for e in events:
-        if e.get("event") == "probe-start":
+        if isinstance(e, ProbeStart):
             last_start = e
-        elif e.get("event") == "probe" and last_start and e.get("nodeid") == last_start["nodeid"]:
+        elif isinstance(e, Probe) and last_start and e.nodeid == last_start.nodeid:
             last_start = None
     if last_start:
-        return last_start.get("stage", "?"), last_start["nodeid"].split("::")[-1]
-    done = [e for e in events if e.get("event") == "probe"]
-    return (done[-1].get("stage", "?"), "after " + done[-1]["name"]) if done else ("startup", "")
+        return last_start.stage or "?", last_start.nodeid.split("::")[-1]
+    done = [e for e in events if isinstance(e, Probe)]
+    return (done[-1].stage or "?", "after " + done[-1].name) if done else ("startup", "")
 
 
-def _where(events: list[dict[str, Any]]) -> tuple[str, str]:
+def _pid(events: list[Event]) -> int | None:
+    return next((e.pid for e in events if isinstance(e, Start)), None)
+
+
+def _where(events: list[Event]) -> tuple[str, str]:
     stage, probe = last_activity(events)
     text = f"during probe {probe} (stage {stage})" if probe and not probe.startswith("after") \
         else f"in stage {stage}" + (f", {probe}" if probe else "")
     return stage, text
 
 
-def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
+def diagnose_ranks(events: dict[int, list[Event]], exits: dict[int, ExitStatus],
                    outcome: LaunchOutcome, hosts: dict[int, str],
                    local: set[int] | None = None) -> list[Problem]:
     """One problem per rank that did not finish, from its exit file and process state.
@@ -53,8 +57,7 @@ def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
     exit file lost its worker wrapper, which only a kill does.
     """
     problems = []
-    pid_rank = {e.get("pid"): r for r, evs in events.items() for e in evs
-                if e.get("event") == "start"}
+    pid_rank = {e.pid: r for r, evs in events.items() for e in evs if isinstance(e, Start)}
     for pid in outcome.stopped_pids:
         rank = pid_rank.get(pid)
         if rank is None:
@@ -67,12 +70,12 @@ def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
                   "container) and stopped answering its peers",
             fix=f"resume or kill pid {pid} on {hosts.get(rank, '?')} (kill -CONT {pid}); "
                 "find who suspends it (job suspend, debugger) and rerun",
-            ranks=[rank], hosts=[hosts.get(rank, "?")], stage=stage))
+            ranks=[rank], hosts=[hosts.get(rank, "?")], stage=stage, role=ROOT_CAUSE))
     unfinished = {r: ex for r, ex in sorted(exits.items())
-                  if not ex.get("finished") and ex.get("pid") not in outcome.stopped_pids}
+                  if not ex.finished and ex.pid not in outcome.stopped_pids}
     # A rank ended by SIGTERM after another rank failed was torn down by torchrun (or by us):
     # a consequence, not a cause. Report it only when nothing else explains the failure.
-    causes = {r: ex for r, ex in unfinished.items() if ex.get("signal_name") != "SIGTERM"}
+    causes = {r: ex for r, ex in unfinished.items() if ex.signal_name != "SIGTERM"}
     if not causes and (problems or outcome.deadline_hit or outcome.interrupted):  # ended by us
         unfinished = {}
     for rank, ex in (causes or unfinished).items():
@@ -84,13 +87,13 @@ def diagnose_ranks(events: dict[int, list[dict]], exits: dict[int, dict],
     return problems
 
 
-def _lost_wrappers(events: dict[int, list[dict]], exits: dict[int, dict],
+def _lost_wrappers(events: dict[int, list[Event]], exits: dict[int, ExitStatus],
                    outcome: LaunchOutcome, hosts: dict[int, str], local: set[int]
                    ) -> list[Problem]:
     """Local ranks whose wrapper (ddpcheck.worker) never wrote the exit file: it was killed."""
     out = []
     for rank in sorted(local - set(exits)):
-        pid = next((e.get("pid") for e in events.get(rank, []) if e.get("event") == "start"), None)
+        pid = _pid(events.get(rank, []))
         if pid in outcome.stopped_pids:
             continue
         host = hosts.get(rank, "?")
@@ -105,12 +108,12 @@ def _lost_wrappers(events: dict[int, list[dict]], exits: dict[int, dict],
     return out
 
 
-def _session_errors(exits: dict[int, dict], hosts: dict[int, str],
+def _session_errors(exits: dict[int, ExitStatus], hosts: dict[int, str],
                     exclude: set[int]) -> list[Problem]:
     """Ranks whose pytest session failed as a whole (collection, import, usage errors)."""
     out = []
     for rank, ex in sorted(exits.items()):
-        if rank in exclude or not ex.get("session_error"):
+        if rank in exclude or not ex.session_error:
             continue
         host = hosts.get(rank, "?")
         tail = _evidence(ex)
@@ -120,34 +123,34 @@ def _session_errors(exits: dict[int, dict], hosts: dict[int, str],
                    "`pip install .` (or `pip install ddpcheck`) into the environment that runs "
                    "torchrun on every node, and do not set PYTHONPATH to a source checkout")
         out.append(SESSION_ERROR.problem(
-            f"pytest ended with exit code {ex.get('returncode')} ({ex['session_error']})"
+            f"pytest ended with exit code {ex.returncode} ({ex.session_error})"
             f"{tail}", fix=fix, ranks=[rank], hosts=[host],
             stage="startup"))
     return out
 
 
-def _evidence(ex: dict, limit: int = 4) -> str:
+def _evidence(ex: ExitStatus, limit: int = 4) -> str:
     """The last lines the rank printed, as evidence in the observed text."""
-    lines = [ln.strip() for ln in ex.get("tail") or [] if ln.strip()][-limit:]
+    lines = [ln.strip() for ln in ex.tail if ln.strip()][-limit:]
     return ("; its last output: " + " | ".join(lines)) if lines else ""
 
 
-def _exit_problem(rank: int, host: str, ex: dict, where: str, stage: str) -> Problem:
-    if ex.get("signal_name"):
-        hint = " (the OOM killer sends SIGKILL)" if ex["signal_name"] == "SIGKILL" else ""
+def _exit_problem(rank: int, host: str, ex: ExitStatus, where: str, stage: str) -> Problem:
+    if ex.signal_name:
+        hint = " (the OOM killer sends SIGKILL)" if ex.signal_name == "SIGKILL" else ""
         return RANK_KILLED.problem(
-            f"rank {rank} (pid {ex.get('pid')}) on {host} was killed by {ex['signal_name']}"
+            f"rank {rank} (pid {ex.pid}) on {host} was killed by {ex.signal_name}"
             f"{hint} {where}", ranks=[rank], hosts=[host], stage=stage)
-    if ex.get("returncode") == 1 and "during probe" in where:
+    if ex.returncode == 1 and "during probe" in where:
         return PROBE_TIMEOUT.problem(
             f"rank {rank} on {host} exited {where}: the probe ran past its deadline and "
             "pytest-timeout ended the process", ranks=[rank], hosts=[host], stage=stage)
-    return RANK_EXITED.problem(f"rank {rank} (pid {ex.get('pid')}) on {host} exited with code "
-                               f"{ex.get('returncode')} {where}{_evidence(ex)}", ranks=[rank],
+    return RANK_EXITED.problem(f"rank {rank} (pid {ex.pid}) on {host} exited with code "
+                               f"{ex.returncode} {where}{_evidence(ex)}", ranks=[rank],
                                hosts=[host], stage=stage)
 
 
-def diagnose_launch(events: dict[int, list[dict]], outcome: LaunchOutcome, timeout: float,
+def diagnose_launch(events: dict[int, list[Event]], outcome: LaunchOutcome, timeout: float,
                     log_tail: str) -> list[Problem]:
     """Problems of the run as a whole: the deadline, or torchrun failing before any rank."""
     problems = []
@@ -156,7 +159,7 @@ def diagnose_launch(events: dict[int, list[dict]], outcome: LaunchOutcome, timeo
             f"ddpcheck received {outcome.interrupted} after {outcome.elapsed:.1f} s and ended "
             "torchrun; stages after that point did not run"))
     if outcome.deadline_hit:
-        silent = [r for r, evs in events.items() if not any(e["event"] == "end" for e in evs)]
+        silent = [r for r, evs in events.items() if not any(isinstance(e, End) for e in evs)]
         problems.append(RUN_DEADLINE.problem(
             f"the run did not end within --timeout {timeout:g} s"
             + (f"; ranks still running: {', '.join(map(str, silent))}" if silent else "")))
@@ -168,7 +171,7 @@ def diagnose_launch(events: dict[int, list[dict]], outcome: LaunchOutcome, timeo
     return problems
 
 
-def torchrun_failed(events: dict[int, list[dict]], outcome: LaunchOutcome,
+def torchrun_failed(events: dict[int, list[Event]], outcome: LaunchOutcome,
                     log_tail: str) -> list[Problem]:
     """torchrun failed after the ranks started, and nothing else explains it (the last word)."""
     if (not events or outcome.returncode in (0, None) or outcome.deadline_hit

@@ -23,16 +23,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Callable, TextIO
 
+from ddpcheck import results
 from ddpcheck.ranges import format_ranks
 from ddpcheck.report.build import ORDER
 
 CLEAR = "\r\x1b[K"  # carriage return, erase to the end of the line (ECMA-48 EL)
-# {"event": "world-progress", "stage": S, "done": N}: ranks that finished the running probe
-# as rank 0 sees them while it waits in the agreement. Read when present (the worker side
-# is the plugin's to write); without it the live count is this node's ranks.
-WORLD_PROGRESS = "world-progress"
+# results.WorldProgress: ranks that finished the running probe as rank 0 sees them while it
+# waits in the agreement. Read when present (the worker side is the plugin's to write);
+# without it the live count is this node's ranks.
 
 
 @dataclass
@@ -60,7 +60,7 @@ class Tail:
     def __init__(self, path: Path) -> None:
         self.path, self.offset, self.partial = path, 0, ""
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[results.Event]:
         try:
             chunk, self.offset = read_appended(self.path, self.offset)
         except OSError:
@@ -73,7 +73,7 @@ class Tail:
                 out.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
-        return out
+        return results.parse_events(out)
 
 
 class Progress:
@@ -99,8 +99,7 @@ class Progress:
 
     def tick(self) -> None:
         for path in self.results_dir.glob("rank-*.jsonl"):
-            rank = int(path.stem.split("-")[1])
-            self.tails.setdefault(rank, Tail(path))
+            self.tails.setdefault(results.rank_of(path), Tail(path))
         for rank, tail in sorted(self.tails.items()):
             for event in tail.read():
                 self._event(rank, event)
@@ -116,28 +115,27 @@ class Progress:
             self.out.flush()
 
     # --- events ----------------------------------------------------------------------------
-    def _event(self, rank: int, e: dict[str, Any]) -> None:
-        kind = e.get("event")
-        if kind == "start":
-            self.world_size = max(self.world_size, int(e.get("world_size") or 0))
-        elif kind == "hello" and (rank == 0 or not self.world_scope):
-            ranks = {int(r): v.get("host", "?") for r, v in (e.get("ranks") or {}).items()}
+    def _event(self, rank: int, e: results.Event) -> None:
+        if isinstance(e, results.Start):
+            self.world_size = max(self.world_size, e.world_size)
+        elif isinstance(e, results.Hello) and (rank == 0 or not self.world_scope):
+            ranks = {r: v.get("host", "?") for r, v in e.ranks.items()}
             self._joined(ranks if rank == 0 else {r: h for r, h in ranks.items()
                                                   if r in self.tails})
-        elif kind == "probe-start":
-            st = self._stage(e.get("stage", "?"), float(e.get("time") or self.clock()))
+        elif isinstance(e, results.ProbeStart):
+            st = self._stage(e.stage or "?", e.time or self.clock())
             self._finish_earlier(rank, st.name)
-        elif kind == "probe":
-            st = self._stage(e.get("stage", "?"), float(e.get("time") or self.clock()))
+        elif isinstance(e, results.Probe):
+            st = self._stage(e.stage or "?", e.time or self.clock())
             if self._counts(rank):
-                st.statuses.append(e.get("agreed") or e.get("status", ""))
-                st.codes += [p.get("code", "") for p in e.get("problems") or []]
-                st.end = float(e.get("time") or self.clock())
-        elif kind == "end":
+                st.statuses.append(e.agreed or e.status)
+                st.codes += [p.code for p in e.problems]
+                st.end = e.time or self.clock()
+        elif isinstance(e, results.End):
             self._finish_earlier(rank, "")
-        elif kind == WORLD_PROGRESS and rank == 0:  # optional: rank 0 counting arrivals
-            st = self._stage(e.get("stage", "?"), float(e.get("time") or self.clock()))
-            st.arrived = int(e.get("done") or 0)
+        elif isinstance(e, results.WorldProgress) and rank == 0:  # optional: rank 0's count
+            st = self._stage(e.stage or "?", e.time or self.clock())
+            st.arrived = e.done
 
     def _counts(self, rank: int) -> bool:
         """Whose outcomes make the line: rank 0's agreement, or every local rank's."""

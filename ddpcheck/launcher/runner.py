@@ -32,6 +32,7 @@ from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, torchr
 from ddpcheck.launcher.preflight import auto_nproc, node_preflight
 from ddpcheck.launcher.progress import Progress, read_appended
 from ddpcheck.node.nccl import parse_nccl_debug_transport
+from ddpcheck.report.as_json import to_json
 from ddpcheck.report.build import (
     Report,
     StageResult,
@@ -39,9 +40,8 @@ from ddpcheck.report.build import (
     hosts_of_events,
     mark_consequences,
     merge_problems,
-    render_text,
-    to_json,
 )
+from ddpcheck.report.text import render_text
 from ddpcheck.scheduler.contradictions import shape_problems
 from ddpcheck.scheduler.detect import JobEnv
 from ddpcheck.verdicts.readiness import Expected
@@ -132,9 +132,9 @@ def _adopt(report: Report, whole: ending.Outcome | Problem) -> None:
     report.problems = mark_consequences(merge_problems([*report.problems, *found]))
 
 
-def _exit_tails(exits: dict[int, dict]) -> list[str]:
+def _exit_tails(exits: dict[int, results.ExitStatus]) -> list[str]:
     return [f"rank {r}: {ln}" for r, ex in sorted(exits.items())
-            if not ex.get("finished") or ex.get("session_error") for ln in ex.get("tail", [])[-3:]]
+            if not ex.finished or ex.session_error for ln in ex.tail[-3:]]
 
 
 def _network_only(cfg: Config, st: ClusterState, problems: list[Problem], results_dir: Path,
@@ -163,14 +163,14 @@ def _shape_problems(cfg: Config, job: JobEnv, nproc: int) -> list[Problem]:
 
 
 def _local_ranks(results_dir: Path) -> set[int]:
-    return {int(p.stem.split("-")[1]) for p in results_dir.glob("rank-*.jsonl")}
+    return {results.rank_of(p) for p in results_dir.glob("rank-*.jsonl")}
 
 
-def _rank0_host(events: dict[int, list[dict]]) -> str:
+def _rank0_host(events: dict[int, list[results.Event]]) -> str:
     for evs in events.values():
         for e in evs:
-            if e.get("event") == "hello" and e.get("coordinator"):
-                return str(e["coordinator"])
+            if isinstance(e, results.Hello) and e.coordinator:
+                return str(e.coordinator)
     return "unknown"
 
 

@@ -19,9 +19,10 @@ from typing import Any
 from ddpcheck import results
 from ddpcheck.diagnoses import Problem
 from ddpcheck.ranges import format_ranks
-from ddpcheck.report.build import MAX_RANK_COLUMNS, ORDER, Report, render_problem, verdict
+from ddpcheck.report.build import ORDER, Report
+from ddpcheck.report.text import MAX_RANK_COLUMNS, MISSING, render_problem, verdict
 
-FAILING = (results.FAIL, "NO RESULT")
+FAILING = (results.FAIL, MISSING)
 
 
 def _units(report: Report) -> list[tuple[str, list[int]]]:
@@ -41,7 +42,7 @@ def _worst(statuses: Sequence[str]) -> str:
     return max(statuses, key=lambda s: ORDER.get(s, 4))
 
 
-def build(report: Report, events: dict[int, list[dict]]) -> ET.Element:
+def build(report: Report, events: dict[int, list[results.Event]]) -> ET.Element:
     """The whole document: <testsuites> with one <testsuite> per stage, then the verdict."""
     root = ET.Element("testsuites", name="ddpcheck")
     units = _units(report)
@@ -63,22 +64,22 @@ def build(report: Report, events: dict[int, list[dict]]) -> ET.Element:
 
 
 def _unit_cases(suite: ET.Element, report: Report, stage: Any, label: str, ranks: list[int],
-                events: dict[int, list[dict]]) -> None:
+                events: dict[int, list[results.Event]]) -> None:
     classname = f"ddpcheck.{stage.name}"
-    probes: dict[str, list[dict]] = {}
+    probes: dict[str, list[results.Probe]] = {}
     for r in ranks:
         for e in events.get(r, []):
-            if e.get("event") == "probe" and e.get("stage") == stage.name:
-                probes.setdefault(e["name"], []).append(e)
+            if isinstance(e, results.Probe) and e.stage == stage.name:
+                probes.setdefault(e.name, []).append(e)
     covered = False
     for name, evs in probes.items():
         case = ET.SubElement(suite, "testcase", classname=classname, name=f"{name} [{label}]",
-                             time=f"{max(float(e.get('duration') or 0) for e in evs):.3f}")
-        status = _worst([e["status"] for e in evs])
+                             time=f"{max(float(e.duration or 0) for e in evs):.3f}")
+        status = _worst([e.status for e in evs])
         if status == results.FAIL:
             covered = True
-            found = [Problem.from_dict(p) for e in evs for p in e.get("problems", [])]
-            _failure(case, evs[0].get("message") or "failed", found, report)
+            found = [p for e in evs for p in e.problems]
+            _failure(case, evs[0].message or "failed", found, report)
         elif status in (results.SKIP, results.BLOCKED):
             ET.SubElement(case, "skipped", message=_skip_message(evs, status))
     unit_status = _worst([stage.per_rank.get(r, stage.status) for r in ranks] or [stage.status])
@@ -96,8 +97,8 @@ def _unit_cases(suite: ET.Element, report: Report, stage: Any, label: str, ranks
                           if ranks else "skipped")
 
 
-def _skip_message(evs: list[dict], status: str) -> str:
-    msg = evs[0].get("message") or ""
+def _skip_message(evs: list[results.Probe], status: str) -> str:
+    msg = evs[0].message
     if status == results.BLOCKED and not msg.startswith("blocked"):
         return f"blocked by stage {msg}"
     return msg or status.lower()
@@ -120,7 +121,7 @@ def _count(el: ET.Element, suites: bool = False) -> None:
     el.set("time", f"{sum(float(c.get('time') or 0) for c in cases):.3f}")
 
 
-def write(path: Path, report: Report, events: dict[int, list[dict]]) -> None:
+def write(path: Path, report: Report, events: dict[int, list[results.Event]]) -> None:
     """Write the JUnit file atomically (a CI reader never sees half a file)."""
     tree = ET.ElementTree(build(report, events))
     ET.indent(tree)

@@ -1,9 +1,10 @@
-"""Bandwidth arithmetic and the nccl-tests style table.
+"""Bandwidth arithmetic of the all-reduce sweep.
 
-Pure; the bandwidth probe (worker) measures times and calls these, the launcher's report
-prints the table. Definitions follow nccl-tests' PERFORMANCE.md: algbw = bytes / time;
-all-reduce busbw = algbw * 2(n-1)/n, so it is comparable to the link's peak whatever n is.
-Rates are derived from the median time, never averaged per trial.
+Pure; the bandwidth probe (worker) measures times and calls these; the launcher's report
+prints the rows as nccl-tests does (:func:`ddpcheck.report.tables.format_sweep`).
+Definitions follow nccl-tests' PERFORMANCE.md: algbw = bytes / time; all-reduce busbw =
+algbw * 2(n-1)/n, so it is comparable to the link's peak whatever n is. Rates are derived
+from the median time, never averaged per trial.
 """
 
 from __future__ import annotations
@@ -71,22 +72,3 @@ def human_size(nbytes: int) -> str:
             return f"{nbytes:g} {unit}" if unit == "B" else f"{nbytes:.0f} {unit}"
         nbytes /= 1024  # type: ignore[assignment]
     return str(nbytes)
-
-
-def format_sweep(rows: Sequence[dict], world_size: int, backend: str) -> str:
-    """Render a sweep like nccl-tests: header, units row, one right-aligned line per size."""
-    head = ("#", "size", "count", "type", "redop", "time", "min", "max", "algbw", "busbw")
-    units = ("#", "(B)", "(elements)", "", "", "(us)", "(us)", "(us)", "(GB/s)", "(GB/s)")
-    widths = (1, 12, 12, 8, 6, 10, 10, 10, 8, 8)
-    lines = [f"# all_reduce, {world_size} ranks, backend {backend}",
-             " ".join(h.rjust(w) for h, w in zip(head, widths)),
-             " ".join(u.rjust(w) for u, w in zip(units, widths))]
-    for r in rows:
-        cells = ("", str(r["size"]), str(r["count"]), r["dtype"], "sum", f"{r['time_us']:.1f}",
-                 f"{r['time_min_us']:.1f}", f"{r['time_max_us']:.1f}", f"{r['algbw']:.2f}",
-                 f"{r['busbw']:.2f}")
-        lines.append(" ".join(c.rjust(w) for c, w in zip(cells, widths)))
-    if rows:
-        peak = max(r["busbw"] for r in rows)
-        lines.append(f"# Peak bus bandwidth : {peak:.2f} GB/s")
-    return "\n".join(lines)

@@ -1,11 +1,11 @@
-"""Node-to-node links and scaling: the pairing, the slow-link/slow-node verdicts, the table.
+"""Node-to-node links and scaling: the pairing, the slow-link/slow-node verdicts.
 
 Pure (no torch), used by the worker's bandwidth probes and the launcher's report. The
 worker pairs nodes with :func:`round_robin` so every pair is measured once and no node is
 in two measurements at a time; it measures GB/s in each direction and hands the matrix to
 :func:`link_verdicts`. Absolute expectations are ``ddpcheck.verdicts.expectations``,
 stragglers ``ddpcheck.verdicts.straggler``; DDP runs at several world sizes go to
-:func:`scaling_table`. The ``format_*`` functions render the report's tables.
+:func:`scaling_table`. The report renders these figures (:mod:`ddpcheck.report.tables`).
 
 GB/s means 10^9 bytes per second, as in nccl-tests and :mod:`ddpcheck.verdicts.bandwidth`.
 """
@@ -171,56 +171,3 @@ def scaling_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         per_rank = float(r["samples_per_s"]) / int(r["world_size"])
         r["efficiency"] = per_rank / base_per_rank if base_per_rank > 0 else None
     return ordered
-
-
-def _table(header: Sequence[str], body: Sequence[Sequence[str]], left: int = 0) -> str:
-    """Right-aligned columns (the first `left` columns left-aligned), two spaces apart."""
-    rows = [list(header), *[list(r) for r in body]]
-    widths = [max(len(r[c]) for r in rows) for c in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) if c < left else cell.rjust(w)
-                               for c, (cell, w) in enumerate(zip(row, widths))).rstrip()
-                     for row in rows)
-
-
-def format_scaling(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Table: world size, step time (ms), samples/s, efficiency (%)."""
-    if any("efficiency" not in r for r in rows):
-        rows = scaling_table(rows)
-    body = []
-    for r in rows:
-        eff = r.get("efficiency")
-        body.append([str(r["world_size"]), f"{float(r['step_time_s']) * 1000:.1f}",
-                     f"{float(r['samples_per_s']):.1f}",
-                     "-" if eff is None else f"{float(eff) * 100:.0f}%"])
-    return _table(("world size", "step time (ms)", "samples/s", "efficiency"), body)
-
-
-def format_matrix(hosts: Sequence[str], matrix: Matrix) -> str:
-    """Node x node GB/s: rows are the sender, columns the receiver, "-" on the diagonal."""
-    body = []
-    for src in hosts:
-        cells = [src]
-        for dst in hosts:
-            value = matrix.get((src, dst))
-            cells.append("-" if src == dst else "?" if value is None else f"{value:.2f}")
-        body.append(cells)
-    return _table(("GB/s from \\ to", *hosts), body, left=1)
-
-
-def format_intra_inter(intra: Mapping[str, float], inter: float | None) -> str:
-    """Per-node intra-node all-reduce busbw and the cross-node busbw (one rank per node)."""
-    lines = []
-    if intra:
-        lines.append(_table(("node", "intra-node busbw (GB/s)"),
-                            [[h, f"{v:.2f}"] for h, v in intra.items()], left=1))
-    else:
-        lines.append("intra-node busbw: not measured")
-    if inter is None:
-        lines.append("cross-node busbw (one rank per node): not measured")
-    else:
-        lines.append(f"cross-node busbw (one rank per node): {inter:.2f} GB/s")
-        slowest = min(intra.values(), default=0.0)
-        if slowest > 0 and inter > 0:
-            lines.append(f"the slowest node's intra-node busbw is {slowest / inter:.1f}x the "
-                         "cross-node busbw")
-    return "\n".join(lines)

@@ -3,8 +3,9 @@
 ``python -m ddpcheck.worker`` runs ``wrapper``: it starts pytest with the ddpcheck plugin on
 the probes in ``ddpcheck.checks`` and records the rank's exit in its exit file whatever
 happens. ``plugin`` turns the pytest session into one rank (stage order, agreement on every
-probe's outcome, the rank file); ``world`` is the rank's view of the world (identity, the
-control store, agreement with deadlines, the process group); ``settings`` are what the
-launcher passed down; ``timing`` and ``recorder`` are the probes' measuring tools.
-This package imports torch (``world``, ``timing``); ``settings`` and ``wrapper`` do not.
+probe's outcome, the rank file), with rank 0's rules in ``agreement``; ``world`` is the
+rank's view of the world (identity, the control store, agreement with deadlines, the process
+group); ``settings`` are what the launcher passes down (defined once, read by both sides);
+``timing`` and ``recorder`` are the probes' measuring tools. This package imports torch
+(``world``, ``timing``, ``agreement``); ``settings`` and ``wrapper`` do not.
 """

@@ -31,6 +31,7 @@ from ddpcheck.diagnoses import (
 from ddpcheck.parsing import UsageError
 from ddpcheck.ranges import format_ranks
 from ddpcheck.stages import MARKER, STAGES
+from ddpcheck.worker.agreement import decode_hosts, encode_hosts, odd_collections, probe_decision
 from ddpcheck.worker.recorder import Recorder
 from ddpcheck.worker.settings import WorkerSettings
 from ddpcheck.worker.world import Exchange, World, connect, first_line, is_communication_error
@@ -75,7 +76,7 @@ class RankSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         s = self.settings
         try:
-            self.world = connect(timeout=s.probe_timeout)
+            self.world = connect(timeout=s.probe_timeout, settings=s)
         except Exception as exc:  # the store is unreachable: nothing can be agreed, stop here
             where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
             pytest.exit(f"ddpcheck: cannot reach the control store at {where} within "
@@ -84,7 +85,8 @@ class RankSession:
         w = self.world
         me = {"host": w.host, "local_rank": w.local_rank, "node_rank": w.node_rank,
               "pid": os.getpid()}
-        self.log.write("start", rank=w.rank, world_size=w.world_size, backend=w.backend, **me)
+        self.log.write(results.Start(rank=w.rank, world_size=w.world_size, backend=w.backend,
+                                     **me))
         # Rank 0 gathers every rank's hello and publishes the layout (host of every rank,
         # run-length encoded: O(nodes) bytes) that the probes need on every rank.
         seen: dict[int, dict] = {}
@@ -96,8 +98,8 @@ class RankSession:
         decision, missing = w.decide("hello", me, layout, timeout=s.probe_timeout)
         if decision:
             w.hosts_by_rank = decode_hosts(decision["hosts"])
-        self.log.write("hello", ranks=seen or {w.rank: me}, missing=list(missing),
-                       coordinator=(decision or {}).get("coordinator"))
+        self.log.write(results.Hello(ranks=seen or {w.rank: me}, missing=tuple(missing),
+                                     coordinator=(decision or {}).get("coordinator")))
         if missing:
             self._block("rendezvous", [self._unresponsive(missing, "the start of the run")])
 
@@ -127,12 +129,7 @@ class RankSession:
         assert self.world and self.log
         digest = hashlib.sha256("\n".join(nodeids).encode()).hexdigest()[:16]
         mine = {"digest": digest, "count": len(nodeids)}
-
-        def odd_ranks(ex: Exchange) -> dict:
-            ref = ex.values[0]
-            return {"odd": [r for r, v in ex.values.items() if v["digest"] != ref["digest"]],
-                    "reference": ref}
-        decision, missing = self.world.decide("collection", mine, odd_ranks)
+        decision, missing = self.world.decide("collection", mine, odd_collections)
         if decision and decision["odd"]:
             ref = decision["reference"]
             problems = [COLLECTION_MISMATCH.problem(
@@ -151,8 +148,8 @@ class RankSession:
         if self.failed_stages and not self.blocked_by and stage not in self.failed_stages:
             self.blocked_by = self.failed_stages[0]
         item.stash[RECORD_KEY] = Recorder()
-        self.log.write("probe-start", nodeid=item.nodeid, stage=stage,
-                       deadline=self._deadline(item))
+        self.log.write(results.ProbeStart(nodeid=item.nodeid, stage=stage,
+                                          deadline=self._deadline(item)))
         start = time.monotonic()
         yield
         outcome = item.stash.get(OUTCOME_KEY, {"status": results.PASS, "problems": []})
@@ -206,17 +203,17 @@ class RankSession:
             # After a collective timed out here, live peers time out at about the same moment:
             # waiting the full deadline again for a dead or stopped one only delays the report.
             wait = min(w.timeout, AFTER_FAILURE_WAIT_S) if mine["breaks_world"] else None
-            decision, missing = w.decide(f"probe/{self.counter}", mine, _probe_decision,
+            decision, missing = w.decide(f"probe/{self.counter}", mine, probe_decision,
                                          timeout=wait)
         if missing:
             problems.append(self._unresponsive(missing, f"probe {item.name}", stage))
         failed = bool(missing) or decision is None or decision["fail"]
         agreed = results.FAIL if failed else outcome["status"]
-        self.log.write("probe", nodeid=item.nodeid, name=item.name, stage=stage,
-                       doc=_doc_lines(item),
-                       status=outcome["status"], agreed=agreed, duration=outcome["duration"],
-                       message=outcome.get("message", ""), figure=rec.figure,
-                       measurements=rec.measurements, problems=[p.to_dict() for p in problems])
+        self.log.write(results.Probe(
+            nodeid=item.nodeid, name=item.name, stage=stage, doc=_doc_lines(item),
+            status=outcome["status"], agreed=agreed, duration=outcome["duration"],
+            message=outcome.get("message", ""), figure=rec.figure,
+            measurements=rec.measurements, problems=tuple(problems)))
         if missing or decision is None or decision["breaks"]:
             self._block(stage, [])
         elif agreed == results.FAIL and stage not in self.failed_stages:
@@ -242,7 +239,7 @@ class RankSession:
     def _block(self, stage: str, problems: list[Problem]) -> None:
         assert self.log
         if problems:
-            self.log.write("problems", stage=stage, problems=[p.to_dict() for p in problems])
+            self.log.write(results.Problems(stage=stage, problems=tuple(problems)))
         self.blocked_by = self.blocked_by or stage
 
     # --- session end: gather everything on rank 0 ------------------------------------------
@@ -251,8 +248,8 @@ class RankSession:
         w, log = self.world, self.log
         if w is None or log is None:
             return
-        log.write("end", blocked_by=self.blocked_by)
-        got = w.gather("events", log.events, timeout=min(w.timeout, 10.0))  # rank 0 only
+        log.write(results.End(blocked_by=self.blocked_by))
+        got = w.gather("events", log.records(), timeout=min(w.timeout, 10.0))  # rank 0 only
         if w.rank == 0 and self.settings.results_dir:
             results.write_json(results.world_file(Path(self.settings.results_dir)),
                                {"ranks": got.values, "missing": list(got.missing)})
@@ -260,32 +257,10 @@ class RankSession:
             w.close()
 
 
-def encode_hosts(hosts: dict[int, str]) -> list[list]:
-    """{rank: host} as [host, first rank, count] runs (torchrun numbers a node's ranks
-    contiguously, so this is one entry per node)."""
-    runs: list[list] = []
-    for rank in sorted(hosts):
-        if runs and runs[-1][0] == hosts[rank] and runs[-1][1] + runs[-1][2] == rank:
-            runs[-1][2] += 1
-        else:
-            runs.append([hosts[rank], rank, 1])
-    return runs
-
-
-def decode_hosts(runs: list[list]) -> dict[int, str]:
-    return {first + i: host for host, first, count in runs for i in range(count)}
-
-
-def _probe_decision(ex: Exchange) -> dict:
-    """Rank 0's rule for one probe: failed anywhere, and whether the world is broken."""
-    return {"fail": any(v["status"] == results.FAIL for v in ex.values.values()),
-            "breaks": any(v["breaks_world"] for v in ex.values.values())}
-
-
-def _doc_lines(item: pytest.Item) -> list[str]:
+def _doc_lines(item: pytest.Item) -> tuple[str, ...]:
     """The probe's one-line, user-facing docstring (as a list, empty when missing)."""
     doc = (getattr(item, "obj", None).__doc__ or "").strip()  # type: ignore[union-attr]
-    return doc.splitlines()[:1]
+    return tuple(doc.splitlines()[:1])
 
 
 # --- fixtures the probes use --------------------------------------------------------------

@@ -24,6 +24,7 @@ import torch.distributed as dist
 from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import COLLECTIVE_FAILED, ProblemFound
 from ddpcheck.scheduler.srunworld import is_srun_rank, torch_env
+from ddpcheck.worker.settings import WorkerSettings
 
 
 def _env_int(env: dict[str, str], *names: str, default: int) -> int:
@@ -169,9 +170,13 @@ def resolve_backend(requested: str) -> str:
     return requested
 
 
-def connect(env: dict[str, str] | None = None, timeout: float = 30.0) -> World:
-    """Build this rank's World from torchrun's (or Slurm's) environment and connect the store."""
+def connect(env: dict[str, str] | None = None, timeout: float = 30.0,
+            settings: WorkerSettings | None = None) -> World:
+    """Build this rank's World from torchrun's (or Slurm's) environment and connect the store.
+
+    The backend comes from the worker settings (read from ``env`` when not given)."""
     env = dict(os.environ if env is None else env)
+    settings = settings or WorkerSettings.from_env(env)
     if is_srun_rank(env):  # started by srun directly: Slurm's variables give the layout
         env.update(torch_env(env))
     rank = _env_int(env, "RANK", default=0)
@@ -179,7 +184,7 @@ def connect(env: dict[str, str] | None = None, timeout: float = 30.0) -> World:
     local_rank = _env_int(env, "LOCAL_RANK", default=0)
     local_world = _env_int(env, "LOCAL_WORLD_SIZE", default=world_size)
     node_rank = _env_int(env, "GROUP_RANK", default=0)
-    backend = resolve_backend(env.get("DDPCHECK_BACKEND", "auto"))
+    backend = resolve_backend(settings.backend)
     store = _connect_store(env, rank, world_size, timeout)
     host = hostname()
     return World(rank, world_size, local_rank, local_world, node_rank, host, backend,

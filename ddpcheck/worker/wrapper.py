@@ -41,7 +41,7 @@ def pytest_argv(extra: list[str]) -> list[str]:
 
 
 def _ended(log: Path) -> bool:
-    return any(e.get("event") == "end" for e in results.read_jsonl(log))
+    return any(isinstance(e, results.End) for e in results.read_events(log))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,12 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     code = child.wait()
     relay.join(timeout=2.0)
     finished = _ended(results.rank_file(out_dir, rank))
-    results.write_json(results.exit_file(out_dir, rank), {
-        "rank": rank, "pid": child.pid, "returncode": code,
-        "signal": -code if code < 0 else None,
-        "signal_name": signal.Signals(-code).name if code < 0 else None,
-        "finished": finished, "session_error": SESSION_ERRORS.get(code, ""),
-        "tail": list(tail), "time": time.time()})
+    results.write_exit(out_dir, results.ExitStatus(
+        rank=rank, pid=child.pid, returncode=code, signal=-code if code < 0 else None,
+        signal_name=signal.Signals(-code).name if code < 0 else None,
+        finished=finished, session_error=SESSION_ERRORS.get(code, ""),
+        tail=tuple(tail), time=time.time()))
     if finished:
         return 0
     return 128 - code if code < 0 else (code or 1)

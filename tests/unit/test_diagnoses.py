@@ -50,7 +50,7 @@ def test_problem_takes_the_catalogue_defaults_and_location():
                                       stage="ddp")
     assert p == Problem("rank-killed", diagnoses.RANK_KILLED.summary, "rank 2 was killed",
                         diagnoses.RANK_KILLED.cause, diagnoses.RANK_KILLED.fix, "ddp",
-                        ("gpu-a",), (2,))
+                        ("gpu-a",), (2,), role=diagnoses.RANK_KILLED.role)
 
 
 def test_problem_cause_and_fix_can_be_overridden():
@@ -100,3 +100,20 @@ def test_problem_found_carries_several_problems():
     exc = ProblemFound(a, b)
     assert exc.problems == (a, b)
     assert str(exc) == "rank-killed: a; rank-exited: b"
+
+
+def test_a_problem_takes_its_role_from_the_catalogue_unless_told():
+    assert diagnoses.RANK_KILLED.problem("x").role == diagnoses.ROOT_CAUSE
+    assert diagnoses.COLLECTIVE_FAILED.problem("x").role == diagnoses.CONSEQUENCE
+    assert diagnoses.DEV_SHM_TOO_SMALL.problem("x").role == ""
+    told = diagnoses.RANK_UNRESPONSIVE.problem("x", role=diagnoses.ROOT_CAUSE)
+    assert told.role == diagnoses.ROOT_CAUSE
+    assert all(d.role in diagnoses.ROLES for d in CATALOGUE.values())
+
+
+def test_a_problem_written_without_its_role_reads_back_with_the_catalogue_role():
+    old = diagnoses.RANK_EXITED.problem("exited with code 1").to_dict()
+    del old["role"]
+    assert Problem.from_dict(old).role == diagnoses.ROOT_CAUSE
+    told = diagnoses.RANK_UNRESPONSIVE.problem("stopped", role=diagnoses.ROOT_CAUSE)
+    assert Problem.from_dict(json.loads(json.dumps(told.to_dict()))) == told

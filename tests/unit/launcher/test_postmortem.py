@@ -2,40 +2,42 @@
 
 from __future__ import annotations
 
+from ddpcheck.diagnoses import ROOT_CAUSE
 from ddpcheck.launcher.launch import LaunchOutcome
 from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, last_activity
+from ddpcheck.results import End, Event, ExitStatus, Probe, ProbeStart, Start
 
 HOSTS = {0: "gpu-a", 1: "gpu-a", 2: "gpu-b", 3: "gpu-b"}
 ALLREDUCE = "checks/test_collectives.py::test_all_reduce_sums_exactly"
 BARRIER = "checks/test_collectives.py::test_barrier_is_reached_by_every_rank"
 
 
-def start(rank: int) -> dict:
-    return {"event": "start", "rank": rank, "host": HOSTS[rank], "pid": 1000 + rank}
+def start(rank: int) -> Start:
+    return Start(rank=rank, host=HOSTS[rank], pid=1000 + rank)
 
 
-def probe_start(nodeid: str, stage: str = "collectives") -> dict:
-    return {"event": "probe-start", "nodeid": nodeid, "stage": stage, "deadline": 40}
+def probe_start(nodeid: str, stage: str = "collectives") -> ProbeStart:
+    return ProbeStart(nodeid=nodeid, stage=stage, deadline=40)
 
 
-def probe_done(nodeid: str, stage: str = "collectives", status: str = "PASS") -> dict:
-    return {"event": "probe", "nodeid": nodeid, "name": nodeid.split("::")[-1], "stage": stage,
-            "status": status, "agreed": status, "problems": []}
+def probe_done(nodeid: str, stage: str = "collectives", status: str = "PASS") -> Probe:
+    return Probe(nodeid=nodeid, name=nodeid.split("::")[-1], stage=stage, status=status,
+                 agreed=status)
 
 
-def in_allreduce(rank: int) -> list[dict]:
+def in_allreduce(rank: int) -> list[Event]:
     """A rank that passed the barrier and was inside the all-reduce probe when it stopped."""
     return [start(rank), probe_start(BARRIER), probe_done(BARRIER), probe_start(ALLREDUCE)]
 
 
-def finished(rank: int) -> list[dict]:
-    return [start(rank), probe_start(BARRIER), probe_done(BARRIER), {"event": "end"}]
+def finished(rank: int) -> list[Event]:
+    return [start(rank), probe_start(BARRIER), probe_done(BARRIER), End()]
 
 
 def exit_file(rank: int, returncode: int = 0, signal_name: str | None = None,
-              done: bool = False) -> dict:
-    return {"rank": rank, "pid": 1000 + rank, "returncode": returncode,
-            "signal": None, "signal_name": signal_name, "finished": done}
+              done: bool = False) -> ExitStatus:
+    return ExitStatus(rank=rank, pid=1000 + rank, returncode=returncode,
+                      signal_name=signal_name, finished=done)
 
 
 def outcome(**kw) -> LaunchOutcome:
@@ -131,6 +133,7 @@ def test_stopped_pid_is_rank_unresponsive_naming_the_pid_rank_and_host():
     assert problem.stage == "collectives"
     assert "pid 1001" in problem.observed and "stopped" in problem.observed
     assert "kill -CONT 1001" in problem.fix and "gpu-a" in problem.fix
+    assert problem.role == ROOT_CAUSE  # what its peers saw of it are consequences
 
 
 def test_stopped_pid_that_is_no_rank_is_ignored():
@@ -198,7 +201,7 @@ def test_ranks_ended_after_the_user_interrupted_are_not_blamed():
     from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks
 
     outcome = LaunchOutcome(returncode=-15, elapsed=9.4, interrupted="SIGTERM")
-    exits = {0: {"pid": 5, "returncode": -15, "signal_name": "SIGTERM", "finished": False}}
+    exits = {0: ExitStatus(pid=5, returncode=-15, signal_name="SIGTERM", finished=False)}
     assert diagnose_ranks({}, exits, outcome, {0: "vm"}) == []
     (problem,) = diagnose_launch({}, outcome, 300, "")
     assert problem.code == "run-interrupted" and "SIGTERM after 9.4 s" in problem.observed
@@ -208,9 +211,9 @@ def test_a_local_rank_whose_wrapper_left_no_exit_file_was_killed() -> None:
     from ddpcheck.launcher.launch import LaunchOutcome
     from ddpcheck.launcher.postmortem import diagnose_ranks
 
-    events = {3: [{"event": "start", "pid": 77, "host": "node1"}, {"event": "end"}],
-              0: [{"event": "start", "pid": 12, "host": "node0"}, {"event": "end"}]}
-    exits = {2: {"rank": 2, "pid": 70, "returncode": 0, "finished": True}}
+    events: dict[int, list[Event]] = {3: [Start(pid=77, host="node1"), End()],
+                                      0: [Start(pid=12, host="node0"), End()]}
+    exits = {2: ExitStatus(rank=2, pid=70, returncode=0, finished=True)}
     outcome = LaunchOutcome(returncode=1, elapsed=3.0)
     got = diagnose_ranks(events, exits, outcome, {0: "node0", 3: "node1"}, local={2, 3})
     assert [(p.code, p.ranks, p.hosts) for p in got] == [("rank-killed", (3,), ("node1",))]
@@ -223,7 +226,7 @@ def test_torchrun_failing_after_the_start_is_the_last_word_with_its_log() -> Non
     from ddpcheck.launcher.launch import LaunchOutcome
     from ddpcheck.launcher.postmortem import torchrun_failed
 
-    events = {0: [{"event": "start"}]}
+    events: dict[int, list[Event]] = {0: [Start()]}
     log = "ok\n  exitcode  : -9 (pid: 4242)\nbye\n"
     (p,) = torchrun_failed(events, LaunchOutcome(returncode=1, elapsed=1.0), log)
     assert p.code == "launch-failed" and "exitcode  : -9" in p.observed

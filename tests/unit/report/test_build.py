@@ -1,72 +1,27 @@
-"""Tests for ddpcheck.report.build: build_report over synthetic rank events, text and JSON output.
+"""Tests for ddpcheck.report.build: build_report over synthetic rank events.
 
-Events follow the shapes ddpcheck.plugin writes: "start", "hello", "probe-start", "probe"
-(status/agreed/figure/measurements/problems), "problems" and "end".
+The events are built in tests/unit/report/events.py as the plugin writes them.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-
 import pytest
 
-from ddpcheck import diagnoses
-from ddpcheck.diagnoses import Problem
-from ddpcheck.report.build import (
-    MISSING,
-    NO_RESULT,
-    Report,
-    build_report,
-    mark_consequences,
-    merge_problems,
-    render_problem,
-    render_text,
-    to_json,
-    verdict,
+from ddpcheck import diagnoses, results
+from ddpcheck.report.as_json import to_json
+from ddpcheck.report.build import NO_RESULT, Report, build_report, mark_consequences, merge_problems
+from ddpcheck.report.text import render_text, verdict
+from tests.unit.report.events import (
+    STAGES,
+    WRONG,
+    all_pass,
+    blocked,
+    probe,
+    rank_events,
+    stage_of,
+    start,
+    status_of,
 )
-
-STAGES = ("node", "rendezvous", "collectives", "bandwidth")
-
-
-def start(rank: int, host: str = "", backend: str = "gloo") -> dict:
-    return {"event": "start", "time": 0.0, "rank": rank, "world_size": 2, "backend": backend,
-            "host": host or f"host{rank // 2}", "local_rank": rank % 2, "node_rank": rank // 2,
-            "pid": 1000 + rank}
-
-
-def probe(stage: str, name: str, status: str = "PASS", *, agreed: str = "", figure: str = "",
-          measurements: dict | None = None, problems: Sequence[Problem] = (),
-          message: str = "") -> dict:
-    return {"event": "probe", "nodeid": f"checks/test_{stage}.py::{name}", "name": name,
-            "stage": stage, "doc": [f"{name} works"], "status": status,
-            "agreed": agreed or status, "duration": 0.01, "message": message, "figure": figure,
-            "measurements": measurements or {}, "problems": [p.to_dict() for p in problems]}
-
-
-def blocked(stage: str, name: str, by: str) -> dict:
-    return probe(stage, name, "BLOCKED", message=f"blocked by stage {by}")
-
-
-def rank_events(rank: int, *probes: dict, end: bool = True) -> list[dict]:
-    hello = {"event": "hello", "ranks": {}, "missing": []}
-    return [start(rank), hello, *probes, *([{"event": "end", "blocked_by": None}] if end else [])]
-
-
-def all_pass(rank: int) -> list[dict]:
-    return rank_events(rank, probe("node", "test_a"), probe("rendezvous", "test_b"),
-                       probe("collectives", "test_c"), probe("bandwidth", "test_d"))
-
-
-def status_of(report, name: str) -> str:
-    return next(s for s in report.stages if s.name == name).status
-
-
-def stage_of(report, name: str):
-    return next(s for s in report.stages if s.name == name)
-
-
-WRONG = diagnoses.WRONG_COLLECTIVE_RESULT
 
 
 # --- statuses ----------------------------------------------------------------------------------
@@ -191,8 +146,8 @@ def test_launcher_problems_come_first_then_rank_problems():
 def test_problems_events_are_collected_too():
     problem = diagnoses.RANK_UNRESPONSIVE.problem("rank 1 did not finish", ranks=[1],
                                                   stage="rendezvous")
-    events = {0: [start(0), {"event": "problems", "stage": "rendezvous",
-                             "problems": [problem.to_dict()]}, {"event": "end"}]}
+    events = {0: [start(0), results.Problems(stage="rendezvous", problems=(problem,)),
+                  results.End()]}
     report = build_report(events, ("rendezvous",), [], 0)
     assert report.problems == [problem]
 
@@ -232,113 +187,6 @@ def test_measurements_take_the_lowest_ranks_value():
     assert build_report(events, ("node",), [], 0).measurements == {"torch": "a", "x": 1}
 
 
-# --- text --------------------------------------------------------------------------------------
-def failing_report():
-    shm = diagnoses.DEV_SHM_TOO_SMALL.problem("/dev/shm has 64 MiB free", ranks=[0, 1],
-                                              hosts=["host0"], stage="node")
-    killed = diagnoses.RANK_KILLED.problem("rank 3 was killed by SIGKILL", ranks=[3],
-                                           hosts=["host1"], stage="rendezvous")
-    events = {r: rank_events(r, probe("node", "test_a", "FAIL" if r < 2 else "PASS",
-                                      problems=[shm] if r < 2 else []),
-                             probe("rendezvous", "test_b")) for r in range(3)}
-    events[3] = [start(3)]
-    return build_report(events, STAGES, [killed], 2.5)
-
-
-def test_render_text_has_the_stage_by_rank_table():
-    text = render_text(failing_report())
-    for r in range(4):
-        assert f"rank {r}" in text
-    assert "host0" in text and "host1" in text
-    for name in STAGES:
-        assert name in text
-    assert "BLOCKED (node)" in text
-
-
-def test_render_text_shows_ranks_without_a_result_in_a_stage_that_ran():
-    events = {0: rank_events(0, probe("node", "test_a")), 1: [start(1)]}
-    text = render_text(build_report(events, ("node",), [], 0))
-    assert MISSING in text
-
-
-def test_render_text_has_one_block_per_problem_with_code_observed_cause_fix():
-    report = failing_report()
-    text = render_text(report)
-    assert text.count("\nFAIL  ") == len(report.problems) == 2
-    for p in report.problems:
-        block = render_problem(p, report.hosts_by_rank)
-        assert block in text
-        head, *rest = block.splitlines()
-        assert head.startswith(f"FAIL  {p.code}")
-        assert [ln.split()[0] for ln in rest] == ["summary", "observed", "cause", "fix"]
-        assert p.observed in block and p.cause in block and p.fix in block
-
-
-def test_render_problem_names_ranks_with_hosts_and_stage():
-    report = failing_report()
-    block = render_problem(report.problems[0], report.hosts_by_rank)
-    assert block.splitlines()[0] == "FAIL  rank-killed   rank 3 (host1); stage rendezvous"
-
-
-def test_render_problem_without_ranks_names_the_node():
-    p = diagnoses.DEV_SHM_TOO_SMALL.problem("64 MiB", hosts=["gpu-a", "gpu-b"])
-    assert render_problem(p, {}).splitlines()[0] == "FAIL  dev-shm-too-small   node gpu-a, gpu-b"
-
-
-def test_verdict_line_is_last_and_says_not_ready_with_the_first_problem():
-    report = failing_report()
-    last = render_text(report).rstrip("\n").splitlines()[-1]
-    assert last == verdict(report)
-    assert last.startswith("NOT READY: 2 problems, 4 ranks on 2 hosts")
-    assert "first: rank-killed on rank 3" in last
-
-
-def test_verdict_line_says_ready_with_counts():
-    events = {0: rank_events(0, probe("node", "test_a"), probe("rendezvous", "test_b", "SKIP"))}
-    report = build_report(events, ("node", "rendezvous"), [], 1.3)
-    last = render_text(report).rstrip("\n").splitlines()[-1]
-    assert last == verdict(report)
-    assert last.startswith("READY: 1 stage") and "1 skipped" in last
-    assert "on 1 host" in last and last.endswith("in 1.3 s")
-
-
-def test_render_text_includes_the_bandwidth_sweep_and_notes():
-    row = {"size": 4096, "count": 1024, "dtype": "float", "time_us": 10.0, "time_min_us": 9.0,
-           "time_max_us": 11.0, "algbw": 0.41, "busbw": 0.41}
-    events = {r: rank_events(r, probe("bandwidth", "test_d",
-                                      measurements={"allreduce_sweep": [row]})) for r in (0, 1)}
-    report = build_report(events, ("bandwidth",), [], 0)
-    report.notes.append("results: /tmp/x")
-    text = render_text(report)
-    assert "# all_reduce, 2 ranks, backend gloo" in text
-    assert "# Peak bus bandwidth : 0.41 GB/s" in text
-    assert "results: /tmp/x" in text
-
-
-# --- JSON --------------------------------------------------------------------------------------
-def test_to_json_mirrors_the_report_and_is_serialisable():
-    report = failing_report()
-    data = json.loads(json.dumps(to_json(report, {"config": {"nodes": 2}})))
-    assert data["ready"] is False and data["exit_code"] == 1
-    assert data["verdict"].startswith("NOT READY")
-    assert [(s["name"], s["status"]) for s in data["stages"]] == [
-        ("node", "FAIL"), ("rendezvous", "FAIL"), ("collectives", "BLOCKED"),
-        ("bandwidth", "BLOCKED")]
-    assert data["stages"][2]["blocked_by"] == "node"
-    first = data["problems"][0]
-    assert {"code", "hosts", "ranks", "observed", "cause", "fix"} <= set(first)
-    assert (first["code"], first["ranks"], first["hosts"]) == ("rank-killed", [3], ["host1"])
-    assert data["hosts"] == {"0": "host0", "1": "host0", "2": "host1", "3": "host1"}
-    assert data["measurements"] == {} and data["config"] == {"nodes": 2}
-    assert data["world_size"] == 4
-
-
-def test_to_json_of_a_ready_report():
-    data = to_json(build_report({0: all_pass(0)}, STAGES, [], 0))
-    assert data["ready"] is True and data["exit_code"] == 0 and data["problems"] == []
-    assert data["stages"][0]["ranks"] == {"0": "PASS"}
-
-
 @pytest.mark.parametrize("status", ["PASS", "SKIP"])
 def test_ready_is_false_with_any_problem_whatever_the_stages_say(status):
     events = {0: rank_events(0, probe("node", "test_a", status))}
@@ -355,7 +203,8 @@ def test_no_result_marker_is_used_only_for_stages_that_never_ran():
 
 def test_what_peers_saw_of_a_stopped_rank_is_marked_as_its_consequence():
     stopped = diagnoses.RANK_UNRESPONSIVE.problem(
-        "rank 1 (pid 7) on vm is stopped (state T)", ranks=[1], stage="bandwidth")
+        "rank 1 (pid 7) on vm is stopped (state T)", ranks=[1], stage="bandwidth",
+        role=diagnoses.ROOT_CAUSE)  # as postmortem makes it
     echo = diagnoses.COLLECTIVE_FAILED.problem("Timed out waiting 5000ms", ranks=[0],
                                                stage="bandwidth")
     missing = diagnoses.RANK_UNRESPONSIVE.problem("rank 1 did not finish probe x", ranks=[1],
@@ -369,17 +218,3 @@ def test_what_peers_saw_of_a_stopped_rank_is_marked_as_its_consequence():
     text = render_text(report)
     assert text.count("FAIL  ") == 2 and "consequences (what the other ranks saw" in text
     assert verdict(report).startswith("NOT READY: 2 problems (+2 consequences)")
-
-
-def test_many_ranks_are_shown_one_column_per_host_with_the_odd_ranks_named():
-    events = {}
-    for r in range(16):
-        status = "FAIL" if r == 9 else "PASS"
-        events[r] = [{"event": "start", "host": f"gpu-{r // 8}", "backend": "gloo"},
-                     {"event": "probe", "name": "p", "stage": "collectives", "status": status,
-                      "figure": "", "problems": []}]
-    report = build_report(events, ["collectives"], [], 1.0)
-    table = render_text(report).split("\n\n")[0]
-    assert "gpu-0" in table and "ranks 0-7" in table and "ranks 8-15" in table
-    row = next(line for line in table.splitlines() if line.startswith("collectives"))
-    assert "PASS" in row and "FAIL on 9" in row and "rank 15" not in table

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from junitparser import Failure, JUnitXml, Skipped
@@ -17,7 +18,7 @@ from tests.helpers.paths import DATA
 RUNS = DATA / "runs"
 
 
-def events_of(run: str) -> dict[int, list[dict]]:
+def events_of(run: str) -> dict[int, list[results.Event]]:
     return results.rank_events(RUNS / run)
 
 
@@ -73,7 +74,8 @@ def test_above_8_ranks_one_testcase_per_probe_and_host(tmp_path):
     events = {}
     for r in range(16):
         host = f"gpu-{r // 8}"
-        events[r] = [{**e, "host": host} if e.get("event") == "start" else e for e in base[r % 2]]
+        events[r] = [replace(e, host=host) if isinstance(e, results.Start) else e
+                     for e in base[r % 2]]
     report = with_preflight(build_report(events, STAGES, [], 1.0, 16))
     suites = {s.name: s for s in written(tmp_path, report, events)}
     names = [c.name for c in suites["collectives"]]

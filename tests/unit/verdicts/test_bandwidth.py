@@ -1,4 +1,4 @@
-"""Tests for ddpcheck.verdicts.bandwidth: nccl-tests' algbw/busbw, sweep rows, sizes, the table."""
+"""Tests for ddpcheck.verdicts.bandwidth: nccl-tests' algbw/busbw, sweep rows and sizes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from ddpcheck.verdicts.bandwidth import (
     GB,
     algbw,
     allreduce_busbw,
-    format_sweep,
     human_size,
     sizes,
     sweep_row,
@@ -95,38 +94,3 @@ def test_sizes_of_an_empty_range():
 ])
 def test_human_size_uses_binary_units(nbytes, text):
     assert human_size(nbytes) == text
-
-
-# --- format_sweep ------------------------------------------------------------------------------
-def rows():
-    return [sweep_row(n, 4, "float", [t], 4).to_dict()
-            for n, t in [(4096, 0.00002), (65536, 0.0001), (1 << 20, 0.001)]]
-
-
-def test_format_sweep_has_title_header_units_one_row_per_size_and_peak():
-    data = rows()
-    lines = format_sweep(data, 4, "gloo").splitlines()
-    assert lines[0] == "# all_reduce, 4 ranks, backend gloo"
-    assert lines[1].split() == ["#", "size", "count", "type", "redop", "time", "min", "max",
-                                "algbw", "busbw"]
-    assert lines[2].split() == ["#", "(B)", "(elements)", "(us)", "(us)", "(us)", "(GB/s)",
-                                "(GB/s)"]
-    body = lines[3:-1]
-    assert len(body) == len(data)
-    for line, row in zip(body, data):
-        cells = line.split()
-        assert cells[:4] == [str(row["size"]), str(row["count"]), "float", "sum"]
-        assert cells[-2:] == [f"{row['algbw']:.2f}", f"{row['busbw']:.2f}"]
-    peak = max(r["busbw"] for r in data)
-    assert lines[-1] == f"# Peak bus bandwidth : {peak:.2f} GB/s"
-    assert len(lines) == 3 + len(data) + 1
-
-
-def test_format_sweep_columns_are_right_aligned_to_the_header():
-    lines = format_sweep(rows(), 4, "gloo").splitlines()
-    assert len({len(line) for line in lines[1:-1]}) == 1
-
-
-def test_format_sweep_without_rows_has_no_peak_line():
-    lines = format_sweep([], 2, "nccl").splitlines()
-    assert len(lines) == 3 and not any("Peak" in line for line in lines)

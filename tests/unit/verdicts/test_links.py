@@ -1,4 +1,4 @@
-"""Tests for ddpcheck.verdicts.links: pairing, link/node verdicts, scaling, tables.
+"""Tests for ddpcheck.verdicts.links: pairing, link/node verdicts, scaling.
 
 Matrices and wait times are in tests/data/links: recorded gloo runs on this machine
 (waits_recorded_*, allreduce_sweep_*), and seeded or hand-written inputs modelled on real
@@ -16,23 +16,16 @@ import pytest
 from ddpcheck.diagnoses import CATALOGUE
 from ddpcheck.verdicts.expectations import expect_verdict
 from ddpcheck.verdicts.links import (
-    format_intra_inter,
-    format_matrix,
-    format_scaling,
     hosts_of,
     link_figures,
     link_verdicts,
     round_robin,
     scaling_table,
 )
+from tests.helpers.linkdata import load_matrix, scaling_rows
 from tests.helpers.paths import DATA
 
 DATA = DATA / "links"
-
-
-def load_matrix(name: str) -> dict[tuple[str, str], float]:
-    data = json.loads((DATA / name).read_text())
-    return {(src, dst): v for src, row in data["matrix"].items() for dst, v in row.items()}
 
 
 def load_waits(name: str) -> tuple[dict[int, list[float]], dict[int, str]]:
@@ -215,10 +208,6 @@ def test_slow_ratio_moves_the_threshold():
 
 
 # --- scaling -----------------------------------------------------------------------------------
-def scaling_rows() -> list[dict]:
-    return json.loads((DATA / "ddp_scaling.json").read_text())["rows"]
-
-
 def test_scaling_table_sorts_and_adds_efficiency_against_the_smallest_world():
     rows = scaling_rows()
     table = scaling_table(rows)
@@ -233,60 +222,6 @@ def test_scaling_table_edge_cases():
     assert scaling_table([]) == []
     [row] = scaling_table([{"world_size": 2, "step_time_s": 0.1, "samples_per_s": 0.0}])
     assert row["efficiency"] is None
-
-
-def test_format_scaling_is_a_right_aligned_table():
-    text = format_scaling(scaling_rows())
-    assert text.splitlines() == [
-        "world size  step time (ms)  samples/s  efficiency",
-        "         1           130.1      246.0        100%",
-        "         8           141.2     1813.0         92%",
-        "        16           153.0     3346.4         85%",
-        "        32           179.5     5704.7         72%",
-    ]
-    assert format_scaling(scaling_table(scaling_rows())) == text
-
-
-def test_format_scaling_without_a_baseline():
-    text = format_scaling([{"world_size": 2, "step_time_s": 0.1, "samples_per_s": 0.0}])
-    assert text.splitlines()[1].endswith("-")
-
-
-# --- tables ------------------------------------------------------------------------------------
-def test_format_matrix_rows_send_columns_receive():
-    m = load_matrix("slow_link_4node.json")
-    assert format_matrix(hosts_of(m), m).splitlines() == [
-        "GB/s from \\ to  gpu-a  gpu-b  gpu-c  gpu-d",
-        "gpu-a               -   1.83   0.11   1.96",
-        "gpu-b            1.74      -   1.91   1.85",
-        "gpu-c            0.10   1.90      -   1.72",
-        "gpu-d            1.88   1.74   1.74      -",
-    ]
-
-
-def test_format_matrix_marks_missing_figures_and_widens_for_big_ones():
-    lines = format_matrix(["x", "y"], {("x", "y"): 123.456}).splitlines()
-    assert lines[1].split() == ["x", "-", "123.46"]
-    assert lines[2].split() == ["y", "?", "-"]
-    assert len({len(line) for line in lines}) == 1
-
-
-def test_format_intra_inter():
-    text = format_intra_inter({"gpu-a": 231.4, "gpu-b": 229.87}, 22.1)
-    assert text.splitlines() == [
-        "node   intra-node busbw (GB/s)",
-        "gpu-a                   231.40",
-        "gpu-b                   229.87",
-        "cross-node busbw (one rank per node): 22.10 GB/s",
-        "the slowest node's intra-node busbw is 10.4x the cross-node busbw",
-    ]
-
-
-def test_format_intra_inter_single_node_and_nothing_measured():
-    assert format_intra_inter({"gpu-a": 231.4}, None).splitlines()[-1] == \
-        "cross-node busbw (one rank per node): not measured"
-    assert format_intra_inter({}, 3.0).splitlines() == [
-        "intra-node busbw: not measured", "cross-node busbw (one rank per node): 3.00 GB/s"]
 
 
 # --- catalogue ---------------------------------------------------------------------------------

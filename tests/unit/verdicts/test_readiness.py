@@ -1,7 +1,7 @@
 """Tests for verdicts.readiness: the one verdict rule, on hand-made and generated result sets.
 
-The property tests build rank events the way workers write them (start, probe results,
-end), then drop ranks, cut logs short, empty them, or add launcher problems, and check the
+The property tests build rank events the way workers write them (typed Start, Probe and
+End records), then drop ranks, cut logs short, empty them, or add launcher problems, and check the
 rule through the real report: READY only with every expected rank and every stage passing;
 NOT READY always with at least one cause.
 """
@@ -13,24 +13,27 @@ from hypothesis import strategies as st
 
 from ddpcheck import results
 from ddpcheck.diagnoses import RANK_KILLED
-from ddpcheck.report.build import StageResult, build_report, render_text, to_json
+from ddpcheck.report.as_json import to_json
+from ddpcheck.report.build import StageResult, build_report
+from ddpcheck.report.text import render_text
 from ddpcheck.verdicts.readiness import Expected, explain, is_ready, missing_ranks
 
 STAGES = ["node", "rendezvous", "collectives"]
 
 
-def rank_log(rank: int, host: str, statuses: dict[str, str], end: bool = True) -> list[dict]:
-    evs: list[dict] = [{"event": "start", "rank": rank, "host": host, "backend": "gloo"}]
+def rank_log(rank: int, host: str, statuses: dict[str, str],
+             end: bool = True) -> list[results.Event]:
+    evs: list[results.Event] = [results.Start(rank=rank, host=host, backend="gloo")]
     for stage, status in statuses.items():
-        evs.append({"event": "probe-start", "nodeid": f"t::{stage}", "stage": stage})
-        evs.append({"event": "probe", "nodeid": f"t::{stage}", "name": f"test_{stage}",
-                    "stage": stage, "status": status, "problems": []})
+        evs.append(results.ProbeStart(nodeid=f"t::{stage}", stage=stage))
+        evs.append(results.Probe(nodeid=f"t::{stage}", name=f"test_{stage}", stage=stage,
+                                 status=status))
     if end:
-        evs.append({"event": "end", "blocked_by": None})
+        evs.append(results.End())
     return evs
 
 
-def healthy(world: int) -> dict[int, list[dict]]:
+def healthy(world: int) -> dict[int, list[results.Event]]:
     return {r: rank_log(r, f"h{r // 2}", dict.fromkeys(STAGES, results.PASS))
             for r in range(world)}
 
@@ -51,8 +54,8 @@ def test_two_of_sixteen_ranks_reporting_is_not_ready_and_names_the_others() -> N
 
 
 def test_a_run_that_ended_early_without_a_cause_gets_one_with_the_evidence() -> None:
-    events = {r: [{"event": "start", "rank": r, "host": "h", "backend": "gloo"},
-                  {"event": "end"}] for r in range(2)}
+    events: dict[int, list[results.Event]] = {
+        r: [results.Start(rank=r, host="h", backend="gloo"), results.End()] for r in range(2)}
     rep = build_report(events, STAGES, [], 1.0, 2,
                        evidence=["ERROR: module or package not found: ddpcheck.checks"])
     assert not rep.ready
@@ -104,9 +107,9 @@ STATUS = st.sampled_from([results.PASS, results.SKIP, results.FAIL, results.BLOC
 
 
 @st.composite
-def result_sets(draw: st.DrawFn) -> tuple[dict[int, list[dict]], int, list]:
+def result_sets(draw: st.DrawFn) -> tuple[dict[int, list[results.Event]], int, list]:
     world = draw(st.integers(1, 12))
-    events: dict[int, list[dict]] = {}
+    events: dict[int, list[results.Event]] = {}
     for r in range(world):
         kind = draw(st.sampled_from(["full", "full", "full", "missing", "empty", "partial",
                                      "crashed"]))
@@ -131,7 +134,7 @@ def result_sets(draw: st.DrawFn) -> tuple[dict[int, list[dict]], int, list]:
 def test_the_verdict_rule_holds_on_generated_result_sets(case: tuple) -> None:
     events, world, launcher = case
     rep = build_report(events, STAGES, launcher, 1.0, world, evidence=["last line"])
-    started = {r for r, evs in events.items() if any(e["event"] == "start" for e in evs)}
+    started = {r for r, evs in events.items() if any(isinstance(e, results.Start) for e in evs)}
     if rep.ready:
         assert started == set(range(world))
         assert all(s.status in (results.PASS, results.SKIP) for s in rep.stages)
@@ -143,7 +146,7 @@ def test_the_verdict_rule_holds_on_generated_result_sets(case: tuple) -> None:
         assert rep.exit_code == 1 and to_json(rep)["problems"]
         assert render_text(rep).rstrip().splitlines()[-1].startswith("NOT READY: ")
     every_rank_passed = all(
-        any(e.get("event") == "probe" and e["stage"] == s and e["status"] in ("PASS", "SKIP")
+        any(isinstance(e, results.Probe) and e.stage == s and e.status in ("PASS", "SKIP")
             for e in events.get(r, [])) for r in range(world) for s in STAGES)
     assert rep.ready == (started == set(range(world)) and not launcher
                                       and every_rank_passed)

@@ -203,13 +203,3 @@ def test_a_bad_stages_value_is_one_line_without_traceback(
     assert bad.result.ret == pytest.ExitCode.USAGE_ERROR
     assert not (tmp_path / "results").exists()
 
-
-def test_the_layout_crosses_as_one_run_per_node_and_back() -> None:
-    from ddpcheck.worker.plugin import decode_hosts, encode_hosts
-
-    hosts = {0: "a", 1: "a", 2: "b", 3: "b", 5: "a"}
-    runs = encode_hosts(hosts)
-    assert runs == [["a", 0, 2], ["b", 2, 2], ["a", 5, 1]]
-    assert decode_hosts(runs) == hosts
-    big = {r: f"n{r // 8}" for r in range(8192)}
-    assert len(encode_hosts(big)) == 1024 and decode_hosts(encode_hosts(big)) == big

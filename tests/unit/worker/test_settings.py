@@ -16,7 +16,7 @@ def test_defaults_without_any_variable() -> None:
     assert s == WorkerSettings(stages=tuple(STAGES), probe_timeout=DEFAULT_PROBE_TIMEOUT,
                                gpus_per_replica=1, checkpoint_dir=None, results_dir=None,
                                expected_world_size=None, expected_nproc_per_node=None,
-                               expected_busbw=None, slow_link_ratio=0.5)
+                               expected_busbw=None, slow_link_ratio=0.5, backend="auto")
     assert s.probe_timeout == 20.0
 
 
@@ -67,3 +67,25 @@ def test_a_bad_value_is_one_line_naming_the_variable(name: str, value: str,
     assert message.startswith(f"{name}={value!r} (environment): ")
     assert expected in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("settings", [
+    WorkerSettings(),
+    WorkerSettings(stages=("node", "ddp"), probe_timeout=0.1 + 0.2, gpus_per_replica=4,
+                   checkpoint_dir=Path("/shared/ck"), results_dir=Path("/tmp/r"),
+                   expected_world_size=4096, expected_nproc_per_node=8, expected_busbw=180.5,
+                   slow_link_ratio=0.25, backend="gloo"),
+])
+def test_the_variables_read_back_as_the_same_settings(settings: WorkerSettings) -> None:
+    assert WorkerSettings.from_env(settings.to_env()) == settings
+
+
+def test_to_env_writes_numbers_as_users_do_and_leaves_unset_fields_out() -> None:
+    env = WorkerSettings(probe_timeout=20.0).to_env()
+    assert env["DDPCHECK_PROBE_TIMEOUT"] == "20" and env["DDPCHECK_BACKEND"] == "auto"
+    assert "DDPCHECK_CHECKPOINT_DIR" not in env and "DDPCHECK_EXPECT_BUSBW" not in env
+
+
+def test_a_bad_backend_names_its_variable() -> None:
+    with pytest.raises(UsageError, match="^DDPCHECK_BACKEND='mpi' .*auto, nccl, gloo"):
+        WorkerSettings.from_env({"DDPCHECK_BACKEND": "mpi"})

@@ -1,0 +1,106 @@
+"""The measurement tables of the report: the all-reduce sweep, the link matrix, the
+intra/inter-node busbw and the DDP scaling, rendered with tabulate.
+
+Runs in the launcher (and in ``ddpcheck compare``). Pure: measurements in, text out; the
+verdicts that judge the same figures live in ``ddpcheck.verdicts``. Every table is right
+aligned (numbers), its first columns left aligned where they name a node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tabulate import tabulate
+
+from ddpcheck.verdicts.links import Matrix, hosts_of, scaling_table
+
+
+def columns(rows: Sequence[Sequence[str]], left: int = 0) -> str:
+    """Rows (the first is the header) as columns two spaces apart, numbers right aligned and
+    the first ``left`` columns left aligned; cells are printed as given."""
+    if not rows:
+        return ""
+    width = max(len(r) for r in rows)
+    align = ["left"] * left + ["right"] * (width - left)
+    text = tabulate([list(r) for r in rows], tablefmt="plain", colalign=align,
+                    disable_numparse=True)
+    return "\n".join(line.rstrip() for line in text.splitlines())
+
+
+def format_sweep(rows: Sequence[Mapping[str, Any]], world_size: int, backend: str) -> str:
+    """Render a sweep like nccl-tests: header, units row, one right-aligned line per size."""
+    head = ("#", "size", "count", "type", "redop", "time", "min", "max", "algbw", "busbw")
+    units = ("#", "(B)", "(elements)", "", "", "(us)", "(us)", "(us)", "(GB/s)", "(GB/s)")
+    body = [("", str(r["size"]), str(r["count"]), r["dtype"], "sum", f"{r['time_us']:.1f}",
+             f"{r['time_min_us']:.1f}", f"{r['time_max_us']:.1f}", f"{r['algbw']:.2f}",
+             f"{r['busbw']:.2f}") for r in rows]
+    lines = [f"# all_reduce, {world_size} ranks, backend {backend}",
+             columns([head, units, *body])]
+    if rows:
+        peak = max(r["busbw"] for r in rows)
+        lines.append(f"# Peak bus bandwidth : {peak:.2f} GB/s")
+    return "\n".join(lines)
+
+
+def format_scaling(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Table: world size, step time (ms), samples/s, efficiency (%)."""
+    if any("efficiency" not in r for r in rows):
+        rows = scaling_table(rows)
+    body = []
+    for r in rows:
+        eff = r.get("efficiency")
+        body.append([str(r["world_size"]), f"{float(r['step_time_s']) * 1000:.1f}",
+                     f"{float(r['samples_per_s']):.1f}",
+                     "-" if eff is None else f"{float(eff) * 100:.0f}%"])
+    return columns([("world size", "step time (ms)", "samples/s", "efficiency"), *body])
+
+
+def format_matrix(hosts: Sequence[str], matrix: Matrix) -> str:
+    """Node x node GB/s: rows are the sender, columns the receiver, "-" on the diagonal."""
+    body = []
+    for src in hosts:
+        cells = [src]
+        for dst in hosts:
+            value = matrix.get((src, dst))
+            cells.append("-" if src == dst else "?" if value is None else f"{value:.2f}")
+        body.append(cells)
+    return columns([("GB/s from \\ to", *hosts), *body], left=1)
+
+
+def format_intra_inter(intra: Mapping[str, float], inter: float | None) -> str:
+    """Per-node intra-node all-reduce busbw and the cross-node busbw (one rank per node)."""
+    lines = []
+    if intra:
+        lines.append(columns([("node", "intra-node busbw (GB/s)"),
+                              *[[h, f"{v:.2f}"] for h, v in intra.items()]], left=1))
+    else:
+        lines.append("intra-node busbw: not measured")
+    if inter is None:
+        lines.append("cross-node busbw (one rank per node): not measured")
+    else:
+        lines.append(f"cross-node busbw (one rank per node): {inter:.2f} GB/s")
+        slowest = min(intra.values(), default=0.0)
+        if slowest > 0 and inter > 0:
+            lines.append(f"the slowest node's intra-node busbw is {slowest / inter:.1f}x the "
+                         "cross-node busbw")
+    return "\n".join(lines)
+
+
+def render_measurements(m: Mapping[str, Any], world_size: int, backend: str) -> list[str]:
+    """The figures a user reads at a glance: sweep, link matrix, intra/inter, scaling."""
+    parts = []
+    if m.get("allreduce_sweep"):
+        parts.append(format_sweep(m["allreduce_sweep"], world_size, backend))
+    if m.get("link_matrix"):
+        matrix = {tuple(k.split("->")): v for k, v in m["link_matrix"].items()}
+        parts.append("# point-to-point links, one direction (best of trials)\n"
+                     + format_matrix(m.get("link_hosts") or hosts_of(matrix), matrix))
+    if m.get("intra_node_busbw") or m.get("cross_node_busbw") is not None:
+        parts.append("# all-reduce busbw within nodes and across nodes\n"
+                     + format_intra_inter(m.get("intra_node_busbw") or {},
+                                          m.get("cross_node_busbw")))
+    if m.get("ddp_scaling"):
+        parts.append("# DDP scaling (subgroups of the first k ranks)\n"
+                     + format_scaling(m["ddp_scaling"]))
+    return parts
