@@ -225,17 +225,21 @@ class RankLog:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Read a rank file's raw lines, ignoring a torn last line left by a crash."""
-    events = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        return json_lines(path.read_text(encoding="utf-8").splitlines())
     except OSError:
         return []
+
+
+def json_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """The JSON objects of a rank file's lines; a torn or partial line is skipped."""
+    out = []
     for line in lines:
         try:
-            events.append(json.loads(line))
+            out.append(json.loads(line))
         except json.JSONDecodeError:
             continue
-    return events
+    return out
 
 
 def read_events(path: Path) -> list[Event]:

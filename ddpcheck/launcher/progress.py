@@ -18,7 +18,6 @@ lines are this node's own ranks.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -67,13 +66,7 @@ class Tail:
             return []
         lines = (self.partial + chunk).split("\n")
         self.partial = lines.pop()  # a line still being written waits for the next tick
-        out = []
-        for line in lines:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return results.parse_events(out)
+        return results.parse_events(results.json_lines(lines))
 
 
 class Progress:

@@ -72,12 +72,7 @@ def _finish_sweep(fig: Any, ax: Any, sizes: Sequence[int], ylabel: str, title: s
     ax.set_xlabel("message size")
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    return path
+    return _finish(fig, ax, title, path)
 
 
 def _plot_scaling(figure_class: Any, rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
@@ -97,7 +92,13 @@ def _plot_scaling(figure_class: Any, rows: Sequence[Mapping[str, Any]], path: Pa
     ax.set_xlabel("world size (ranks)")
     ax.set_ylabel("scaling efficiency (%)")
     ax.set_ylim(0, max([110.0] + [float(r["efficiency"]) * 110 for r in rows]))
-    ax.set_title("DDP scaling efficiency (per-rank throughput vs the smallest world)")
+    return _finish(fig, ax, "DDP scaling efficiency (per-rank throughput vs the smallest world)",
+                   path)
+
+
+def _finish(fig: Any, ax: Any, title: str, path: Path) -> Path:
+    """Title, grid and legend, then the PNG at path."""
+    ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
