@@ -21,6 +21,8 @@ from typing import Any
 
 from ddpcheck.diagnoses import Problem, register
 from ddpcheck.verdicts.consistency import odd_ranks
+from ddpcheck.verdicts.ranklayout import NodeRanks
+from ddpcheck.verdicts.ranklayout import judge as judge_layout
 
 NODE_MISSING = register(
     "node-missing", "nodes did not join before the rendezvous deadline",
@@ -68,6 +70,8 @@ class NodeCard:
     addresses: dict[str, list[str]] = field(default_factory=dict)
     problems: list[dict[str, Any]] = field(default_factory=list)  # this node's preflight
     fqdn: str = ""  # the name a user's torchrun agent advertises (socket.getfqdn())
+    first_rank: int | None = None  # --launch spawn: this node's first rank (else None)
+    world_size: int = 0  # --launch spawn: the world size this node starts its ranks with
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -132,8 +136,12 @@ def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str]
             "; ".join(f"run id {v!r} on {_hosts([c for c in cards if c.run_id == v])}"
                       for v in sorted({c.run_id for c in cards})),
             hosts=_odd_hosts(cards, "run_id")))
+    spawned = me.first_rank is not None  # uneven ranks per node are the layout's to judge
+    if spawned and len(same) >= me.nodes and not others:
+        problems += judge_layout([NodeRanks(c.host, c.node_rank, c.first_rank or 0, c.nproc,
+                                            c.world_size) for c in same])
     for key, diag, what in (("nodes", NODES_MISMATCH, "started with --nodes {}"),
-                            ("nproc", NPROC_MISMATCH, "start {} ranks")):
+                            ("nproc", NPROC_MISMATCH, "start {} ranks"))[:1 if spawned else 2]:
         values = {getattr(c, key) for c in same}
         if len(values) > 1:
             problems.append(diag.problem(

@@ -76,7 +76,8 @@ def judge(nodes: Sequence[NodeRanks]) -> list[Problem]:
     missing = _gaps(nodes, world)
     if missing:
         problems.append(RANK_MISSING.problem(
-            f"ranks {format_ranks(missing)} of a world of {world} are started by no node "
+            f"{'rank' if len(missing) == 1 else 'ranks'} {format_ranks(missing)} of a world "
+            f"of {world} {'is' if len(missing) == 1 else 'are'} started by no node "
             f"(started: {', '.join(n.text() for n in nodes[:SHOWN])}{_more(nodes)}); rank 0's "
             "store would wait for them until its timeout", fix=fix,
             hosts=sorted({n.host for n in nodes}), ranks=missing[:64]))

@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from ddpcheck.diagnoses import COLLECTIVE_FAILED, ProblemFound
 from ddpcheck.scheduler.srunworld import is_srun_rank, torch_env
+from ddpcheck.worker import initmethod
 
 
 def _env_int(env: dict[str, str], *names: str, default: int) -> int:
@@ -200,6 +201,9 @@ def connect(env: dict[str, str] | None = None, timeout: float = 30.0) -> World:
 def _connect_store(env: dict[str, str], rank: int, world_size: int, timeout: float) -> Any:
     run_id = env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "local"
     prefix = f"ddpcheck/{run_id}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    url = env.get(initmethod.ENV_VAR, "").strip()
+    if url:  # --launch spawn: the world forms through the job's own init method
+        return dist.PrefixStore(prefix, initmethod.open_store(url, rank, world_size, timeout))
     if world_size == 1 and "MASTER_ADDR" not in env:
         return dist.PrefixStore(prefix, dist.HashStore())
     addr, port = env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", "29500"))
