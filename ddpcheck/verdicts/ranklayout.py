@@ -32,8 +32,8 @@ RANK_OUT_OF_RANGE = register(
     "the offsets or the world size are wrong for this layout; init_process_group fails "
     "with rank >= world_size",
     "make the world size the total of ranks started on all nodes (--world-size)")
-WORLD_SIZE_MISMATCH = register(
-    "world-size-mismatch", "nodes start their ranks with different world sizes",
+WORLD_SIZE_DIFFERS = register(
+    "world-size-differs", "nodes start their ranks with different world sizes",
     "each node computes WORLD_SIZE on its own (nodes * its own GPU count)",
     "pass one world size to every node (--world-size, the total of ranks on all nodes)")
 
@@ -90,10 +90,11 @@ def _sizes(nodes: Sequence[NodeRanks], fix: str) -> list[Problem]:
         return []
     by = {s: [n.host for n in nodes if n.world_size == s] for s in sizes}
     common = max(sizes, key=lambda s: len(by[s]))
-    return [WORLD_SIZE_MISMATCH.problem(
-        "; ".join(f"{', '.join(by[s][:SHOWN])}{_more(by[s])} start a world of {s}"
+    tie = sum(len(by[s]) == len(by[common]) for s in sizes) > 1
+    return [WORLD_SIZE_DIFFERS.problem(
+        "; ".join(f"a world of {s} on {', '.join(by[s][:SHOWN])}{_more(by[s])}"
                   for s in sizes), fix=fix,
-        hosts=sorted(h for s in sizes if s != common for h in by[s]))]
+        hosts=sorted(h for s in sizes if s != common or tie for h in by[s]))]
 
 
 def _overlaps(nodes: Sequence[NodeRanks], fix: str) -> list[Problem]:
@@ -105,8 +106,8 @@ def _overlaps(nodes: Sequence[NodeRanks], fix: str) -> list[Problem]:
     for n in nodes:
         if reach is not None and n.first <= reach.last:
             lo, hi = n.first, min(n.last, reach.last)
-            clashes.append(f"ranks {_span(lo, hi)} are started by both {reach.text()} and "
-                           f"{n.text()}")
+            clashes.append(f"{_span(lo, hi)} {'is' if lo == hi else 'are'} started by both "
+                           f"{reach.text()} and {n.text()}")
             hosts.update((reach.host, n.host))
             ranks.update(range(lo, min(hi, lo + 63) + 1))
         if reach is None or n.last > reach.last:

@@ -104,7 +104,7 @@ def test_an_unresolvable_master_and_overlapping_ranks_are_named_on_every_node(
         overlap = run.problem("rank-overlap")
         assert overlap["ranks"] == [1] and "node0 (ranks 0-1)" in overlap["observed"]
         assert "--rank-offsets 0,2 --world-size 3" in overlap["fix"]
-        assert "world-size-mismatch" in codes
+        assert "world-size-differs" in codes
 
 
 def test_a_taken_master_port_and_a_missing_rank_are_named_on_every_node(make_cluster,
