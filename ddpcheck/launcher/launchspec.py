@@ -15,6 +15,8 @@ from typing import Any
 
 from ddpcheck import parsing
 from ddpcheck.parsing import UsageError
+from ddpcheck.scheduler.hostlist import expand_slurm_nodelist
+from ddpcheck.scheduler.srunworld import torch_env
 
 LAUNCHES = ("torchrun", "spawn", "srun")
 DEFAULT_MASTER_PORT = 29500
@@ -140,12 +142,32 @@ def job_settings(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
     return found
 
 
+def srun_master(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
+    """Where srun-started ranks find rank 0 (ddpcheck.scheduler.srunworld): MASTER_ADDR or
+    the step's first node, MASTER_PORT or a port derived from the job id."""
+    if not (env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")):
+        raise UsageError("--launch srun: not inside a Slurm job (SLURM_JOB_ID is unset); "
+                         "use --launch spawn")
+    nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
+    first = parsing.convert("SLURM_JOB_NODELIST", nodes, expand_slurm_nodelist)[:1]
+    port = torch_env({**env, "SLURM_PROCID": "0", "SLURM_NTASKS": "1",
+                      "SLURM_JOB_NODELIST": nodes or "localhost"})["MASTER_PORT"]
+    found = {"master_port": (parsing.convert("MASTER_PORT", port, parse_port),
+                             "srun (job id)")}
+    if first:
+        found["master_addr"] = (first[0], "srun (first node of the step)")
+    return found
+
+
 def derive(values: MutableMapping[str, Any], sources: MutableMapping[str, str],
            env: Mapping[str, str]) -> None:
     """Fill the spawn defaults into the settings before the Config is built."""
     if values.get("launch", "torchrun") == "torchrun":
         return
-    for name, (value, source) in job_settings(env).items():
+    job = job_settings(env)
+    if values["launch"] == "srun":
+        job = {**srun_master(env), **job}
+    for name, (value, source) in job.items():
         if name not in values:
             values[name], sources[name] = value, source
     init = values.get("init_method") or ENV

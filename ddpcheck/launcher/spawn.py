@@ -57,6 +57,23 @@ def rank_env(base: Mapping[str, str], spec: LaunchSpec, local_rank: int,
     })
     if spec.master is not None:
         env["MASTER_ADDR"], env["MASTER_PORT"] = spec.master[0], str(spec.master[1])
+    return srun_task(env, spec, local_rank) if spec.launch == "srun" else env
+
+
+def srun_task(env: dict[str, str], spec: LaunchSpec, local_rank: int) -> dict[str, str]:
+    """The same rank as ``srun --ntasks-per-node=K`` starts it: Slurm's task variables, no
+    RANK (the worker then reads its place from SLURM_PROCID, ddpcheck.scheduler.srunworld)."""
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        env.pop(name, None)
+    env.update({
+        "SLURM_PROCID": str(spec.first_rank + local_rank),
+        "SLURM_LOCALID": str(local_rank),
+        "SLURM_NTASKS": str(spec.world_size),
+        "SLURM_STEP_NUM_TASKS": str(spec.world_size),
+        "SLURM_NODEID": str(spec.node_rank),
+        # this node's count at its own index: what srunworld reads for LOCAL_WORLD_SIZE
+        "SLURM_STEP_TASKS_PER_NODE": f"{spec.nproc}(x{spec.node_rank + 1})",
+    })
     return env
 
 
@@ -68,7 +85,7 @@ def run_spawned(envs: list[dict[str, str]], results_dir: Path, deadline: float, 
     # the installed probes (as for torchrun's workers).
     procs = [subprocess.Popen(worker_argv(), env=env, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True, cwd=results_dir) for env in envs]
-    outcome = LaunchOutcome(None, 0.0)
+    outcome = LaunchOutcome(None, 0.0, launcher="the spawned ranks")
     ended_at = failed_at = None
     try:
         while any(p.poll() is None for p in procs):

@@ -65,7 +65,7 @@ def split_local_rank(args: list[str]) -> tuple[list[str], str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    rank = int(os.environ.get("RANK", "0"))
+    rank = int(os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "0")  # srun: no RANK
     out_dir = Path(os.environ.get(results.RESULTS_DIR_ENV, ".")).resolve()
     args, local_rank = split_local_rank(list(argv if argv is not None else sys.argv[1:]))
     env = dict(os.environ, **({LOCAL_RANK_ARG_ENV: local_rank} if local_rank is not None else {}))
