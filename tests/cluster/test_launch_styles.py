@@ -15,7 +15,7 @@ import time
 
 from .test_multinode_run import NodeRun, finish_all
 
-SPAWN = ["--launch", "spawn", "--rdzv-timeout", "8", "--probe-timeout", "8", "--timeout", "90"]
+SPAWN = ["--launch", "spawn", "--rdzv-timeout", "15", "--probe-timeout", "8", "--timeout", "90"]
 
 
 def spawn(cluster, tmp_path, *args, per_host=None, env=None, wrap=None) -> list[NodeRun]:
