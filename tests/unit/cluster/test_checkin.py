@@ -191,3 +191,12 @@ def test_join_store_gives_up_on_a_squatter_within_its_timeout(squatter: int) -> 
     with pytest.raises(TimeoutError, match="no c10d store answered within 2 s"):
         checkin.join_store("127.0.0.1", squatter, timeout=1)
     assert time.monotonic() - start < 1 + 1 + 0.5
+
+
+def test_spawned_nodes_are_judged_by_their_rank_layout_not_their_rank_counts() -> None:
+    a = card("a", nproc=8, node_rank=0, first_rank=0, world_size=10)
+    b = card("b", nproc=2, node_rank=1, first_rank=8, world_size=10)
+    assert judge([a, b], a) == []  # 8 + 2 ranks with offsets: one world
+    b = card("b", nproc=2, node_rank=1, first_rank=2, world_size=4)  # node_rank * its gpus
+    assert codes(judge([a, b], a)) == ["world-size-differs", "rank-overlap", "rank-missing"]
+    assert judge([a], a) == []  # the layout waits for every card
