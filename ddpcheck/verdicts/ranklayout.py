@@ -73,7 +73,7 @@ def judge(nodes: Sequence[NodeRanks]) -> list[Problem]:
             "; ".join(f"{n.text()} with a world size of {n.world_size}"
                       for n in beyond[:SHOWN]) + _more(beyond), fix=fix,
             hosts=[n.host for n in beyond]))
-    missing = _gaps(nodes, world)
+    missing = gaps(nodes, world)
     if missing:
         problems.append(RANK_MISSING.problem(
             f"{'rank' if len(missing) == 1 else 'ranks'} {format_ranks(missing)} of a world "
@@ -118,7 +118,8 @@ def _overlaps(nodes: Sequence[NodeRanks], fix: str) -> list[Problem]:
                                  hosts=sorted(hosts), ranks=sorted(ranks))]
 
 
-def _gaps(nodes: Sequence[NodeRanks], world: int) -> list[int]:
+def gaps(nodes: Sequence[NodeRanks], world: int) -> list[int]:
+    """Ranks of [0, world) that none of these nodes starts (nodes sorted by first rank)."""
     missing: list[int] = []
     covered = 0
     for n in nodes:  # sorted by first rank
