@@ -248,7 +248,8 @@ def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
         if base:
             paths += compare_plots(base["measurements"], report.measurements, cfg.plot_dir)
         report.notes.append("plots: " + ", ".join(str(p) for p in paths))
-    report.notes.append(f"results: {results_dir}  (rank files, torchrun.log)")
+    log = "torchrun.log" if cfg.launch == "torchrun" else "ranks.log"
+    report.notes.append(f"results: {results_dir}  (rank files, {log})")
     if cfg.junit_path:
         from ddpcheck.report import junit
 
