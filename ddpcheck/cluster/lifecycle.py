@@ -107,7 +107,7 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
     ifaces = interfaces()
     st.is_host = any(a.address == ep_ip for i in ifaces for a in i.ipv4)
     # ddpcheck hosts the store itself; the user's torchrun would pick its host by torch's rule.
-    hosting = hosting_problem(host, node, st.is_host)
+    hosting = hosting_problem(host, node, st.is_host) if cfg.launch == "torchrun" else None
     if hosting:
         local.append(hosting)
     st.advertised, how = advertised_address(env, cfg.backend, ifaces, ep_ip)
