@@ -89,6 +89,7 @@ COMBINATIONS = [
      "--master-port", "29500", "--rdzv-endpoint", "node0:29500"],  # check-in on rank 0's port
     ["--init-method", "tcp://node0:29500"],  # torchrun forms its world through env://
     ["--rank-offsets", "0,2"],  # a spawn setting under torchrun
+    ["--launch", "srun"],  # not inside a Slurm job
     *[["--launch", "spawn", "--init-method", bad] for bad in (
         "udp://node0:1", "tcp://node0", "tcp://node0:0", "tcp://node0:1?rank=0", "env://x",
         "file://relative/init", "file:///shared/", "node0:29500")],
