@@ -87,13 +87,14 @@ def run(cfg: Config) -> int:
         outcome, log_tail = _launch(cfg, results_dir, nproc, start, plan)
     finally:
         st.close()
-    report = _judge(cfg, st, results_dir, nproc, outcome, log_tail, start, world)
+    report = _judge(cfg, st, results_dir, nproc, outcome, log_tail, start, world, plan)
     code = _finish(cfg, report, results_dir, nproc)
     return 128 + signal.Signals[outcome.interrupted] if outcome.interrupted else code
 
 
 def _judge(cfg: Config, st: ClusterState, results_dir: Path, nproc: int,
-           outcome: LaunchOutcome, log_tail: str, start: float, world: int) -> Report:
+           outcome: LaunchOutcome, log_tail: str, start: float, world: int,
+           plan: SpawnPlan | None = None) -> Report:
     """This node's report after torchrun; on several nodes, the whole run's one verdict.
 
     The rank-0 node collects every node's outcome before judging and publishes its
@@ -104,9 +105,12 @@ def _judge(cfg: Config, st: ClusterState, results_dir: Path, nproc: int,
     exits = results.exit_statuses(results_dir)
     problems = diagnose_launch(events, outcome, cfg.timeout, log_tail)
     local = _local_ranks(results_dir) | set(exits)
-    problems += diagnose_ranks(events, exits, outcome, hosts_of_events(events),
-                               _local_ranks(results_dir))
+    # exit files are this node's: a rank that died before its first event is still placed
+    hosts = {**{r: socket.gethostname() for r in exits}, **hosts_of_events(events)}
+    problems += diagnose_ranks(events, exits, outcome, hosts, _local_ranks(results_dir))
     problems = problems or torchrun_failed(events, outcome, log_tail)
+    if plan:  # no agent: a world that never formed is named from the ranks' own lines
+        problems = plan.explain_exits(exits, problems)
     rank0_here = 0 in local
     multi = cfg.nodes > 1 and st.me is not None
     if multi and rank0_here:

@@ -21,6 +21,7 @@ from ddpcheck.launcher import initfile
 from ddpcheck.launcher.launchspec import LaunchSpec, spec_of
 from ddpcheck.launcher.mastercheck import master_problems
 from ddpcheck.launcher.spawn import rank_env
+from ddpcheck.launcher.spawnpostmortem import replace_generic, world_not_formed
 from ddpcheck.node.netprobe import interfaces
 from ddpcheck.verdicts.ranklayout import NodeRanks
 from ddpcheck.verdicts.ranklayout import judge as judge_layout
@@ -87,6 +88,12 @@ class SpawnPlan:
     def rank_envs(self, base: Mapping[str, str]) -> list[dict[str, str]]:
         url = self.init_url()
         return [rank_env(base, self.spec, i, url) for i in range(self.spec.nproc)]
+
+    def explain_exits(self, exits: dict[int, dict[str, Any]],
+                      problems: list[Problem]) -> list[Problem]:
+        """Ranks that ended forming the world: one world-not-formed problem, not bare exits."""
+        found = world_not_formed(exits, self.node, self.spec.master)
+        return replace_generic(problems, found) if found else problems
 
     def cleanup(self) -> None:
         """Remove the share token (endpoint node) and a ranks' file left by a failed run

@@ -68,6 +68,7 @@ DIAGNOSIS_MODULES = (
     "ddpcheck.verdicts.ranklayout",
     "ddpcheck.launcher.mastercheck",
     "ddpcheck.launcher.initfile",
+    "ddpcheck.launcher.spawnpostmortem",
 )
 
 
