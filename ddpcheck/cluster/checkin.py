@@ -17,7 +17,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ddpcheck.diagnoses import Problem, register
+from ddpcheck.ranges import format_ranks
 from ddpcheck.verdicts.consistency import odd_ranks
+from ddpcheck.verdicts.ranklayout import NodeRanks, gaps
+from ddpcheck.verdicts.ranklayout import judge as judge_layout
 
 NODE_MISSING = register(
     "node-missing", "nodes did not join before the rendezvous deadline",
@@ -65,6 +68,8 @@ class NodeCard:
     addresses: dict[str, list[str]] = field(default_factory=dict)
     problems: list[dict[str, Any]] = field(default_factory=list)  # this node's preflight
     fqdn: str = ""  # the name a user's torchrun agent advertises (socket.getfqdn())
+    first_rank: int | None = None  # --launch spawn: this node's first rank (else None)
+    world_size: int = 0  # --launch spawn: the world size this node starts its ranks with
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -86,8 +91,11 @@ def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str]
             "; ".join(f"run id {v!r} on {_hosts([c for c in cards if c.run_id == v])}"
                       for v in sorted({c.run_id for c in cards})),
             hosts=_odd_hosts(cards, "run_id")))
+    spawned = me.first_rank is not None  # uneven ranks per node are the layout's to judge
+    if spawned and len(same) >= me.nodes and not others:
+        problems += judge_layout(_layout(same))
     for key, diag, what in (("nodes", NODES_MISMATCH, "started with --nodes {}"),
-                            ("nproc", NPROC_MISMATCH, "start {} ranks")):
+                            ("nproc", NPROC_MISMATCH, "start {} ranks"))[:1 if spawned else 2]:
         values = {getattr(c, key) for c in same}
         if len(values) > 1:
             problems.append(diag.problem(
@@ -99,19 +107,29 @@ def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str]
             f"{len(same)} launchers joined but --nodes is {me.nodes}: {_hosts(same)}",
             hosts=sorted({c.host for c in same})))
     if final and not problems and len(same) < me.nodes:
-        problems.append(_missing(same, me, expected_hosts))
+        problems.append(_missing(same, me, expected_hosts, spawned))
     return problems
 
 
-def _missing(same: Sequence[NodeCard], me: NodeCard, expected: Sequence[str]) -> Problem:
+def _missing(same: Sequence[NodeCard], me: NodeCard, expected: Sequence[str],
+             spawned: bool = False) -> Problem:
     joined = sorted({c.host for c in same})
     short = {h.split(".")[0] for h in joined}
     absent = [h for h in expected if h.split(".")[0] not in short]
     n = me.nodes - len(same)
     who = ", ".join(absent) if absent else f"{n} node{'s' if n != 1 else ''} (names unknown)"
+    ranks: list[int] = []
+    if spawned:  # the ranks no node that joined starts: the missing nodes' share
+        ranks = gaps(sorted(_layout(same), key=lambda n: n.first), me.world_size)
+        who += f" (their ranks: {format_ranks(ranks)})" if ranks else ""
     return NODE_MISSING.problem(
         f"{len(same)} of {me.nodes} nodes joined within the rendezvous deadline "
-        f"(joined: {', '.join(joined)}); missing: {who}", hosts=absent)
+        f"(joined: {', '.join(joined)}); missing: {who}", hosts=absent, ranks=ranks[:64])
+
+
+def _layout(cards: Sequence[NodeCard]) -> list[NodeRanks]:
+    return [NodeRanks(c.host, c.node_rank, c.first_rank or 0, c.nproc, c.world_size)
+            for c in cards]
 
 
 def _odd_hosts(cards: Sequence[NodeCard], key: str) -> list[str]:

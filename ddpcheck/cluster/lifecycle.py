@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ddpcheck.cluster import board
@@ -70,8 +70,14 @@ def advertised_address(env: dict[str, str], backend: str, ifaces: Sequence[Inter
 
 
 def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
-            deadline: float, expected_hosts: Sequence[str] = ()) -> ClusterState:
-    """Everything before torchrun: endpoint, store, check-in, peer probes."""
+            deadline: float, expected_hosts: Sequence[str] = (),
+            card_fields: dict[str, Any] | None = None,
+            before_card: Callable[[ClusterState], list[Problem]] | None = None) -> ClusterState:
+    """Everything before torchrun: endpoint, store, check-in, peer probes.
+
+    ``card_fields`` go on this node's card (the rank layout of a spawn-style launch);
+    ``before_card`` runs once the store is open and adds this node's problems (the file://
+    share check, which needs the store)."""
     st = ClusterState()
     node = socket.gethostname()
     assert cfg.rdzv_endpoint is not None
@@ -88,7 +94,7 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
     ifaces = interfaces()
     st.is_host = any(a.address == ep_ip for i in ifaces for a in i.ipv4)
     # ddpcheck hosts the store itself; the user's torchrun would pick its host by torch's rule.
-    hosting = hosting_problem(host, node, st.is_host)
+    hosting = hosting_problem(host, node, st.is_host) if cfg.launch == "torchrun" else None
     if hosting:
         local.append(hosting)
     st.advertised, how = advertised_address(env, cfg.backend, ifaces, ep_ip)
@@ -102,11 +108,13 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
     if not _open_store(st, host, port, node, cfg.rdzv_timeout):
         return st
     st.store = board.CountedStore(st.store)
+    if before_card:
+        local = [*local, *before_card(st)]
     st.listener = Listener()
     st.me = NodeCard(node, cfg.nodes, cfg.rdzv_id, nproc, os.getpid(), cfg.node_rank,
                      st.advertised, st.listener.port,
                      {i.name: [a.address for a in i.ipv4] for i in ifaces if i.is_up},
-                     [p.to_dict() for p in local], socket.getfqdn())
+                     [p.to_dict() for p in local], socket.getfqdn(), **(card_fields or {}))
     try:
         flow.check_in(st, deadline, cfg.rdzv_timeout, expected_hosts)
         if not st.problems:

@@ -82,6 +82,14 @@ SLURM_STEP_REJECTED = register(
     "the job, --ntasks/--gres larger than allocated)",
     "make srun's --nodes/--ntasks/--gres fit the allocation (one torchrun per node: srun "
     "--ntasks-per-node=1); ddpcheck run --nodes N checks the layout")
+LOCAL_RANK_ARG_UNREAD = register(
+    "local-rank-arg-unread", "the script does not accept the --local-rank argument its "
+    "launcher passes",
+    "python -m torch.distributed.launch (without --use-env) appends --local-rank=N to the "
+    "script's arguments; since torch 2.0 it is spelled with a dash, so a parser that only "
+    "declares --local_rank (or none) stops with 'unrecognized arguments'",
+    "read LOCAL_RANK from the environment and launch with torchrun (or --use-env), or "
+    "declare both spellings: parser.add_argument('--local-rank', '--local_rank', type=int)")
 UNEXPLAINED = register(
     "unexplained", "the log shows a failure that ddpcheck does not recognise",
     "unknown: the first error lines are quoted",

@@ -59,6 +59,15 @@ HELP = {
     "baseline": "compare with an earlier report (--json file): a regression is exit 1",
     "regression_ratio": "a figure below this x the baseline (beyond its noise) is a "
                         "regression (default 0.8)",
+    "launch": "how your job starts its ranks: torchrun (default), spawn (one process per "
+              "node starts them, as mp.spawn) or srun",
+    "init_method": "spawn: how the world forms: env:// (default), tcp://HOST:PORT or "
+                   "file:///PATH, as in init_process_group",
+    "master_addr": "spawn, env://: host of rank 0 (default: the job's MASTER_ADDR)",
+    "master_port": "spawn, env://: rank 0's store port (default: MASTER_PORT, else 29500)",
+    "rank_offsets": "spawn: each node's first rank, in node-rank order (default: node_rank x "
+                    "nproc)",
+    "world_size": "spawn: the world size the job passes (default: nodes x nproc)",
 }
 
 
@@ -68,7 +77,9 @@ METAVAR = {"nodes": "N", "node_rank": "N", "nproc_per_node": "N|auto",
            "probe_timeout": "SECONDS", "rdzv_timeout": "SECONDS", "json_path": "PATH",
            "checkpoint_dir": "DIR", "results_dir": "DIR", "expect_busbw": "GBPS",
            "slow_link_ratio": "RATIO", "plot_dir": "DIR",
-           "junit_path": "PATH", "baseline": "BASE.json", "regression_ratio": "RATIO"}
+           "junit_path": "PATH", "baseline": "BASE.json", "regression_ratio": "RATIO",
+           "launch": "torchrun|spawn|srun", "init_method": "URL", "master_addr": "HOST",
+           "master_port": "PORT", "rank_offsets": "R0,R1,...", "world_size": "N"}
 
 
 def build_parser() -> Parser:

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from ddpcheck import parsing
+from ddpcheck.launcher import launchspec
+from ddpcheck.launcher.launchspec import InitMethod
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import parse_stages
 from ddpcheck.worker.settings import DEFAULT_PROBE_TIMEOUT, DEFAULT_SLOW_LINK_RATIO
@@ -50,6 +52,12 @@ class Config:
     junit_path: Path | None = None
     baseline: Path | None = None
     regression_ratio: float = 0.8
+    launch: str = "torchrun"  # how the job starts its ranks (launchspec)
+    init_method: InitMethod | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    rank_offsets: tuple[int, ...] | None = None
+    world_size: int | None = None  # None = nodes x nproc
     verbose: bool = False
     quiet: bool = False
     traceback: bool = False
@@ -61,6 +69,7 @@ class Config:
         for key in ("json_path", "checkpoint_dir", "results_dir", "plot_dir", "junit_path",
                     "baseline"):
             data[key] = str(data[key]) if data[key] else None
+        data["init_method"] = self.init_method.url if self.init_method else None
         return data
 
 
@@ -98,6 +107,12 @@ SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
     ("junit_path", "--junitxml", "DDPCHECK_JUNITXML", _path("a file path")),
     ("baseline", "--baseline", "DDPCHECK_BASELINE", _path("a file path")),
     ("regression_ratio", "--regression-ratio", "DDPCHECK_REGRESSION_RATIO", parsing.ratio),
+    ("launch", "--launch", "DDPCHECK_LAUNCH", parsing.choice(*launchspec.LAUNCHES)),
+    ("init_method", "--init-method", "DDPCHECK_INIT_METHOD", launchspec.parse_init_method),
+    ("master_addr", "--master-addr", "DDPCHECK_MASTER_ADDR", launchspec.parse_host),
+    ("master_port", "--master-port", "DDPCHECK_MASTER_PORT", launchspec.parse_port),
+    ("rank_offsets", "--rank-offsets", "DDPCHECK_RANK_OFFSETS", launchspec.parse_rank_offsets),
+    ("world_size", "--world-size", "DDPCHECK_WORLD_SIZE", parsing.positive_int),
 )
 QUIET_ENV = "DDPCHECK_QUIET"
 
@@ -143,6 +158,7 @@ def build_config(flags: Mapping[str, str | None], env: Mapping[str, str],
             values[name], sources[name] = scheduler[name]
     values.setdefault("stages", parse_stages("all"))
     values.setdefault("rdzv_id", "ddpcheck")  # one fixed id, so by-hand nodes agree
+    launchspec.derive(values, sources, env)  # spawn: the master and ddpcheck's check-in port
     quiet = bool(flags.get("quiet")) or parsing.convert(
         QUIET_ENV, env.get(QUIET_ENV, "0"), parsing.boolean)
     cfg = Config(**values, verbose=bool(flags.get("verbose")), quiet=quiet,
@@ -162,6 +178,7 @@ def check_consistency(cfg: Config) -> None:
             return source
         return f"{source} {value}" if source.startswith("-") else f"{source}={value}"
 
+    launchspec.check(cfg)
     if cfg.nodes > 1 and cfg.rdzv_endpoint is None:
         raise UsageError(f"{src('nodes')}: a multi-node run needs --rdzv-endpoint "
                          "HOST:PORT (the host of node rank 0), or run it inside Slurm/PBS")

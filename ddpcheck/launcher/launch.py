@@ -98,6 +98,7 @@ class LaunchOutcome:
     interrupted: str = ""  # the signal that ended the run early (SIGINT, SIGTERM), if any
     stopped_pids: list[int] = field(default_factory=list)  # in state T when we ended the run
     alive_pids: list[int] = field(default_factory=list)
+    launcher: str = "torchrun"  # what started the ranks, as the messages name it
 
 
 def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadline: float,

@@ -100,8 +100,8 @@ def _lost_wrappers(events: dict[int, list[Event]], exits: dict[int, ExitStatus],
         stage, where = _where(events.get(rank, []))
         out.append(RANK_KILLED.problem(
             f"rank {rank} on {host}: its worker process (ddpcheck.worker, the parent of pid "
-            f"{pid}) ended without recording the rank's exit {where}; torchrun exited with "
-            f"code {outcome.returncode}",
+            f"{pid}) ended without recording the rank's exit {where}; {outcome.launcher} "
+            f"exited with code {outcome.returncode}",
             cause="the worker process was killed (the OOM killer, a scheduler limit, or "
                   "someone), taking the rank with it or leaving it orphaned",
             ranks=[rank], hosts=[host], stage=stage))
@@ -157,7 +157,7 @@ def diagnose_launch(events: dict[int, list[Event]], outcome: LaunchOutcome, time
     if outcome.interrupted:
         problems.append(RUN_INTERRUPTED.problem(
             f"ddpcheck received {outcome.interrupted} after {outcome.elapsed:.1f} s and ended "
-            "torchrun; stages after that point did not run"))
+            f"{outcome.launcher}; stages after that point did not run"))
     if outcome.deadline_hit:
         silent = [r for r, evs in events.items() if not any(isinstance(e, End) for e in evs)]
         problems.append(RUN_DEADLINE.problem(
@@ -166,7 +166,7 @@ def diagnose_launch(events: dict[int, list[Event]], outcome: LaunchOutcome, time
     if not events and not outcome.deadline_hit and not outcome.interrupted:
         lines = [ln for ln in log_tail.strip().splitlines() if ln.strip()][-3:]
         problems.append(LAUNCH_FAILED.problem(
-            f"torchrun exited with code {outcome.returncode} before any rank started"
+            f"{outcome.launcher} exited with code {outcome.returncode} before any rank started"
             + (": " + " | ".join(ln.strip()[:200] for ln in lines) if lines else "")))
     return problems
 
@@ -180,7 +180,7 @@ def torchrun_failed(events: dict[int, list[Event]], outcome: LaunchOutcome,
     lines = [ln for ln in log_tail.strip().splitlines()
              if "exitcode" in ln or "Error" in ln or "error" in ln][-3:]
     return [LAUNCH_FAILED.problem(
-        f"torchrun exited with code {outcome.returncode} after the ranks started"
+        f"{outcome.launcher} exited with code {outcome.returncode} after the ranks started"
         + (": " + " | ".join(ln.strip()[:200] for ln in lines) if lines else ""),
         cause="torchrun saw a worker or its own agent fail",
         fix="rerun with -v to see torchrun's output")]

@@ -31,6 +31,8 @@ from ddpcheck.launcher.launch import (
 from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, torchrun_failed
 from ddpcheck.launcher.preflight import auto_nproc, node_preflight
 from ddpcheck.launcher.progress import Progress, read_appended
+from ddpcheck.launcher.spawn import run_spawned
+from ddpcheck.launcher.spawnplan import SpawnPlan
 from ddpcheck.node.nccl import parse_nccl_debug_transport
 from ddpcheck.report.as_json import to_json
 from ddpcheck.report.build import (
@@ -57,35 +59,41 @@ def run(cfg: Config, job: JobEnv) -> int:
     nproc = cfg.nproc_per_node or auto_nproc()
     shape = _shape_problems(cfg, job, nproc)
     pre = node_preflight(cfg, env, nproc) + shape
+    plan = SpawnPlan(cfg, nproc, socket.gethostname()) if cfg.launch != "torchrun" else None
+    world = plan.world_size if plan else nproc * cfg.nodes
+    if plan:  # the master, the init file and the rank layout, before any rank starts
+        pre += plan.pre_checks()
     if cfg.stages != NETWORK_ONLY:
-        pre += open_files_problems(nproc * cfg.nodes, nproc, socket.gethostname())
+        pre += open_files_problems(world, nproc, socket.gethostname())
     st = ClusterState()
     # A job-level contradiction (same on every node) is reported by each node on its own:
     # checking in would only add noise (two launchers on one node fighting for the port).
     if cfg.nodes > 1 and not shape:
-        st = lifecycle.connect(cfg, env, nproc, pre, start + cfg.rdzv_timeout, job.nodes)
+        st = lifecycle.connect(cfg, env, nproc, pre, start + cfg.rdzv_timeout, job.nodes,
+                               **(plan.checkin_hooks() if plan else {}))
         pre = merge_problems([*pre, *st.problems])
     elif cfg.nodes > 1:
         lifecycle.announce_stop(cfg, shape)  # the endpoint node says why, then stops
     if cfg.stages == NETWORK_ONLY:
         return _network_only(cfg, st, pre, results_dir, nproc, start)
     if pre:
-        report = build_report({}, cfg.stages, pre, time.monotonic() - start, nproc * cfg.nodes)
+        report = build_report({}, cfg.stages, pre, time.monotonic() - start, world)
         report.nodes = sorted({c.host for c in st.cards} | {socket.gethostname()})
         _prepend_preflight(report, results.FAIL)
         st.close()
         return _finish(cfg, report, results_dir, nproc)
     try:
-        outcome, log_tail = _launch(cfg, results_dir, nproc, start)
+        outcome, log_tail = _launch(cfg, results_dir, nproc, start, plan)
     finally:
         st.close()
-    report = _judge(cfg, st, results_dir, nproc, outcome, log_tail, start)
+    report = _judge(cfg, st, results_dir, nproc, outcome, log_tail, start, world, plan)
     code = _finish(cfg, report, results_dir, nproc)
     return 128 + signal.Signals[outcome.interrupted] if outcome.interrupted else code
 
 
 def _judge(cfg: Config, st: ClusterState, results_dir: Path, nproc: int,
-           outcome: LaunchOutcome, log_tail: str, start: float) -> Report:
+           outcome: LaunchOutcome, log_tail: str, start: float, world: int,
+           plan: SpawnPlan | None = None) -> Report:
     """This node's report after torchrun; on several nodes, the whole run's one verdict.
 
     The rank-0 node collects every node's outcome before judging and publishes its
@@ -96,18 +104,21 @@ def _judge(cfg: Config, st: ClusterState, results_dir: Path, nproc: int,
     exits = results.exit_statuses(results_dir)
     problems = diagnose_launch(events, outcome, cfg.timeout, log_tail)
     local = _local_ranks(results_dir) | set(exits)
-    problems += diagnose_ranks(events, exits, outcome, hosts_of_events(events),
-                               _local_ranks(results_dir))
+    # exit files are this node's: a rank that died before its first event is still placed
+    hosts = {**{r: socket.gethostname() for r in exits}, **hosts_of_events(events)}
+    problems += diagnose_ranks(events, exits, outcome, hosts, _local_ranks(results_dir))
     problems = problems or torchrun_failed(events, outcome, log_tail)
+    if plan:  # no agent: a world that never formed is named from the ranks' own lines
+        problems = plan.explain_exits(exits, problems)
     rank0_here = 0 in local
     multi = cfg.nodes > 1 and st.me is not None
     if multi and rank0_here:
         problems += ending.collect_outcomes(st)
-    expected = (Expected.whole(nproc * cfg.nodes) if rank0_here or cfg.nodes == 1
-                else Expected.node_part(nproc * cfg.nodes, local, nproc))
+    expected = (Expected.whole(world) if rank0_here or cfg.nodes == 1
+                else Expected.node_part(world, local, nproc))
     evidence = [*_exit_tails(exits), *log_tail.splitlines()[-6:]]
     report = build_report(events, cfg.stages, problems, time.monotonic() - start,
-                          nproc * cfg.nodes, expected, evidence)
+                          world, expected, evidence)
     _prepend_preflight(report, results.PASS)
     transport = parse_nccl_debug_transport(_tail(results_dir / "torchrun.log", 1 << 20))
     if transport:  # only with NCCL_DEBUG=INFO: NET/Socket where IB was expected is common
@@ -174,11 +185,11 @@ def _rank0_host(events: dict[int, list[results.Event]]) -> str:
     return "unknown"
 
 
-def _launch(cfg: Config, results_dir: Path, nproc: int,
-            start: float):  # type: ignore[no-untyped-def]
+def _launch(cfg: Config, results_dir: Path, nproc: int, start: float,
+            plan: SpawnPlan | None = None):  # type: ignore[no-untyped-def]
     argv = torchrun_argv(cfg, nproc, cfg.rdzv_id or new_run_id())
     env = worker_env(cfg, dict(os.environ), results_dir, nproc)
-    log_path = results_dir / "torchrun.log"
+    log_path = results_dir / ("ranks.log" if plan else "torchrun.log")
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, raise_interrupted)
     with open(log_path, "w", encoding="utf-8") as log:
@@ -186,8 +197,10 @@ def _launch(cfg: Config, results_dir: Path, nproc: int,
         # -v streams torchrun's own output instead; -q prints the report only.
         progress = None if cfg.quiet or cfg.verbose else Progress(results_dir)
         ticker = follower or progress
-        outcome = run_torchrun(argv, env, results_dir, start + cfg.timeout, log,
-                               on_tick=ticker.tick if ticker else None, nproc=nproc)
+        tick = ticker.tick if ticker else None
+        outcome = (run_spawned(plan.rank_envs(env), results_dir, start + cfg.timeout, log, tick)
+                   if plan else run_torchrun(argv, env, results_dir, start + cfg.timeout, log,
+                                             on_tick=tick, nproc=nproc))
         if follower:
             follower.tick()
         if progress:
@@ -235,7 +248,8 @@ def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
         if base:
             paths += compare_plots(base["measurements"], report.measurements, cfg.plot_dir)
         report.notes.append("plots: " + ", ".join(str(p) for p in paths))
-    report.notes.append(f"results: {results_dir}  (rank files, torchrun.log)")
+    log = "torchrun.log" if cfg.launch == "torchrun" else "ranks.log"
+    report.notes.append(f"results: {results_dir}  (rank files, {log})")
     if cfg.junit_path:
         from ddpcheck.report import junit
 

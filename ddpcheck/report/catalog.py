@@ -65,6 +65,10 @@ DIAGNOSIS_MODULES = (
     "ddpcheck.verdicts.compare",
     "ddpcheck.cluster.board",
     "ddpcheck.launcher.fdlimit",
+    "ddpcheck.verdicts.ranklayout",
+    "ddpcheck.launcher.mastercheck",
+    "ddpcheck.launcher.initfile",
+    "ddpcheck.launcher.spawnpostmortem",
 )
 
 

@@ -31,6 +31,7 @@ from ddpcheck.diagnoses import (
 from ddpcheck.parsing import UsageError
 from ddpcheck.ranges import format_ranks
 from ddpcheck.stages import MARKER, STAGES
+from ddpcheck.worker import initmethod
 from ddpcheck.worker.agreement import decode_hosts, encode_hosts, odd_collections, probe_decision
 from ddpcheck.worker.recorder import Recorder
 from ddpcheck.worker.settings import WorkerSettings
@@ -78,7 +79,7 @@ class RankSession:
         try:
             self.world = connect(timeout=s.probe_timeout, settings=s)
         except Exception as exc:  # the store is unreachable: nothing can be agreed, stop here
-            where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+            where = initmethod.describe(dict(os.environ))
             pytest.exit(f"ddpcheck: cannot reach the control store at {where} within "
                         f"{s.probe_timeout:g} s: {first_line(exc)}", returncode=3)
         self.log = results.RankLog(s.results_dir, self.world.rank)

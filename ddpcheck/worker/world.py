@@ -24,6 +24,7 @@ import torch.distributed as dist
 from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import COLLECTIVE_FAILED, ProblemFound
 from ddpcheck.scheduler.srunworld import is_srun_rank, torch_env
+from ddpcheck.worker import initmethod
 from ddpcheck.worker.settings import WorkerSettings
 
 
@@ -181,7 +182,8 @@ def connect(env: dict[str, str] | None = None, timeout: float = 30.0,
         env.update(torch_env(env))
     rank = _env_int(env, "RANK", default=0)
     world_size = _env_int(env, "WORLD_SIZE", default=1)
-    local_rank = _env_int(env, "LOCAL_RANK", default=0)
+    # torch.distributed.launch sets LOCAL_RANK and passes --local-rank (read by the wrapper)
+    local_rank = _env_int(env, "LOCAL_RANK", "DDPCHECK_LOCAL_RANK_ARG", default=0)
     local_world = _env_int(env, "LOCAL_WORLD_SIZE", default=world_size)
     node_rank = _env_int(env, "GROUP_RANK", default=0)
     backend = resolve_backend(settings.backend)
@@ -194,6 +196,9 @@ def connect(env: dict[str, str] | None = None, timeout: float = 30.0,
 def _connect_store(env: dict[str, str], rank: int, world_size: int, timeout: float) -> Any:
     run_id = env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "local"
     prefix = f"ddpcheck/{run_id}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    url = env.get(initmethod.ENV_VAR, "").strip()
+    if url:  # --launch spawn: the world forms through the job's own init method
+        return dist.PrefixStore(prefix, initmethod.open_store(url, rank, world_size, timeout))
     if world_size == 1 and "MASTER_ADDR" not in env:
         return dist.PrefixStore(prefix, dist.HashStore())
     addr, port = env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", "29500"))

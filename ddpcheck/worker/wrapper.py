@@ -44,10 +44,32 @@ def _ended(log: Path) -> bool:
     return any(isinstance(e, results.End) for e in results.read_events(log))
 
 
+LOCAL_RANK_ARG_ENV = "DDPCHECK_LOCAL_RANK_ARG"
+
+
+def split_local_rank(args: list[str]) -> tuple[list[str], str | None]:
+    """Take out the ``--local-rank=N`` that torch.distributed.launch passes (without
+    --use-env; torch/distributed/run.py appends ``--local-rank={local_rank}``; before 2.0 it
+    was ``--local_rank``): this process reads it, as a training script must, and pytest
+    never sees it (it would stop with "unrecognized arguments")."""
+    rest: list[str] = []
+    value: str | None = None
+    it = iter(args)
+    for arg in it:
+        name, eq, text = arg.partition("=")
+        if name in ("--local-rank", "--local_rank"):
+            value = text if eq else next(it, "")
+        else:
+            rest.append(arg)
+    return rest, value
+
+
 def main(argv: list[str] | None = None) -> int:
-    rank = int(os.environ.get("RANK", "0"))
+    rank = int(os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "0")  # srun: no RANK
     out_dir = Path(os.environ.get(results.RESULTS_DIR_ENV, ".")).resolve()
-    child = subprocess.Popen(pytest_argv(list(argv if argv is not None else sys.argv[1:])),
+    args, local_rank = split_local_rank(list(argv if argv is not None else sys.argv[1:]))
+    env = dict(os.environ, **({LOCAL_RANK_ARG_ENV: local_rank} if local_rank is not None else {}))
+    child = subprocess.Popen(pytest_argv(args), env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     relay = threading.Thread(target=_relay, args=(child.stdout, tail), daemon=True)

@@ -11,6 +11,7 @@ import signal
 from collections.abc import Sequence
 
 from ddpcheck.diagnoses import RANK_EXITED, RANK_KILLED, Problem
+from ddpcheck.explain.codes import LOCAL_RANK_ARG_UNREAD
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 
 NEXT = "ddpcheck run --nodes N (reports each rank's exit and signal); check dmesg on the host"
@@ -49,6 +50,11 @@ def combine_killed(hits: Sequence[Hit]) -> Problem:
 
 
 PATTERNS = [
+    # argparse's own message (lmy98129/VLPD#6, skycrapers/TecoGAN-PyTorch#31): every local
+    # rank prints it, then the agent reports the exit code 2 as a consequence.
+    pattern(LOCAL_RANK_ARG_UNREAD, r"error: unrecognized arguments:.*--local[-_]rank",
+            "python -m torch.distributed.launch --nproc-per-node N -m ddpcheck.worker "
+            "(ddpcheck's per-rank process reads --local-rank, as a script must)"),
     pattern(RANK_KILLED,
             r"failed \(exitcode: (?P<code>-\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)",
             NEXT, combine=combine_killed),

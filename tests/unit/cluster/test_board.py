@@ -141,3 +141,17 @@ def test_a_node_that_died_between_its_index_and_its_card_does_not_hide_later_car
     board.publish(store, c)
     v = Board(store, a).collect(time.monotonic() + 5)
     assert v.problems == [] and [n[0] for n in v.nodes] == ["a", "c"]
+
+
+def test_a_nodes_own_problem_waits_for_every_node_so_each_learns_all() -> None:
+    store = dist.HashStore()
+    a = card("a", problems=[{"code": "master-port-in-use", "summary": "s", "observed": "o",
+                             "cause": "c", "fix": "f", "hosts": ["a"]}])
+    board.publish(store, a)
+    start = time.monotonic()
+    v = Board(store, a).collect(start + 0.4)  # b never comes: the deadline, not at once
+    assert time.monotonic() - start >= 0.4 and [p.code for p in v.problems] == [
+        "master-port-in-use"]
+    board.publish(store, card("b"))
+    v = Board(store, a).collect(time.monotonic() + 30)  # b is in: at once, with a's problem
+    assert v.nodes == [("a", "", 0), ("b", "", 0)] and v.problems[0].code == "master-port-in-use"

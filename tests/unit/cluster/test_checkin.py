@@ -139,3 +139,20 @@ def test_cards_of_another_run_do_not_carry_their_problems_over() -> None:
     me = card("a")
     cards = [me, card("b"), card("c", run_id="other", problems=[bad.to_dict()])]
     assert codes(judge(cards, me)) == ["run-id-mismatch"]
+
+
+def test_spawned_nodes_are_judged_by_their_rank_layout_not_their_rank_counts() -> None:
+    a = card("a", nproc=8, node_rank=0, first_rank=0, world_size=10)
+    b = card("b", nproc=2, node_rank=1, first_rank=8, world_size=10)
+    assert judge([a, b], a) == []  # 8 + 2 ranks with offsets: one world
+    b = card("b", nproc=2, node_rank=1, first_rank=2, world_size=4)  # node_rank * its gpus
+    assert codes(judge([a, b], a)) == ["world-size-differs", "rank-overlap", "rank-missing"]
+    assert judge([a], a) == []  # the layout waits for every card
+
+
+def test_a_missing_spawned_node_is_named_with_the_ranks_it_would_start() -> None:
+    a = card("a", nodes=3, nproc=2, node_rank=0, first_rank=0, world_size=5)
+    c = card("c", nodes=3, nproc=1, node_rank=2, first_rank=4, world_size=5)
+    (gone,) = judge([a, c], a, expected_hosts=["a", "b", "c"], final=True)
+    assert gone.code == "node-missing" and gone.hosts == ("b",) and gone.ranks == (2, 3)
+    assert "missing: b (their ranks: 2-3)" in gone.observed

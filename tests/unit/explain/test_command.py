@@ -47,3 +47,18 @@ def test_stdin_without_failure_exits_0():
 def test_empty_input_exits_2(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.StringIO("   \n"))
     assert main(["explain"]) == 2
+
+
+def test_a_script_that_does_not_read_local_rank_is_named(capsys, monkeypatch):
+    # trimmed from lmy98129/VLPD#6 (torch 2.x torch.distributed.launch, argparse --local_rank)
+    log = ("usage: trainval_distributed.py [-h] [--work-dir WORK_DIR] [--local_rank LOCAL_RANK]\n"
+           "trainval_distributed.py: error: unrecognized arguments: --local-rank=1\n"
+           "usage: trainval_distributed.py [-h] [--work-dir WORK_DIR] [--local_rank LOCAL_RANK]\n"
+           "trainval_distributed.py: error: unrecognized arguments: --local-rank=0\n"
+           "[2023-12-08 01:40:46,962] torch.distributed.elastic.multiprocessing.api: [ERROR] "
+           "failed (exitcode: 2) local_rank: 0 (pid: 53342) of binary: /usr/bin/python\n")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(log))
+    assert main(["explain", "--json", "-"]) == 1
+    problems = json.loads(capsys.readouterr().out)["problems"]
+    assert problems[0]["code"] == "local-rank-arg-unread"
+    assert "--local-rank=1" in problems[0]["observed"]

@@ -15,7 +15,9 @@ BAD = {"nodes": "two", "node_rank": "-1", "nproc_per_node": "0", "rdzv_endpoint"
        "timeout": "-3", "probe_timeout": "soon", "rdzv_timeout": "0", "json_path": " ",
        "checkpoint_dir": " ", "results_dir": "/proc/ddpcheck-results", "expect_busbw": "fast",
        "slow_link_ratio": "2", "plot_dir": " ", "junit_path": "/nonexistent/dir/r.xml",
-       "baseline": "/nonexistent/base.json", "regression_ratio": "1.5"}
+       "baseline": "/nonexistent/base.json", "regression_ratio": "1.5",
+       "launch": "foo", "init_method": "tcp://host", "master_addr": " ", "master_port": "99999",
+       "rank_offsets": "0,two", "world_size": "0"}
 
 SCHEDULER = {  # Slurm/PBS variables ddpcheck reads for the job's shape
     "SLURM_JOB_NODELIST": "node[01-", "SLURM_JOB_NUM_NODES": "many", "SLURM_NODEID": "x",
@@ -72,4 +74,33 @@ def test_a_malformed_scheduler_variable_is_one_line_and_exit_2(var, monkeypatch,
     code, err = run_main(["run"], capsys)
     assert code == 2, err
     assert err.count("\n") == 1 and var in err and repr(SCHEDULER[var])[:8] in err
+    assert "Traceback" not in err
+
+
+# Launch settings that parse alone but cannot work together, or malformed init methods.
+COMBINATIONS = [
+    ["--launch", "spawn", "--nodes", "2", "--master-addr", "node0"],  # no --node-rank
+    ["--launch", "spawn", "--nodes", "2", "--node-rank", "0"],  # no MASTER_ADDR
+    ["--launch", "spawn", "--nodes", "2", "--node-rank", "0", "--master-addr", "node0",
+     "--rank-offsets", "0"],  # one offset for two nodes
+    ["--launch", "spawn", "--nodes", "2", "--node-rank", "0",
+     "--init-method", "file:///shared/init"],  # file:// has no master: needs --rdzv-endpoint
+    ["--launch", "spawn", "--nodes", "2", "--node-rank", "0", "--master-addr", "node0",
+     "--master-port", "29500", "--rdzv-endpoint", "node0:29500"],  # check-in on rank 0's port
+    ["--init-method", "tcp://node0:29500"],  # torchrun forms its world through env://
+    ["--rank-offsets", "0,2"],  # a spawn setting under torchrun
+    ["--launch", "srun"],  # not inside a Slurm job
+    *[["--launch", "spawn", "--init-method", bad] for bad in (
+        "udp://node0:1", "tcp://node0", "tcp://node0:0", "tcp://node0:1?rank=0", "env://x",
+        "file://relative/init", "file:///shared/", "node0:29500")],
+]
+
+
+@pytest.mark.parametrize("args", COMBINATIONS, ids=lambda a: " ".join(a))
+def test_launch_settings_that_cannot_work_are_one_line_and_exit_2(args, monkeypatch,
+                                                                   capsys) -> None:
+    clean_env(monkeypatch)
+    code, err = run_main(["run", *args], capsys)
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("ddpcheck: error: ")
     assert "Traceback" not in err

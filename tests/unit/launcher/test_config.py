@@ -80,7 +80,10 @@ def test_every_setting_parses_from_its_environment_variable(tmp_path):
            "DDPCHECK_SLOW_LINK_RATIO": "0.3", "DDPCHECK_PLOT": str(tmp_path / "plots"),
            "DDPCHECK_JUNITXML": str(tmp_path / "r.xml"),
            "DDPCHECK_BASELINE": str(tmp_path / "base.json"),
-           "DDPCHECK_REGRESSION_RATIO": "0.7", "DDPCHECK_QUIET": "1"}
+           "DDPCHECK_REGRESSION_RATIO": "0.7", "DDPCHECK_QUIET": "1",
+           "DDPCHECK_LAUNCH": "spawn", "DDPCHECK_INIT_METHOD": "tcp://gpu-a:23456",
+           "DDPCHECK_MASTER_ADDR": "gpu-a", "DDPCHECK_MASTER_PORT": "23456",
+           "DDPCHECK_RANK_OFFSETS": "0,8", "DDPCHECK_WORLD_SIZE": "10"}
     (tmp_path / "base.json").write_text('{"stages": [], "measurements": {}}')
     cfg = build({}, env)
     assert cfg.junit_path == tmp_path / "r.xml" and cfg.baseline == tmp_path / "base.json"
@@ -93,6 +96,9 @@ def test_every_setting_parses_from_its_environment_variable(tmp_path):
     assert (cfg.timeout, cfg.probe_timeout, cfg.rdzv_timeout) == (120.0, 7.5, 60.0)
     assert cfg.json_path == tmp_path / "r.json" and cfg.checkpoint_dir == Path("/shared/ck")
     assert cfg.results_dir == tmp_path / "res"
+    assert (cfg.launch, cfg.init_method.url, cfg.master_addr, cfg.master_port) == (
+        "spawn", "tcp://gpu-a:23456", "gpu-a", 23456)
+    assert (cfg.rank_offsets, cfg.world_size) == ((0, 8), 10)
     assert set(cfg.sources) == {name for name, *_ in config.SETTINGS}
     assert all(src.startswith("DDPCHECK_") for src in cfg.sources.values())
 

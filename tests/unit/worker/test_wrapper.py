@@ -117,3 +117,11 @@ def test_exit_record_is_the_only_file_main_adds(rank_dir: Path,
     wrapper.main([])
     assert sorted(p.name for p in rank_dir.iterdir()) == ["exit-3.json"]
     assert isinstance(exit_record(rank_dir)["pid"], int)
+
+
+def test_the_local_rank_argument_of_torch_distributed_launch_is_read_not_passed_on() -> None:
+    from ddpcheck.worker.wrapper import split_local_rank
+
+    assert split_local_rank(["--local-rank=3", "-x"]) == (["-x"], "3")
+    assert split_local_rank(["--local_rank", "1"]) == ([], "1")  # torch < 2.0 spelling
+    assert split_local_rank(["-k", "ddp"]) == (["-k", "ddp"], None)

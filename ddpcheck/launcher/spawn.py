@@ -1,0 +1,117 @@
+"""Start this node's ranks as ``torch.multiprocessing.spawn`` does, and watch them.
+
+Runs in the launcher with ``--launch spawn``: no torchrun agent, so this process starts one
+per-rank wrapper (``python -m ddpcheck.worker``, the same one torchrun starts) for each
+local rank, with the environment a spawn-style job gives its processes: RANK =
+first rank + local rank, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/MASTER_PORT, and the init
+method (DDPCHECK_INIT_METHOD, read by ddpcheck.worker.initmethod). It watches them under
+the same deadlines as torchrun (ddpcheck.launcher.launch): the run deadline, the end grace
+once a rank logged its end, stopped ranks; and, as mp.spawn's ``ProcessContext.join`` does
+(torch/multiprocessing/spawn.py: when a process exits with a non-zero code, SIGTERM to the
+others, SIGKILL after a grace period), it ends the other local ranks when one fails. The
+wrappers' exit files and rank files feed the same postmortem as under torchrun.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Callable
+
+from ddpcheck.launcher.launch import (
+    END_GRACE_S,
+    Interrupted,
+    LaunchOutcome,
+    _all_settled,
+    _any_rank_ended,
+    _end_tree,
+)
+from ddpcheck.launcher.launchspec import LaunchSpec
+
+FAILED_GRACE_S = 2.0  # a rank failed: the others get this long before SIGTERM (mp.spawn)
+INIT_METHOD_ENV = "DDPCHECK_INIT_METHOD"  # read by ddpcheck.worker.initmethod
+
+
+def worker_argv() -> list[str]:
+    return [sys.executable, "-m", "ddpcheck.worker"]
+
+
+def rank_env(base: Mapping[str, str], spec: LaunchSpec, local_rank: int,
+             init_url: str) -> dict[str, str]:
+    """The environment of one spawned rank (pure): what mp.spawn's job sets before
+    init_process_group, and nothing of torchrun's."""
+    env = {k: v for k, v in base.items() if not k.startswith("TORCHELASTIC_")}
+    for name in ("GROUP_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE"):
+        env.pop(name, None)
+    env.update({
+        "RANK": str(spec.first_rank + local_rank),
+        "WORLD_SIZE": str(spec.world_size),
+        "LOCAL_RANK": str(local_rank),
+        "LOCAL_WORLD_SIZE": str(spec.nproc),
+        "GROUP_RANK": str(spec.node_rank),  # ddpcheck's own record of the node
+        INIT_METHOD_ENV: init_url,
+        "DDPCHECK_EXPECT_WORLD_SIZE": str(spec.world_size),
+    })
+    if spec.master is not None:
+        env["MASTER_ADDR"], env["MASTER_PORT"] = spec.master[0], str(spec.master[1])
+    return srun_task(env, spec, local_rank) if spec.launch == "srun" else env
+
+
+def srun_task(env: dict[str, str], spec: LaunchSpec, local_rank: int) -> dict[str, str]:
+    """The same rank as ``srun --ntasks-per-node=K`` starts it: Slurm's task variables, no
+    RANK (the worker then reads its place from SLURM_PROCID, ddpcheck.scheduler.srunworld)."""
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        env.pop(name, None)
+    env.update({
+        "SLURM_PROCID": str(spec.first_rank + local_rank),
+        "SLURM_LOCALID": str(local_rank),
+        "SLURM_NTASKS": str(spec.world_size),
+        "SLURM_STEP_NUM_TASKS": str(spec.world_size),
+        "SLURM_NODEID": str(spec.node_rank),
+        # this node's count at its own index: what srunworld reads for LOCAL_WORLD_SIZE
+        "SLURM_STEP_TASKS_PER_NODE": f"{spec.nproc}(x{spec.node_rank + 1})",
+    })
+    return env
+
+
+def run_spawned(envs: list[dict[str, str]], results_dir: Path, deadline: float, log: IO[str],
+                on_tick: Callable[[], None] | None = None) -> LaunchOutcome:
+    """Start one wrapper per env, watch them to their end or the deadline; never hangs."""
+    start = time.monotonic()
+    # cwd: the results directory, so a checkout in the current directory never shadows
+    # the installed probes (as for torchrun's workers).
+    procs = [subprocess.Popen(worker_argv(), env=env, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True, cwd=results_dir) for env in envs]
+    outcome = LaunchOutcome(None, 0.0, launcher="the spawned ranks")
+    ended_at = failed_at = None
+    try:
+        while any(p.poll() is None for p in procs):
+            time.sleep(0.2)
+            if on_tick:
+                on_tick()
+            now = time.monotonic()
+            if ended_at is None and _any_rank_ended(results_dir):
+                ended_at = now
+            if failed_at is None and any(p.poll() not in (None, 0) for p in procs):
+                failed_at = now
+            if now >= deadline:
+                outcome.deadline_hit = True
+                break
+            if failed_at is not None and now - failed_at > FAILED_GRACE_S:
+                break
+            if ended_at is not None and (now - ended_at > END_GRACE_S
+                                         or _all_settled(results_dir, len(procs))):
+                outcome.killed_after_end = True
+                break
+    except Interrupted as exc:  # Ctrl-C, or the scheduler ending the job: still report
+        outcome.interrupted = exc.signal_name
+    for p in procs:
+        if p.poll() is None:
+            _end_tree(p, outcome)
+    codes = [p.wait() for p in procs]
+    outcome.returncode = next((c for c in codes if c != 0), 0)
+    outcome.elapsed = time.monotonic() - start
+    return outcome
