@@ -39,6 +39,11 @@ NPROC_MISMATCH = register(
     "nproc-mismatch", "nodes were started with different numbers of ranks per node",
     "--nproc-per-node differs across nodes (or auto found different GPU counts)",
     "pass the same --nproc-per-node everywhere, or fix the node whose GPU count differs")
+LAUNCH_MISMATCH = register(
+    "launch-mismatch", "nodes were started with different launch styles or init methods",
+    "the job script passes a different --launch or --init-method on some nodes: their ranks "
+    "would never meet in one world",
+    "pass the same --launch and --init-method on every node (the ones your job uses)")
 TOO_MANY_NODES = register(
     "too-many-nodes", "more nodes joined than --nodes says",
     "ddpcheck was started more than once on a node, or on nodes outside the job",
@@ -70,6 +75,7 @@ class NodeCard:
     fqdn: str = ""  # the name a user's torchrun agent advertises (socket.getfqdn())
     first_rank: int | None = None  # --launch spawn: this node's first rank (else None)
     world_size: int = 0  # --launch spawn: the world size this node starts its ranks with
+    launch: str = ""  # how this node starts its ranks: "torchrun", "spawn env://", ...
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -92,10 +98,12 @@ def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str]
                       for v in sorted({c.run_id for c in cards})),
             hosts=_odd_hosts(cards, "run_id")))
     spawned = me.first_rank is not None  # uneven ranks per node are the layout's to judge
-    if spawned and len(same) >= me.nodes and not others:
+    one_launch = len({c.launch for c in same}) == 1
+    if spawned and one_launch and len(same) >= me.nodes and not others:
         problems += judge_layout(_layout(same))
-    for key, diag, what in (("nodes", NODES_MISMATCH, "started with --nodes {}"),
-                            ("nproc", NPROC_MISMATCH, "start {} ranks"))[:1 if spawned else 2]:
+    for key, diag, what in (("launch", LAUNCH_MISMATCH, "launch with {}"),
+                            ("nodes", NODES_MISMATCH, "started with --nodes {}"),
+                            ("nproc", NPROC_MISMATCH, "start {} ranks"))[:2 if spawned else 3]:
         values = {getattr(c, key) for c in same}
         if len(values) > 1:
             problems.append(diag.problem(

@@ -114,7 +114,8 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
     st.me = NodeCard(node, cfg.nodes, cfg.rdzv_id, nproc, os.getpid(), cfg.node_rank,
                      st.advertised, st.listener.port,
                      {i.name: [a.address for a in i.ipv4] for i in ifaces if i.is_up},
-                     [p.to_dict() for p in local], socket.getfqdn(), **(card_fields or {}))
+                     [p.to_dict() for p in local], socket.getfqdn(), launch=launch_text(cfg),
+                     **(card_fields or {}))
     try:
         flow.check_in(st, deadline, cfg.rdzv_timeout, expected_hosts)
         if not st.problems:
@@ -189,3 +190,9 @@ def _unresolved(res: Any) -> Any:
     from ddpcheck.node.netprobe import ConnectResult
 
     return ConnectResult("resolve-failed", "", 0.0, res.error)
+
+
+def launch_text(cfg: Config) -> str:
+    """How this node starts its ranks, as the cards compare it: "torchrun", "spawn env://"."""
+    init = f" {cfg.init_method.url}" if cfg.launch != "torchrun" and cfg.init_method else ""
+    return f"--launch {cfg.launch}{init}"

@@ -153,5 +153,5 @@ def _load_catalogue() -> None:
     """Import every module that registers codes, so any report's code is known."""
     import importlib
 
-    for name in catalog.DIAGNOSIS_MODULES:
+    for name in catalog.diagnosis_modules():
         importlib.import_module(name)

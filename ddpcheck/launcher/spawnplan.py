@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ddpcheck import results
 from ddpcheck.cluster import board
 from ddpcheck.diagnoses import Problem
 from ddpcheck.launcher import initfile
@@ -89,7 +90,7 @@ class SpawnPlan:
         url = self.init_url()
         return [rank_env(base, self.spec, i, url) for i in range(self.spec.nproc)]
 
-    def explain_exits(self, exits: dict[int, dict[str, Any]],
+    def explain_exits(self, exits: dict[int, results.ExitStatus],
                       problems: list[Problem]) -> list[Problem]:
         """Ranks that ended forming the world: one world-not-formed problem, not bare exits."""
         found = world_not_formed(exits, self.node, self.spec.master)

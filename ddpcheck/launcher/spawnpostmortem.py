@@ -11,10 +11,9 @@ exits into one problem per node, with what each rank saw, instead of bare exit c
 
 from __future__ import annotations
 
-from typing import Any
-
 from ddpcheck.diagnoses import Problem, register
 from ddpcheck.ranges import format_ranks
+from ddpcheck.results import ExitStatus
 
 CONNECT_MARK = "cannot reach the control store at "  # the worker's message (plugin.py)
 GENERIC = ("launch-failed", "rank-exited", "session-error")  # what it replaces
@@ -28,7 +27,7 @@ WORLD_NOT_FORMED = register(
     "tcp:// host) to an address every node reaches; check that every node started its ranks")
 
 
-def world_not_formed(exits: dict[int, dict[str, Any]], node: str,
+def world_not_formed(exits: dict[int, ExitStatus], node: str,
                      master: tuple[str, int] | None) -> Problem | None:
     """One problem for this node's ranks that ended trying to form the world, or None."""
     failed = {r: ex for r, ex in sorted(exits.items()) if _reason(ex)}
@@ -52,9 +51,9 @@ def replace_generic(problems: list[Problem], found: Problem) -> list[Problem]:
     return [found, *kept]
 
 
-def _reason(ex: dict[str, Any]) -> str:
+def _reason(ex: ExitStatus) -> str:
     """The worker's own line: "env:// (node0:29790) within 8 s: Timed out after ..."."""
-    for line in reversed(ex.get("tail") or []):
+    for line in reversed(ex.tail):
         if CONNECT_MARK in line:
             return line.split(CONNECT_MARK, 1)[1].rstrip(" !").strip()
     return ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 from pathlib import Path
 
 from ddpcheck.stages import MARKER, STAGES
@@ -44,37 +45,26 @@ def _stage(node: ast.FunctionDef) -> str | None:
     return None
 
 
-# Modules that register diagnoses next to the code that raises them.
-DIAGNOSIS_MODULES = (
-    "ddpcheck.diagnoses",
-    "ddpcheck.node.nccl",
-    "ddpcheck.node.interfaces",
-    "ddpcheck.node.netprobe",
-    "ddpcheck.scheduler.detect",
-    "ddpcheck.scheduler.contradictions",
-    "ddpcheck.cluster.checkin",
-    "ddpcheck.cluster.peerprobe",
-    "ddpcheck.cluster.lifecycle",
-    "ddpcheck.verdicts.links",
-    "ddpcheck.verdicts.straggler",
-    "ddpcheck.verdicts.readiness",
-    "ddpcheck.launcher.userjob",
-    "ddpcheck.explain.codes",
-    "ddpcheck.node.gpustate",
-    "ddpcheck.node.ncclstack",
-    "ddpcheck.verdicts.compare",
-    "ddpcheck.cluster.board",
-    "ddpcheck.launcher.fdlimit",
-    "ddpcheck.verdicts.ranklayout",
-    "ddpcheck.launcher.mastercheck",
-    "ddpcheck.launcher.initfile",
-    "ddpcheck.launcher.spawnpostmortem",
-)
+def diagnosis_modules() -> tuple[str, ...]:
+    """Every ddpcheck module that registers diagnoses next to the code that raises them.
+
+    Found by reading the sources (a call of ``register(``), so a new module is never left out
+    of ``docs/problems.md`` or of ``ddpcheck explain``'s catalogue."""
+    root = Path(__file__).resolve().parents[1]
+    names = ["ddpcheck.diagnoses"]
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "checks" or path.name == "__main__.py":
+            continue
+        if re.search(r"^[A-Z_]+ = register\(", path.read_text(encoding="utf-8"), re.M):
+            names.append(".".join(("ddpcheck", *rel.with_suffix("").parts)))
+    return tuple(names)
+
 
 
 def problems_markdown() -> str:
     """docs/problems.md: every problem code with its summary, cause and fix."""
-    for name in DIAGNOSIS_MODULES:
+    for name in diagnosis_modules():
         importlib.import_module(name)
     from ddpcheck.diagnoses import CATALOGUE
 

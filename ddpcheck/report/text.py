@@ -104,7 +104,8 @@ def verdict(report: Report) -> str:
         where = (f"{len(report.hosts_by_rank)} of {report.world_size} ranks here, the whole "
                  "run judged with the rank-0 node")
     if not report.hosts_by_rank:
-        where = f"stopped before torchrun ({_n(report.world_size, 'rank')} expected on " \
+        # before any rank started (preflight, check-in), or ranks that never wrote a line
+        where = f"no rank reported ({_n(report.world_size, 'rank')} expected on " \
                 f"{_n(len(report.nodes) or 1, 'node')} known)"
     if report.ready:
         passed = sum(s.status == results.PASS for s in report.stages)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,21 +59,31 @@ def start_runs(hosts: Sequence[Any], tmp: Path, *args: str, nodes: int | None = 
                tag: str = "", results: bool = False, output: str = "merged",
                env: Mapping[str, str] | None = None,
                per_host_env: Mapping[str, Mapping[str, str]] | None = None,
-               endpoint: str = "node0", port: int = PORT) -> list[HostRun]:
+               endpoint: str | None = "node0", port: int = PORT, node_ranks: bool = False,
+               per_host_args: Mapping[str, Sequence[str]] | None = None,
+               wrap: Mapping[str, Callable[[list[str]], list[str]]] | None = None,
+               ) -> list[HostRun]:
     """Start ``ddpcheck run --nodes N --rdzv-endpoint node0:PORT --json ... ARGS`` on each host.
 
     ``nodes`` defaults to the number of hosts; ``tag`` prefixes the report files (one run of
     several in a test); ``results`` gives each host its own --results-dir; ``output`` is
     "merged" (stderr into stdout), "split" or "none" (discarded, for long bench runs).
+    ``endpoint=None`` leaves --rdzv-endpoint to ddpcheck (spawn: the master's port + 1);
+    ``node_ranks`` passes host i ``--node-rank i``; ``per_host_args`` adds arguments to one
+    host's command and ``wrap`` maps a host name to a function of its argv (e.g. to run it
+    in a mount namespace of its own).
     """
     runs = []
-    for h in hosts:
+    for i, h in enumerate(hosts):
         stem = f"{tag}-{h.name}" if tag else h.name
         js = tmp / f"{stem}.json"
         res = tmp / f"results-{stem}" if results else None
         argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(nodes or len(hosts)),
-                "--rdzv-endpoint", f"{endpoint}:{port}", "--json", str(js),
-                *(["--results-dir", str(res)] if res else []), *args]
+                *(["--rdzv-endpoint", f"{endpoint}:{port}"] if endpoint else []),
+                *(["--node-rank", str(i)] if node_ranks else []), "--json", str(js),
+                *(["--results-dir", str(res)] if res else []), *args,
+                *(per_host_args or {}).get(h.name, [])]
+        argv = (wrap or {}).get(h.name, lambda a: a)(argv)
         henv = {**(env or {}), **((per_host_env or {}).get(h.name, {}))}
         proc = h.popen(argv, env=henv or None, **_streams(output))
         runs.append(HostRun(h, proc, js, res))

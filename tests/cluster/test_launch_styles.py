@@ -10,30 +10,17 @@ pytest workers. The fault runs stop before any rank starts, so they take seconds
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
-from .test_multinode_run import NodeRun, finish_all
+from tests.cluster.hosts import HostRun, finish_all, start_runs
 
 SPAWN = ["--launch", "spawn", "--rdzv-timeout", "15", "--probe-timeout", "8", "--timeout", "90"]
 
 
-def spawn(cluster, tmp_path, *args, per_host=None, env=None, wrap=None) -> list[NodeRun]:
-    """Start ``ddpcheck run --launch spawn`` on every host, host i with --node-rank i.
-
-    ``per_host`` adds arguments to one host's command; ``wrap`` maps a host name to a
-    function of its argv (to run it in a mount namespace of its own)."""
-    runs = []
-    for i, h in enumerate(cluster.hosts):
-        js, res = tmp_path / f"{h.name}.json", tmp_path / f"results-{h.name}"
-        argv = [sys.executable, "-m", "ddpcheck", "run", "--nodes", str(len(cluster.hosts)),
-                "--node-rank", str(i), "--json", str(js), "--results-dir", str(res), *SPAWN,
-                *args, *(per_host or {}).get(h.name, [])]
-        argv = (wrap or {}).get(h.name, lambda a: a)(argv)
-        proc = h.popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-        runs.append(NodeRun(h, proc, str(js), str(res)))
-    return runs
+def spawn(cluster, tmp_path, *args, per_host=None, env=None, wrap=None) -> list[HostRun]:
+    """Start ``ddpcheck run --launch spawn`` on every host, host i with --node-rank i."""
+    return start_runs(cluster.hosts, tmp_path, *SPAWN, *args, endpoint=None, node_ranks=True,
+                      results=True, env=env, per_host_args=per_host, wrap=wrap)
 
 
 def master(port: int) -> dict[str, str]:

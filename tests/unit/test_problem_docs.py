@@ -25,4 +25,4 @@ def test_every_registered_code_is_documented():
         if mod.name not in ("__main__", "plugin", "worker"):
             importlib.import_module(f"ddpcheck.{mod.name}")
     documented = set(re.findall(r"^## `([a-z0-9-]+)`$", DOC.read_text(), re.M))
-    assert set(CATALOGUE) == documented, "add the module to catalog.DIAGNOSIS_MODULES"
+    assert set(CATALOGUE) == documented, "diagnosis_modules() misses a module"

@@ -156,3 +156,12 @@ def test_a_missing_spawned_node_is_named_with_the_ranks_it_would_start() -> None
     (gone,) = judge([a, c], a, expected_hosts=["a", "b", "c"], final=True)
     assert gone.code == "node-missing" and gone.hosts == ("b",) and gone.ranks == (2, 3)
     assert "missing: b (their ranks: 2-3)" in gone.observed
+
+
+def test_nodes_with_different_launch_styles_are_named_on_the_odd_node() -> None:
+    a, b = (card(h, nodes=3, launch="--launch spawn env://") for h in "ab")
+    c = card("c", nodes=3, launch="--launch spawn file:///shared/init")
+    (p,) = judge([a, b, c], a)
+    assert p.code == "launch-mismatch" and p.hosts == ("c",)
+    assert "a, b launch with --launch spawn env://" in p.observed
+    assert "c launch with --launch spawn file:///shared/init" in p.observed

@@ -7,13 +7,14 @@ import json
 
 from ddpcheck.diagnoses import RANK_EXITED, Problem
 from ddpcheck.launcher.spawnpostmortem import replace_generic, world_not_formed
+from ddpcheck.results import ExitStatus
 from tests.helpers.paths import DATA
 
 RECORDED = json.loads((DATA / "launch" / "master-port-dropped.json").read_text())["exits"]
 
 
-def exits(host: str) -> dict[int, dict]:
-    return {int(r): ex for r, ex in RECORDED[host].items()}
+def exits(host: str) -> dict[int, ExitStatus]:
+    return {int(r): ExitStatus.from_dict(ex) for r, ex in RECORDED[host].items()}
 
 
 def test_each_side_of_a_dropped_master_port_says_what_its_ranks_saw() -> None:
@@ -38,5 +39,5 @@ def test_it_replaces_the_bare_exits_of_the_same_ranks_only() -> None:
 
 
 def test_ranks_that_formed_the_world_give_nothing() -> None:
-    fine = {0: {"finished": True, "tail": ["5 passed in 1.2s"]}}
+    fine = {0: ExitStatus(finished=True, tail=("5 passed in 1.2s",))}
     assert world_not_formed(fine, "node0", ("node0", 29500)) is None
