@@ -13,20 +13,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SBATCH = REPO / "jobs" / "slurm" / "ddpcheck.sbatch"
+SPAWN_SBATCH = REPO / "jobs" / "slurm" / "ddpcheck-spawn.sbatch"
 QUICK = {"DDPCHECK_STAGES": "node,rendezvous,collectives", "DDPCHECK_NPROC_PER_NODE": "1",
          "DDPCHECK_RDZV_TIMEOUT": "15", "DDPCHECK_PROBE_TIMEOUT": "15"}
 
 
-def submit(slurm, tmp_path, nodes: int) -> tuple[str, int, str]:
+def submit(slurm, tmp_path, nodes: int, job_script: Path = SBATCH) -> tuple[str, int, str]:
     """sbatch the job script as a user would; return (state, exit code, output file text)."""
-    script = shutil.copy(SBATCH, tmp_path / "ddpcheck.sbatch")
+    script = shutil.copy(job_script, tmp_path / job_script.name)
     env = {**slurm.env(), **QUICK}
     res = slurm.run(["sbatch", "--parsable", f"--nodes={nodes}", f"--chdir={tmp_path}",
                      str(script)], env=env, timeout=30)
     assert res.returncode == 0, res.stderr
     job = res.stdout.strip().split(";")[0]
     state, code = slurm.wait_job(job, timeout=180)
-    out = (tmp_path / f"ddpcheck-{job}.out").read_text()
+    out = (tmp_path / f"{job_script.stem}-{job}.out").read_text()
     return state, code, out
 
 
@@ -109,3 +110,19 @@ def test_ranks_launched_by_srun_without_torchrun_pass_the_probes(make_slurm, tmp
     assert res.stdout.count(" passed") == 4  # one pytest summary per task
     world = (tmp_path / "res" / "world.json").read_text()
     assert '"node1"' in world and '"missing": []' in world
+
+
+def test_spawn_job_script_forms_the_world_as_mp_spawn_does(make_slurm, tmp_path):
+    """jobs/slurm/ddpcheck-spawn.sbatch: one launcher per node spawns its ranks, env:// with
+    MASTER_ADDR = the first node; the node of rank 0 prints the whole READY report."""
+    slurm = make_slurm(2)
+    state, code, out = submit(slurm, tmp_path, 2, SPAWN_SBATCH)
+    assert (state, code) == ("COMPLETED", 0), out
+    assert re.search(r"READY: 4 stages passed, 0 skipped, 2 ranks on 2 hosts", out), out
+
+
+def test_launch_srun_starts_each_rank_with_the_task_variables_srun_gives(make_slurm, tmp_path):
+    slurm = make_slurm(2)
+    res = ddpcheck_step(slurm, tmp_path, ["-N2", "--ntasks-per-node=1"], ["--launch", "srun"])
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert re.search(r"READY: .* 2 ranks on 2 hosts", res.stdout), res.stdout
