@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ddpcheck.cluster import board
 from ddpcheck.cluster import nodeflow as flow
@@ -20,9 +20,8 @@ from ddpcheck.cluster.checkin import ENDPOINT_NODE_STOPPED, ENDPOINT_NOT_A_STORE
 from ddpcheck.cluster.nodeflow import FINAL_WAIT, STORE_LOST, ClusterState
 from ddpcheck.cluster.peerprobe import Listener
 from ddpcheck.cluster.store import CONNECT_TIMEOUT, hold, host_store, join_store
+from ddpcheck.cluster.userjob import hosting_problem
 from ddpcheck.diagnoses import Problem, register
-from ddpcheck.launcher.config import Config
-from ddpcheck.launcher.userjob import hosting_problem
 from ddpcheck.node.interfaces import Interface, interfaces, is_loopback, propose_interface
 from ddpcheck.node.netprobe import (
     bind_check,
@@ -67,6 +66,27 @@ def advertised_address(env: dict[str, str], backend: str, ifaces: Sequence[Inter
         return res.addresses[0], f"hostname {socket.gethostname()}"
     best = propose_interface(ifaces, endpoint_ip)
     return (best.ipv4[0].address if best and best.ipv4 else ""), "route to the endpoint"
+
+
+class Config(Protocol):
+    """What these steps read of the launcher's settings (``launcher.config.Config``)."""
+
+    @property
+    def rdzv_endpoint(self) -> tuple[str, int] | None: ...
+    @property
+    def rdzv_id(self) -> str: ...
+    @property
+    def rdzv_timeout(self) -> float: ...
+    @property
+    def nodes(self) -> int: ...
+    @property
+    def node_rank(self) -> int | None: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def launch(self) -> str: ...
+    @property
+    def init_method(self) -> Any: ...  # launcher.launchspec.InitMethod | None
 
 
 def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],

@@ -20,8 +20,8 @@ from ddpcheck.cluster.checkin import ENDPOINT_NODE_STOPPED, NodeCard
 from ddpcheck.cluster.peerprobe import Listener, judge_addresses, judge_peers, peer_targets
 from ddpcheck.cluster.store import CONNECT_TIMEOUT as PEER_TIMEOUT
 from ddpcheck.cluster.store import hold
+from ddpcheck.cluster.userjob import judge_names, resolve_ipv4
 from ddpcheck.diagnoses import Problem, register
-from ddpcheck.launcher.userjob import judge_names, resolve_ipv4
 
 FINAL_WAIT = 10.0
 VERDICT_SLACK = 5.0  # beyond the host's own deadline, for clocks and a slow host

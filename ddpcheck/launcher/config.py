@@ -25,7 +25,6 @@ T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 300.0
 DEFAULT_RDZV_TIMEOUT = 30.0
-DEFAULT_PORT = 29500
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,19 @@
 """Settings worked out from the job's environment (Slurm, PBS, torchrun) for the config.
 
-Runs in the launcher. Maps the scheduler's view of the job (ddpcheck.scheduler.detect) onto config
-settings, each with the variable it came from, so flags and DDPCHECK_* variables override
-it; contradictions between the two become problems in the report, not crashes.
+Runs in the launcher. Maps the scheduler's view of the job (ddpcheck.scheduler.detect)
+onto config settings, each with the variable it came from, so flags and DDPCHECK_*
+variables override it; contradictions between the two become problems in the report, not crashes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ddpcheck.launcher.config import DEFAULT_PORT
 from ddpcheck.parsing import UsageError
 from ddpcheck.parsing import endpoint as parse_endpoint
 from ddpcheck.scheduler.detect import JobEnv
+
+DEFAULT_PORT = 29500  # torchrun's default rendezvous port (torch/distributed/run.py)
 
 
 def scheduler_settings(job: JobEnv) -> dict[str, tuple[Any, str]]:

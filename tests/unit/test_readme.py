@@ -35,7 +35,8 @@ def test_the_layout_map_names_every_package_and_module():
     section = readme.split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
     tree = section.split("```", 2)[1]
     package = ROOT / "ddpcheck"
-    for pkg in sorted(p for p in package.iterdir() if (p / "__init__.py").exists()):
+    packages = [p for p in package.iterdir() if (p / "__init__.py").exists()]
+    for pkg in sorted(p for p in packages if p.name != "checks"):  # checks/ is the top's
         assert f"{pkg.name}/" in tree, pkg.name
         if pkg.name == "explain":
             continue  # explain/ is mapped as one room (its README section says the rest)

@@ -1,4 +1,4 @@
-"""Tests for ddpcheck.launcher.userjob: the conditions of the user's own torchrun that ddpcheck's
+"""Tests for ddpcheck.cluster.userjob: the conditions of the user's own torchrun that ddpcheck's
 launch does differently (who hosts the store, the FQDN rank 0 advertises)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from ddpcheck.launcher import userjob
+from ddpcheck.cluster import userjob
 
 
 def test_an_endpoint_torch_does_not_recognise_on_its_node_is_named() -> None:

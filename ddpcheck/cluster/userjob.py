@@ -1,9 +1,10 @@
 """Conditions the user's own torchrun would hit where ddpcheck's launch differs from it.
 
-Runs in the launcher, during check-in. ddpcheck's launcher hosts the rendezvous store
-itself (torchrun agents join it with ``is_host=false``), and its agents advertise names
-the way the user's do. Two things of the user's job are therefore checked here rather
-than exercised (docs/user-job.md lists every difference):
+Runs in the launcher of every node, during check-in (cluster.lifecycle, cluster.nodeflow).
+ddpcheck's launcher hosts the rendezvous store itself (torchrun agents join it with
+``is_host=false``), and its agents advertise names the way the user's do. Two things of
+the user's job are therefore checked here rather than exercised (docs/user-job.md lists
+every difference):
 
 - Who hosts the store. A user's c10d torchrun hosts it on the agent whose machine
   "matches" the endpoint host, by torch's own rule
