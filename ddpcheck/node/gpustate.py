@@ -169,3 +169,15 @@ def device_slots(local_rank: int, local_world_size: int, visible: int, per_repli
     if srun_task and per_replica <= visible < local_world_size * per_replica:
         return 1, 0
     return local_world_size, local_rank
+
+
+def first_device(local_rank: int, local_world_size: int, visible: int, per_replica: int,
+                 srun_task: bool) -> int:
+    """The CUDA index a rank binds its NCCL group to: its replica's first device.
+
+    Local rank r drives cuda:r*K..r*K+K-1 (``devices.device_plan``, what the placement stage
+    checks), so with --gpus-per-replica K > 1 the rank's own device is r*K, not r. Wrapped
+    into the visible devices: an unfit plan is the node stage's problem to name.
+    """
+    _, slot = device_slots(local_rank, local_world_size, visible, per_replica, srun_task)
+    return (slot * per_replica) % max(visible, 1)

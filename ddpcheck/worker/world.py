@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import COLLECTIVE_FAILED, ProblemFound
+from ddpcheck.node.gpustate import first_device
 from ddpcheck.scheduler.srunworld import is_srun_rank, torch_env
 from ddpcheck.worker import initmethod
 from ddpcheck.worker.settings import WorkerSettings
@@ -50,6 +51,7 @@ class World:
     store: Any = field(repr=False)
     lost: set = field(default_factory=set)  # ranks that missed a deadline: never waited for again
     hosts_by_rank: dict = field(default_factory=dict)  # every rank's host, from the hello
+    gpus_per_replica: int = 1  # devices each local rank drives (--gpus-per-replica)
     _pg_ready: bool = field(default=False, repr=False)
 
     # --- agreement: rank 0 collects, decides and publishes; O(R) store operations ---------
@@ -119,7 +121,9 @@ class World:
             return
         eager: dict[str, Any] = {}
         if self.backend == "nccl":
-            torch.cuda.set_device(self.local_rank % max(torch.cuda.device_count(), 1))
+            torch.cuda.set_device(first_device(
+                self.local_rank, self.local_world_size, torch.cuda.device_count(),
+                self.gpus_per_replica, is_srun_rank(os.environ)))
             # device_id binds the group to this GPU and creates the NCCL communicator now
             # (torch docs, init_process_group), so a later p2p batch of a subset of ranks
             # never has to create it (batch_isend_irecv docstring).
@@ -190,7 +194,8 @@ def connect(env: dict[str, str] | None = None, timeout: float = 30.0,
     store = _connect_store(env, rank, world_size, timeout)
     host = hostname()
     return World(rank, world_size, local_rank, local_world, node_rank, host, backend,
-                 timeout, store, hosts_by_rank={rank: host})
+                 timeout, store, hosts_by_rank={rank: host},
+                 gpus_per_replica=settings.gpus_per_replica)
 
 
 def _connect_store(env: dict[str, str], rank: int, world_size: int, timeout: float) -> Any:

@@ -104,3 +104,16 @@ def test_srun_task_with_its_own_device_is_alone_on_it() -> None:
     assert gpustate.device_slots(3, 8, 8, 1, srun_task=True) == (8, 3)  # --gres, all visible
     assert gpustate.device_slots(3, 8, 1, 1, srun_task=False) == (8, 3)  # torchrun: shared
     assert gpustate.device_slots(1, 4, 2, 2, srun_task=True) == (1, 0)
+
+
+@pytest.mark.parametrize("k, visible, expected", [
+    (1, 8, [0, 1, 2, 3]),     # one GPU per rank: the local rank
+    (2, 8, [0, 2, 4, 6]),     # --gpus-per-replica 2: each rank's replica starts at r*2
+    (2, 4, [0, 2, 0, 2]),     # unfit (4 ranks x 2 > 4): wrapped; the node stage names it
+])
+def test_a_rank_binds_its_nccl_group_to_its_replicas_first_device(k, visible, expected):
+    assert [gpustate.first_device(r, 4, visible, k, False) for r in range(4)] == expected
+
+
+def test_an_srun_task_with_its_own_devices_binds_to_its_first_one():
+    assert gpustate.first_device(3, 4, 2, 2, True) == 0  # --gpus-per-task=2: slot 0 of 1
