@@ -57,19 +57,13 @@ def ddpcheck_step(slurm, tmp_path, srun_args, run_args=(), shell_prefix="", time
                      timeout=timeout, cwd=str(tmp_path))
 
 
-def test_sbatch_job_script_on_two_nodes_prints_a_ready_report(make_slurm, tmp_path):
-    slurm = make_slurm(2)
-    state, code, out = submit(slurm, tmp_path, 2)
-    assert (state, code) == ("COMPLETED", 0), out
-    assert re.search(r"READY: 4 stages passed, 0 skipped, 2 ranks on 2 hosts", out), out
-    assert "whole report is printed on the node hosting rank 0" in out
-
-
 def test_sbatch_job_script_on_three_nodes_prints_a_ready_report(make_slurm, tmp_path):
+    # (two nodes: test_sbatch_from_the_repository_root_with_a_non_editable_install)
     slurm = make_slurm(3)
     state, code, out = submit(slurm, tmp_path, 3)
     assert (state, code) == ("COMPLETED", 0), out
-    assert re.search(r"READY: .* 3 ranks on 3 hosts", out), out
+    assert re.search(r"READY: 4 stages passed, 0 skipped, 3 ranks on 3 hosts", out), out
+    assert "whole report is printed on the node hosting rank 0" in out
 
 
 def test_two_ddpcheck_tasks_per_node_are_named(make_slurm, tmp_path):
@@ -112,17 +106,15 @@ def test_ranks_launched_by_srun_without_torchrun_pass_the_probes(make_slurm, tmp
     assert '"node1"' in world and '"missing": []' in world
 
 
-def test_spawn_job_script_forms_the_world_as_mp_spawn_does(make_slurm, tmp_path):
+def test_spawn_job_script_and_launch_srun_form_their_worlds_under_slurm(make_slurm, tmp_path):
     """jobs/slurm/ddpcheck-spawn.sbatch: one launcher per node spawns its ranks, env:// with
-    MASTER_ADDR = the first node; the node of rank 0 prints the whole READY report."""
+    MASTER_ADDR = the first node; the node of rank 0 prints the whole READY report. Then
+    ``--launch srun``: each rank gets the task variables srun would give it."""
     slurm = make_slurm(2)
     state, code, out = submit(slurm, tmp_path, 2, SPAWN_SBATCH)
     assert (state, code) == ("COMPLETED", 0), out
     assert re.search(r"READY: 4 stages passed, 0 skipped, 2 ranks on 2 hosts", out), out
 
-
-def test_launch_srun_starts_each_rank_with_the_task_variables_srun_gives(make_slurm, tmp_path):
-    slurm = make_slurm(2)
     res = ddpcheck_step(slurm, tmp_path, ["-N2", "--ntasks-per-node=1"], ["--launch", "srun"])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     assert re.search(r"READY: .* 2 ranks on 2 hosts", res.stdout), res.stdout
