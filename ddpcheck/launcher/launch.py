@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable
@@ -118,17 +119,39 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True, cwd=results_dir)
     outcome = LaunchOutcome(None, 0.0)
+    watch([proc], results_dir, nproc, deadline, outcome, on_tick)
+    outcome.returncode = proc.wait()
+    outcome.elapsed = time.monotonic() - start
+    return outcome
+
+
+def watch(procs: Sequence[subprocess.Popen], results_dir: Path, nproc: int, deadline: float,
+          outcome: LaunchOutcome, on_tick: Callable[[], None] | None = None,
+          failed_grace: float | None = None) -> None:
+    """Poll the processes that run this node's ranks until they end; never hangs.
+
+    They are ended (process tree, SIGTERM then SIGKILL) at the deadline, once a rank has
+    logged its end and END_GRACE_S passed or every local rank settled, and, with
+    ``failed_grace`` (mp.spawn's rule), that long after one of them failed.
+    """
     ended_at: float | None = None
+    failed_at: float | None = None
     try:
-        while proc.poll() is None:
+        while any(p.poll() is None for p in procs):
             time.sleep(0.2)
             if on_tick:
                 on_tick()
             now = time.monotonic()
             if ended_at is None and _any_rank_ended(results_dir):
                 ended_at = now
+            if (failed_grace is not None and failed_at is None
+                    and any(p.poll() not in (None, 0) for p in procs)):
+                failed_at = now
             if now >= deadline:
                 outcome.deadline_hit = True
+                break
+            if failed_at is not None and failed_grace is not None \
+                    and now - failed_at > failed_grace:
                 break
             if ended_at is not None and (now - ended_at > END_GRACE_S
                                          or _all_settled(results_dir, nproc)):
@@ -136,11 +159,9 @@ def run_torchrun(argv: list[str], env: dict[str, str], results_dir: Path, deadli
                 break
     except Interrupted as exc:  # Ctrl-C, or the scheduler ending the job: still report
         outcome.interrupted = exc.signal_name
-    if proc.poll() is None:
-        _end_tree(proc, outcome)
-    outcome.returncode = proc.wait()
-    outcome.elapsed = time.monotonic() - start
-    return outcome
+    for p in procs:
+        if p.poll() is None:
+            _end_tree(p, outcome)
 
 
 def _any_rank_ended(results_dir: Path) -> bool:

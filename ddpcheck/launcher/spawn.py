@@ -21,14 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Callable
 
-from ddpcheck.launcher.launch import (
-    END_GRACE_S,
-    Interrupted,
-    LaunchOutcome,
-    _all_settled,
-    _any_rank_ended,
-    _end_tree,
-)
+from ddpcheck.launcher.launch import LaunchOutcome, watch
 from ddpcheck.launcher.launchspec import LaunchSpec
 
 FAILED_GRACE_S = 2.0  # a rank failed: the others get this long before SIGTERM (mp.spawn)
@@ -86,31 +79,7 @@ def run_spawned(envs: list[dict[str, str]], results_dir: Path, deadline: float, 
     procs = [subprocess.Popen(worker_argv(), env=env, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True, cwd=results_dir) for env in envs]
     outcome = LaunchOutcome(None, 0.0, launcher="the spawned ranks")
-    ended_at = failed_at = None
-    try:
-        while any(p.poll() is None for p in procs):
-            time.sleep(0.2)
-            if on_tick:
-                on_tick()
-            now = time.monotonic()
-            if ended_at is None and _any_rank_ended(results_dir):
-                ended_at = now
-            if failed_at is None and any(p.poll() not in (None, 0) for p in procs):
-                failed_at = now
-            if now >= deadline:
-                outcome.deadline_hit = True
-                break
-            if failed_at is not None and now - failed_at > FAILED_GRACE_S:
-                break
-            if ended_at is not None and (now - ended_at > END_GRACE_S
-                                         or _all_settled(results_dir, len(procs))):
-                outcome.killed_after_end = True
-                break
-    except Interrupted as exc:  # Ctrl-C, or the scheduler ending the job: still report
-        outcome.interrupted = exc.signal_name
-    for p in procs:
-        if p.poll() is None:
-            _end_tree(p, outcome)
+    watch(procs, results_dir, len(procs), deadline, outcome, on_tick, FAILED_GRACE_S)
     codes = [p.wait() for p in procs]
     outcome.returncode = next((c for c in codes if c != 0), 0)
     outcome.elapsed = time.monotonic() - start
