@@ -31,9 +31,11 @@ UNEVEN = {"node0": ["--nproc-per-node", "2"], "node1": ["--nproc-per-node", "1"]
 
 
 def test_spawn_with_two_ranks_and_one_rank_per_node_is_ready(make_cluster, tmp_path):
+    # tcp:// here; env:// forms its world READY in the Slurm spawn job (test_slurm_jobs.py)
     cluster = make_cluster(2)
     runs = spawn(cluster, tmp_path, "--rank-offsets", "0,2", "--world-size", "3",
-                 "--stages", "rendezvous,collectives", per_host=UNEVEN, env=master(29710))
+                 "--init-method", "tcp://node0:29710", "--stages", "rendezvous,collectives",
+                 per_host=UNEVEN)
     assert finish_all(runs) == [0, 0], runs[0].out + runs[1].out
     whole = runs[0].report()
     assert whole["ready"] and whole["world_size"] == 3
