@@ -17,6 +17,12 @@ def test_non_editable_install_contains_the_checks_package(tmp_path):
     checks = tmp_path / "site" / "ddpcheck" / "checks"
     names = {p.name for p in checks.glob("test_*.py")}
     assert {"test_node.py", "test_collectives.py", "test_ddp.py"} <= names
+    # every module of the source tree is installed (pyproject lists the packages by hand)
+    source = {p.relative_to(ROOT).as_posix() for p in (ROOT / "ddpcheck").rglob("*.py")
+              if "checks" not in p.relative_to(ROOT / "ddpcheck").parts[:1]}
+    site = tmp_path / "site"
+    installed = {p.relative_to(site).as_posix() for p in (site / "ddpcheck").rglob("*.py")}
+    assert source <= installed, sorted(source - installed)
     probe = subprocess.run(
         [sys.executable, "-c", "import ddpcheck.checks, ddpcheck.explain.families, "
          "ddpcheck.report.catalog as c; "
