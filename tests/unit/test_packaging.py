@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -9,9 +10,15 @@ from tests.helpers.paths import ROOT
 
 
 def test_non_editable_install_contains_the_checks_package(tmp_path):
+    # from a copy without build/: setuptools would reuse a stale build/lib of the checkout
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", "build", "*.egg-info", "__pycache__", "tests", "bench", "checks"))
+    shutil.copytree(ROOT / "checks", src / "checks",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "-q",
-         "--target", str(tmp_path / "site"), str(ROOT)],
+         "--target", str(tmp_path / "site"), str(src)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     checks = tmp_path / "site" / "ddpcheck" / "checks"
