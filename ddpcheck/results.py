@@ -105,19 +105,9 @@ class End:
     blocked_by: str | None = None
 
 
-@dataclass(frozen=True)
-class WorldProgress:
-    """Rank 0 saw ``done`` ranks finish the running probe (optional, read when present)."""
-
-    KIND: ClassVar[str] = "world-progress"
-    time: float = 0.0
-    stage: str = ""
-    done: int = 0
-
-
-Event = Union[Start, Hello, ProbeStart, Probe, Problems, End, WorldProgress]
+Event = Union[Start, Hello, ProbeStart, Probe, Problems, End]
 KINDS: dict[str, type[Event]] = {c.KIND: c for c in  # type: ignore[misc]
-                                 (Start, Hello, ProbeStart, Probe, Problems, End, WorldProgress)}
+                                 (Start, Hello, ProbeStart, Probe, Problems, End)}
 
 
 def to_record(event: Event) -> dict[str, Any]:

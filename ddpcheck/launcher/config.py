@@ -109,7 +109,7 @@ SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
     ("launch", "--launch", "DDPCHECK_LAUNCH", parsing.choice(*launchspec.LAUNCHES)),
     ("init_method", "--init-method", "DDPCHECK_INIT_METHOD", launchspec.parse_init_method),
     ("master_addr", "--master-addr", "DDPCHECK_MASTER_ADDR", launchspec.parse_host),
-    ("master_port", "--master-port", "DDPCHECK_MASTER_PORT", launchspec.parse_port),
+    ("master_port", "--master-port", "DDPCHECK_MASTER_PORT", parsing.port_number),
     ("rank_offsets", "--rank-offsets", "DDPCHECK_RANK_OFFSETS", launchspec.parse_rank_offsets),
     ("world_size", "--world-size", "DDPCHECK_WORLD_SIZE", parsing.positive_int),
 )

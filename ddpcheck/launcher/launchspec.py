@@ -15,11 +15,11 @@ from typing import Any
 
 from ddpcheck import parsing
 from ddpcheck.parsing import UsageError
+from ddpcheck.scheduler.defaults import DEFAULT_PORT
 from ddpcheck.scheduler.hostlist import expand_slurm_nodelist
 from ddpcheck.scheduler.srunworld import torch_env
 
 LAUNCHES = ("torchrun", "spawn", "srun")
-DEFAULT_MASTER_PORT = 29500
 EXPLICIT = ("--", "DDPCHECK_")  # sources the user chose for this run (not the job's env)
 
 
@@ -35,8 +35,7 @@ class InitMethod:
     @property
     def url(self) -> str:
         if self.scheme == "tcp":
-            host = f"[{self.host}]" if ":" in self.host else self.host
-            return f"tcp://{host}:{self.port}"
+            return f"tcp://{parsing.join_host_port(self.host, self.port)}"
         return f"file://{self.path}" if self.scheme == "file" else "env://"
 
 
@@ -76,13 +75,6 @@ def parse_rank_offsets(raw: str) -> tuple[int, ...]:
     if not parts or not all(p.isdigit() for p in parts):
         raise ValueError("expected each node's first rank as a comma list, e.g. 0,8")
     return tuple(int(p) for p in parts)
-
-
-def parse_port(raw: str) -> int:
-    text = raw.strip()
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise ValueError("expected a port from 1 to 65535")
-    return int(text)
 
 
 def parse_host(raw: str) -> str:
@@ -125,7 +117,7 @@ def spec_of(cfg: Any, nproc: int) -> LaunchSpec:
     if init.scheme == "tcp":
         master, source = (init.host, init.port), f"--init-method {init.url}"
     elif init.scheme == "env":
-        master = (cfg.master_addr or "127.0.0.1", cfg.master_port or DEFAULT_MASTER_PORT)
+        master = (cfg.master_addr or "127.0.0.1", cfg.master_port or DEFAULT_PORT)
         source = "MASTER_ADDR"
     world = cfg.world_size or cfg.nodes * nproc
     return LaunchSpec(cfg.launch, init, master, source, node_rank, first, nproc, world)
@@ -135,7 +127,7 @@ def job_settings(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
     """MASTER_ADDR/MASTER_PORT of the job's environment, as a spawn-style job reads them."""
     found: dict[str, tuple[Any, str]] = {}
     for name, var, parse in (("master_addr", "MASTER_ADDR", parse_host),
-                             ("master_port", "MASTER_PORT", parse_port)):
+                             ("master_port", "MASTER_PORT", parsing.port_number)):
         raw = env.get(var, "").strip()
         if raw:
             found[name] = (parsing.convert(var, raw, parse), var)
@@ -152,7 +144,7 @@ def srun_master(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
     first = parsing.convert("SLURM_JOB_NODELIST", nodes, expand_slurm_nodelist)[:1]
     port = torch_env({**env, "SLURM_PROCID": "0", "SLURM_NTASKS": "1",
                       "SLURM_JOB_NODELIST": nodes or "localhost"})["MASTER_PORT"]
-    found = {"master_port": (parsing.convert("MASTER_PORT", port, parse_port),
+    found = {"master_port": (parsing.convert("MASTER_PORT", port, parsing.port_number),
                              "srun (job id)")}
     if first:
         found["master_addr"] = (first[0], "srun (first node of the step)")
@@ -174,7 +166,7 @@ def derive(values: MutableMapping[str, Any], sources: MutableMapping[str, str],
     if init.scheme == "tcp":
         addr, port = init.host, init.port
     else:
-        addr, port = values.get("master_addr"), values.get("master_port") or DEFAULT_MASTER_PORT
+        addr, port = values.get("master_addr"), values.get("master_port") or DEFAULT_PORT
     chosen = sources.get("rdzv_endpoint", "").startswith(EXPLICIT)
     if values.get("nodes", 1) > 1 and not chosen and addr and init.scheme != "file":
         # The master port is rank 0's; ddpcheck's check-in store takes the next one.

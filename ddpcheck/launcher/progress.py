@@ -29,9 +29,6 @@ from ddpcheck.ranges import format_ranks
 from ddpcheck.report.build import ORDER
 
 CLEAR = "\r\x1b[K"  # carriage return, erase to the end of the line (ECMA-48 EL)
-# results.WorldProgress: ranks that finished the running probe as rank 0 sees them while it
-# waits in the agreement. Read when present (the worker side is the plugin's to write);
-# without it the live count is this node's ranks.
 
 
 @dataclass
@@ -42,7 +39,6 @@ class _Stage:
     statuses: list[str] = field(default_factory=list)
     codes: list[str] = field(default_factory=list)
     done: set[int] = field(default_factory=set)  # ranks known to have finished it
-    arrived: int = 0  # ranks rank 0 saw finish the running probe ("world-progress" events)
     reported: bool = False
 
 
@@ -126,9 +122,6 @@ class Progress:
                 st.end = e.time or self.clock()
         elif isinstance(e, results.End):
             self._finish_earlier(rank, "")
-        elif isinstance(e, results.WorldProgress) and rank == 0:  # optional: rank 0's count
-            st = self._stage(e.stage or "?", e.time or self.clock())
-            st.arrived = e.done
 
     def _counts(self, rank: int) -> bool:
         """Whose outcomes make the line: rank 0's agreement, or every local rank's."""
@@ -185,7 +178,7 @@ class Progress:
                        None)
         text = ""
         if running:
-            done = max(len(running.done), running.arrived)
+            done = len(running.done)
             text = (f"{running.name:<12} running  {done}/{self._total()} ranks  "
                     f"{self.clock() - running.start:6.1f} s")
         if text != self.live_text:

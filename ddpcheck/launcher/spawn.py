@@ -4,7 +4,7 @@ Runs in the launcher with ``--launch spawn``: no torchrun agent, so this process
 per-rank wrapper (``python -m ddpcheck.worker``, the same one torchrun starts) for each
 local rank, with the environment a spawn-style job gives its processes: RANK =
 first rank + local rank, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/MASTER_PORT, and the init
-method (DDPCHECK_INIT_METHOD, read by ddpcheck.worker.initmethod). It watches them under
+method (WorkerSettings.init_method, read by ddpcheck.worker.initmethod). It watches them under
 the same deadlines as torchrun (ddpcheck.launcher.launch): the run deadline, the end grace
 once a rank logged its end, stopped ranks; and, as mp.spawn's ``ProcessContext.join`` does
 (torch/multiprocessing/spawn.py: when a process exits with a non-zero code, SIGTERM to the
@@ -18,14 +18,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Callable
 
 from ddpcheck.launcher.launch import LaunchOutcome, watch
 from ddpcheck.launcher.launchspec import LaunchSpec
+from ddpcheck.worker.settings import WorkerSettings
 
 FAILED_GRACE_S = 2.0  # a rank failed: the others get this long before SIGTERM (mp.spawn)
-INIT_METHOD_ENV = "DDPCHECK_INIT_METHOD"  # read by ddpcheck.worker.initmethod
 
 
 def worker_argv() -> list[str]:
@@ -45,9 +46,11 @@ def rank_env(base: Mapping[str, str], spec: LaunchSpec, local_rank: int,
         "LOCAL_RANK": str(local_rank),
         "LOCAL_WORLD_SIZE": str(spec.nproc),
         "GROUP_RANK": str(spec.node_rank),  # ddpcheck's own record of the node
-        INIT_METHOD_ENV: init_url,
-        "DDPCHECK_EXPECT_WORLD_SIZE": str(spec.world_size),
     })
+    # the worker settings, through their contract: the world this launch forms, and how
+    settings = replace(WorkerSettings.from_env(base), init_method=init_url,
+                       expected_world_size=spec.world_size)
+    env.update(settings.to_env())
     if spec.master is not None:
         env["MASTER_ADDR"], env["MASTER_PORT"] = spec.master[0], str(spec.master[1])
     return srun_task(env, spec, local_rank) if spec.launch == "srun" else env

@@ -88,7 +88,8 @@ def render_problem(p: Problem, hosts_by_rank: dict[int, str]) -> str:
     where = []
     if p.ranks:
         where.append(f"rank {ranks_with_hosts(p.ranks, hosts_by_rank)}")
-    elif p.hosts:
+    if p.hosts and not (p.ranks and all(r in hosts_by_rank for r in p.ranks)):
+        # the nodes, unless the ranks already name them (before any rank ran, they cannot)
         where.append(f"node {', '.join(p.hosts)}")
     if p.stage:
         where.append(f"stage {p.stage}")

@@ -1,7 +1,7 @@
 """Form the world the way the user's ``init_process_group(init_method=...)`` does.
 
-Runs inside every rank started by ``ddpcheck run --launch spawn`` (the launcher exports
-DDPCHECK_INIT_METHOD: env://, tcp://HOST:PORT, or file:// with a fresh file next to the
+Runs inside every rank started by ``ddpcheck run --launch spawn`` (the launcher passes
+WorkerSettings.init_method: env://, tcp://HOST:PORT, or file:// with a fresh file next to the
 user's). init_process_group with an init_method calls torch's rendezvous handler for the
 URL's scheme and takes the store it yields (torch/distributed/distributed_c10d.py:
 ``rendezvous_iterator = rendezvous(init_method, rank, world_size, timeout=timeout)``,
@@ -14,10 +14,9 @@ same call here makes the control store and the process group form exactly as the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
-
-ENV_VAR = "DDPCHECK_INIT_METHOD"
 
 
 def open_store(url: str, rank: int, world_size: int, timeout: float) -> Any:
@@ -30,9 +29,8 @@ def open_store(url: str, rank: int, world_size: int, timeout: float) -> Any:
     return store
 
 
-def describe(env: dict[str, str]) -> str:
+def describe(url: str | None, env: Mapping[str, str]) -> str:
     """Where this rank forms its world, for messages: the URL, or MASTER_ADDR:MASTER_PORT."""
-    url = env.get(ENV_VAR, "").strip()
     master = f"{env.get('MASTER_ADDR', '?')}:{env.get('MASTER_PORT', '?')}"
     if not url:
         return master

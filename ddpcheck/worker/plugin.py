@@ -79,7 +79,7 @@ class RankSession:
         try:
             self.world = connect(timeout=s.probe_timeout, settings=s)
         except Exception as exc:  # the store is unreachable: nothing can be agreed, stop here
-            where = initmethod.describe(dict(os.environ))
+            where = initmethod.describe(s.init_method, os.environ)
             pytest.exit(f"ddpcheck: cannot reach the control store at {where} within "
                         f"{s.probe_timeout:g} s: {first_line(exc)}", returncode=3)
         self.log = results.RankLog(s.results_dir, self.world.rank)

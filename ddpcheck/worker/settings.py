@@ -47,6 +47,7 @@ class WorkerSettings:
     expected_busbw: float | None = None  # GB/s, --expect-busbw
     slow_link_ratio: float = DEFAULT_SLOW_LINK_RATIO
     backend: str = "auto"  # auto, nccl or gloo, as --backend
+    init_method: str | None = None  # --launch spawn/srun: the URL the ranks form the world by
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WorkerSettings:
@@ -90,5 +91,6 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], Callable[[Any], str]]] = {
     "expected_busbw": ("DDPCHECK_EXPECT_BUSBW", positive_number, _number),
     "slow_link_ratio": ("DDPCHECK_SLOW_LINK_RATIO", ratio, _number),
     "backend": ("DDPCHECK_BACKEND", choice(*BACKENDS), str),
+    "init_method": ("DDPCHECK_INIT_METHOD", str.strip, str),
 }
 ENV_NAMES = tuple(var for var, _, _ in VARIABLES.values())

@@ -191,17 +191,17 @@ def connect(env: dict[str, str] | None = None, timeout: float = 30.0,
     local_world = _env_int(env, "LOCAL_WORLD_SIZE", default=world_size)
     node_rank = _env_int(env, "GROUP_RANK", default=0)
     backend = resolve_backend(settings.backend)
-    store = _connect_store(env, rank, world_size, timeout)
+    store = _connect_store(env, rank, world_size, timeout, settings.init_method)
     host = hostname()
     return World(rank, world_size, local_rank, local_world, node_rank, host, backend,
                  timeout, store, hosts_by_rank={rank: host},
                  gpus_per_replica=settings.gpus_per_replica)
 
 
-def _connect_store(env: dict[str, str], rank: int, world_size: int, timeout: float) -> Any:
+def _connect_store(env: dict[str, str], rank: int, world_size: int, timeout: float,
+                   url: str | None = None) -> Any:
     run_id = env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "local"
     prefix = f"ddpcheck/{run_id}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-    url = env.get(initmethod.ENV_VAR, "").strip()
     if url:  # --launch spawn: the world forms through the job's own init method
         return dist.PrefixStore(prefix, initmethod.open_store(url, rank, world_size, timeout))
     if world_size == 1 and "MASTER_ADDR" not in env:

@@ -103,14 +103,3 @@ def test_half_written_line_waits_for_the_next_tick(tmp_path):
     prog.tick()
     assert prog.world_size == 2
 
-
-def test_world_progress_events_from_rank_0_feed_the_live_count(tmp_path):
-    out = io.StringIO()
-    prog = Progress(tmp_path, out=out, live=True)
-    start = {"event": "start", "time": 1.0, "world_size": 16}
-    begin = {"event": "probe-start", "time": 2.0, "stage": "bandwidth"}
-    arrived = {"event": "world-progress", "time": 3.0, "stage": "bandwidth", "done": 11}
-    (tmp_path / "rank-0.jsonl").write_text("".join(json.dumps(e) + "\n"
-                                                   for e in (start, begin, arrived)))
-    prog.tick()
-    assert "bandwidth    running  11/16 ranks" in out.getvalue()

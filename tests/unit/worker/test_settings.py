@@ -74,7 +74,7 @@ def test_a_bad_value_is_one_line_naming_the_variable(name: str, value: str,
     WorkerSettings(stages=("node", "ddp"), probe_timeout=0.1 + 0.2, gpus_per_replica=4,
                    checkpoint_dir=Path("/shared/ck"), results_dir=Path("/tmp/r"),
                    expected_world_size=4096, expected_nproc_per_node=8, expected_busbw=180.5,
-                   slow_link_ratio=0.25, backend="gloo"),
+                   slow_link_ratio=0.25, backend="gloo", init_method="file:///s/.ddpcheck-init-1"),
 ])
 def test_the_variables_read_back_as_the_same_settings(settings: WorkerSettings) -> None:
     assert WorkerSettings.from_env(settings.to_env()) == settings
