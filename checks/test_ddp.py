@@ -81,7 +81,7 @@ def test_sampler_shards_from_the_jobs_own_rank_variables_are_disjoint_and_comple
     the process group; samplers built from them (same seed) shard the data exactly once."""
     ident = job_identity(os.environ)
     order = torch.randperm(1000, generator=torch.Generator().manual_seed(SAMPLER_SEED + 1))
-    ident["order"] = hashlib.sha256(order.numpy().tobytes()).hexdigest()[:16]
+    ident["order"] = hashlib.sha256(repr(order.tolist()).encode()).hexdigest()[:16]  # no numpy
     got = pg.gather("sampler-identity", ident)  # judged on rank 0, O(R) in all
     problems = judge(got.values, pg.hosts_by_rank, pg.world_size) if pg.rank == 0 else []
     orders = {v["order"] for v in got.values.values()}

@@ -27,11 +27,12 @@ def readme_first_command() -> str:
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     clone, env = fresh_clone(tmp_path_factory.mktemp("fresh"))
-    env["DDPCHECK_STAGES"] = "node,rendezvous,collectives"
     return clone, env
 
 
 def test_readme_first_command_is_ready_in_the_clone_root(fresh) -> None:
+    """Every stage, as a user's first run has them: a probe that needs a package the install
+    does not pull in (numpy through .numpy()) fails here."""
     clone, env = fresh
     done = subprocess.run(["bash", "-c", readme_first_command()], cwd=clone, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -42,6 +43,19 @@ def test_readme_first_command_is_ready_in_the_clone_root(fresh) -> None:
                            cwd="/", env=env, capture_output=True, text=True, timeout=60)
     assert "site-packages" in where.stdout, "the install must be a real (non-editable) one"
     assert Path(env["VIRTUAL_ENV"], "bin", "ddpcheck").exists(), "README's ddpcheck is the venv's"
+
+
+def test_every_module_imports_with_only_the_declared_dependencies(fresh, tmp_path: Path) -> None:
+    """The venv has torch and what `pip install .` pulls in, nothing of the suite's extras."""
+    clone, env = fresh
+    ensure_installed(clone, env)
+    numpy = subprocess.run(["python", "-I", "-c", "import numpy"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert numpy.returncode != 0, "the fresh venv must not see this machine's numpy"
+    done = subprocess.run(["python", "-I", str(clone / ".ci" / "import_every_module.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "modules of the installed ddpcheck import" in done.stdout
 
 
 def test_the_installed_command_also_runs_from_elsewhere(fresh, tmp_path: Path) -> None:
