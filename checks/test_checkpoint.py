@@ -2,7 +2,10 @@
 
 Runs inside every worker. Rank 0 writes a small state dict with a fresh nonce; after all
 ranks agree it was written, each loads it. A rank on another host that cannot see the file
-means the directory is not shared between nodes.
+means the directory is not shared between nodes. Rank 0 measures the directory's free space
+and shows it; a save that fails on a full filesystem (torch.save raises RuntimeError there,
+not OSError) is named checkpoint-dir-full with that space, never a crash of rank 0.
+Cost: two agreements (O(1) store operations per rank; rank 0 reads O(R) small values).
 """
 
 from __future__ import annotations
@@ -14,6 +17,13 @@ import pytest
 import torch
 
 from ddpcheck.diagnoses import CHECKPOINT_FAILED, CHECKPOINT_NOT_SHARED, ProblemFound
+from ddpcheck.node.diskspace import (
+    CHECKPOINT_DIR_FULL,
+    disk_space,
+    errno_text,
+    full_after_failed_save,
+    size_text,
+)
 from ddpcheck.ranges import ranks_with_hosts
 from ddpcheck.stages import stage
 from ddpcheck.worker.world import first_line
@@ -26,19 +36,24 @@ def test_checkpoint_saved_by_rank_0_loads_on_every_rank(world, settings, record)
         pytest.skip("no --checkpoint-dir given (pass one on shared storage to probe it)")
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", "local")
     path = settings.checkpoint_dir / f"ddpcheck-probe-{run_id}.pt"
-    saved = {"nonce": None, "error": None}
+    saved = {"nonce": None, "error": None, "full": None, "space": None}
     if world.rank == 0:
-        nonce = secrets.token_hex(8)
-        try:
-            settings.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-            torch.save({"nonce": nonce, "weights": torch.arange(1000.0)}, path)
-            saved["nonce"] = nonce
-        except OSError as exc:
-            saved["error"] = first_line(exc)
+        saved.update(_save(path, settings.checkpoint_dir))
     got = world.exchange("ckpt-saved", saved)
     root = got.values.get(0) or {"error": "rank 0 did not report"}
+    if root.get("space"):
+        record.measure("checkpoint_dir_free_bytes", root["space"]["free"])
+    if root.get("full"):
+        raise CHECKPOINT_DIR_FULL.fail(
+            f"rank 0 could not save {path}: {root['error']}; the filesystem has "
+            f"{root['full']}", ranks=[0])
     if root.get("error"):
         raise CHECKPOINT_FAILED.fail(f"rank 0 could not save {path}: {root['error']}", ranks=[0])
+    need = settings.checkpoint_size
+    if need and root.get("space") and root["space"]["free"] < need:
+        raise CHECKPOINT_DIR_FULL.fail(
+            f"{settings.checkpoint_dir} has {size_text(root['space']['free'])} free; one "
+            f"checkpoint needs {size_text(need)} (--checkpoint-size)", ranks=[0])
     try:
         loaded = torch.load(path, weights_only=True)
         ok = loaded["nonce"] == root["nonce"] and torch.equal(loaded["weights"],
@@ -52,9 +67,32 @@ def test_checkpoint_saved_by_rank_0_loads_on_every_rank(world, settings, record)
     if world.rank == 0:
         _cleanup(path)
     bad = {r: v for r, v in seen.items() if v != "ok"}
-    record.key_figure(f"{len(seen) - len(bad)}/{len(seen)} ranks loaded")
+    free = f", {size_text(root['space']['free'])} free" if root.get("space") else ""
+    record.key_figure(f"{len(seen) - len(bad)}/{len(seen)} ranks loaded{free}")
     if bad:
         raise ProblemFound(*_problems(bad, world, path))
+
+
+def _save(path, directory):
+    """Rank 0's save: the nonce, or the error and, when the disk is full, its free space.
+
+    Any exception of the save is the filesystem's story here: torch.save raises RuntimeError
+    on a full disk ("PytorchStreamWriter failed writing file ...")."""
+    weights = torch.arange(1000.0)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        nonce = secrets.token_hex(8)
+        torch.save({"nonce": nonce, "weights": weights}, path)
+        out = {"nonce": nonce}
+    except Exception as exc:  # noqa: BLE001 - OSError or torch's RuntimeError, both reported
+        error = errno_text(exc)
+        full = full_after_failed_save(directory, error, weights.numel() * 4)
+        out = {"error": error, "full": full.text() if full else None}
+        _cleanup(path)  # a partial file must not be loaded by the others
+    space = disk_space(directory)
+    if space is not None:
+        out["space"] = {"free": space.free, "total": space.total}
+    return out
 
 
 def _problems(bad, world, path):

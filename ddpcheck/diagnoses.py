@@ -4,8 +4,9 @@ Used on both sides: probes inside torchrun workers raise them, the launcher rais
 from preflight and from what it observes of torchrun, and the report renders them.
 A Problem is plain data (JSON round-trip) so it can cross from worker to launcher in files.
 It carries its role, set where it is made: a root cause (a rank killed, exited, timed out or
-stopped), what peers see of one (a consequence when a root cause shares its stage), or
-neither (the default: a problem of its own).
+stopped), what peers see of one (a consequence when a root cause shares its stage), ddpcheck's
+own failure (its code raised, so a check could not be completed: never the cluster's fault),
+or neither (the default: a problem of its own).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import asdict, dataclass, field, replace
 # Problem.role: what the report does with it (report.build.mark_consequences).
 ROOT_CAUSE = "root-cause"  # peers' echoes in its stage follow from it
 CONSEQUENCE = "consequence"  # what a peer saw; a consequence when a root cause shares its stage
-ROLES = ("", ROOT_CAUSE, CONSEQUENCE)
+OWN_FAILURE = "own-failure"  # ddpcheck's own code failed: says nothing about the cluster
+ROLES = ("", ROOT_CAUSE, CONSEQUENCE, OWN_FAILURE)
 
 
 @dataclass(frozen=True)
@@ -214,10 +216,12 @@ RANK_EXITED = _d(
     "rank-exited", "a rank exited before finishing the probes",
     "a crash or error in the worker process",
     "rerun with -v to see the worker's output", ROOT_CAUSE)
-PROBE_ERROR = _d(
-    "probe-error", "a probe raised an unexpected error",
-    "an environment problem ddpcheck does not diagnose yet",
-    "rerun with -v and report the output")
+DDPCHECK_ERROR = _d(
+    "ddpcheck-error", "ddpcheck's own code failed, so this check could not be completed",
+    "a bug in ddpcheck or in a package it uses, not a fault of the cluster: no peer crashed "
+    "and no transport broke because of it",
+    "report it to ddpcheck's maintainers with these lines; meanwhile run the other stages "
+    "(--stages without this one)", OWN_FAILURE)
 PROBE_TIMEOUT = _d(
     "probe-timeout", "a probe ran past its deadline",
     "a collective or device call hung",

@@ -60,6 +60,23 @@ positive_count = _bounded(_digits, "a positive count", lambda v: v >= 1)
 port_number = _bounded(_digits, "a port number 1-65535", lambda v: 0 < v < 65536)
 
 
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def byte_size(raw: str) -> int:
+    """A size in bytes: 512, 20G, 1.5T, 300MiB (binary units, as df -h writes them)."""
+    text = raw.strip().upper().removesuffix("B").removesuffix("I")
+    unit = text[-1:] if text[-1:] in _UNITS and text[-1:] else ""
+    number = text[:-1] if unit else text
+    try:
+        value = float(number) * _UNITS[unit]
+    except ValueError:
+        raise ValueError("expected a size such as 512M, 20G or 1.5T") from None
+    if not 0 < value < INF:
+        raise ValueError("expected a size > 0, such as 512M, 20G or 1.5T")
+    return int(value)
+
+
 def boolean(raw: str) -> bool:
     value = raw.strip().lower()
     if value in ("1", "true", "yes", "on"):

@@ -1,5 +1,5 @@
 """The ``ddpcheck`` command: run, compare, list, env, explain. Exit 0 ready, 1 not ready,
-2 usage error.
+2 usage error, 3 unknown (ddpcheck's own failure: the check could not be completed).
 
 Runs in the launcher, once per node. Never imports torch (workers do), so usage errors
 and preflight answer in well under a second.
@@ -8,7 +8,6 @@ and preflight answer in well under a second.
 from __future__ import annotations
 
 import argparse
-import enum
 import json
 import os
 import socket
@@ -21,12 +20,9 @@ from ddpcheck.launcher.launch import Interrupted
 from ddpcheck.node.envinfo import distributed_env
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import STAGES
+from ddpcheck.verdicts.readiness import ExitCode
 
-
-class Exit(enum.IntEnum):
-    READY = 0
-    NOT_READY = 1
-    USAGE = 2
+Exit = ExitCode  # 0 READY, 1 NOT_READY, 2 USAGE, 3 UNKNOWN (verdicts.readiness)
 
 
 class Parser(argparse.ArgumentParser):
@@ -51,6 +47,8 @@ HELP = {
     "rdzv_timeout": "deadline for all nodes to join, seconds (default 30)",
     "json_path": "also write the report as JSON to this file",
     "checkpoint_dir": "directory on shared storage to probe with a save/load",
+    "checkpoint_size": "free space one checkpoint of your job needs in --checkpoint-dir "
+                       "(e.g. 40G): less is a problem before anything is written",
     "results_dir": "where ranks write their result files (default: a new temp dir)",
     "expect_busbw": "expected all-reduce busbw in GB/s: below it is a problem",
     "slow_link_ratio": "a link slower than this x the median link is slow (default 0.5)",
@@ -75,8 +73,8 @@ METAVAR = {"nodes": "N", "node_rank": "N", "nproc_per_node": "N|auto",
            "rdzv_endpoint": "HOST:PORT", "rdzv_id": "ID", "backend": "auto|nccl|gloo",
            "gpus_per_replica": "K", "stages": "LIST", "timeout": "SECONDS",
            "probe_timeout": "SECONDS", "rdzv_timeout": "SECONDS", "json_path": "PATH",
-           "checkpoint_dir": "DIR", "results_dir": "DIR", "expect_busbw": "GBPS",
-           "slow_link_ratio": "RATIO", "plot_dir": "DIR",
+           "checkpoint_dir": "DIR", "checkpoint_size": "SIZE", "results_dir": "DIR",
+           "expect_busbw": "GBPS", "slow_link_ratio": "RATIO", "plot_dir": "DIR",
            "junit_path": "PATH", "baseline": "BASE.json", "regression_ratio": "RATIO",
            "launch": "torchrun|spawn|srun", "init_method": "URL", "master_addr": "HOST",
            "master_port": "PORT", "rank_offsets": "R0,R1,...", "world_size": "N"}
@@ -142,9 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the last resort: one line, unless --traceback
         if cfg.traceback:
             raise
-        print(f"ddpcheck: internal error: {type(exc).__name__}: {exc} (rerun with --traceback "
-              "and report it)", file=sys.stderr)
-        return Exit.NOT_READY
+        print(f"UNKNOWN: the check could not be completed: ddpcheck's own error, not the "
+              f"cluster's: {type(exc).__name__}: {exc} (rerun with --traceback and report it)",
+              file=sys.stderr)
+        return Exit.UNKNOWN
 
 
 def cmd_list() -> int:

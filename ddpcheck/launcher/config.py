@@ -44,6 +44,7 @@ class Config:
     rdzv_timeout: float = DEFAULT_RDZV_TIMEOUT
     json_path: Path | None = None
     checkpoint_dir: Path | None = None
+    checkpoint_size: int | None = None  # bytes one checkpoint needs (--checkpoint-size)
     results_dir: Path | None = None
     expect_busbw: float | None = None
     slow_link_ratio: float = DEFAULT_SLOW_LINK_RATIO
@@ -99,6 +100,7 @@ SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
     ("rdzv_timeout", "--rdzv-timeout", "DDPCHECK_RDZV_TIMEOUT", parsing.positive_float),
     ("json_path", "--json", "DDPCHECK_JSON", _path("a file path")),
     ("checkpoint_dir", "--checkpoint-dir", "DDPCHECK_CHECKPOINT_DIR", _path("a directory")),
+    ("checkpoint_size", "--checkpoint-size", "DDPCHECK_CHECKPOINT_SIZE", parsing.byte_size),
     ("results_dir", "--results-dir", "DDPCHECK_RESULTS_DIR", _path("a directory")),
     ("expect_busbw", "--expect-busbw", "DDPCHECK_EXPECT_BUSBW", parsing.positive_number),
     ("slow_link_ratio", "--slow-link-ratio", "DDPCHECK_SLOW_LINK_RATIO", parsing.ratio),

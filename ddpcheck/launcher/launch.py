@@ -74,6 +74,7 @@ def worker_env(cfg: Config, env: dict[str, str], results_dir: Path, nproc: int) 
         stages=cfg.stages, probe_timeout=cfg.probe_timeout, backend=cfg.backend,
         gpus_per_replica=cfg.gpus_per_replica, results_dir=results_dir,
         checkpoint_dir=cfg.checkpoint_dir.absolute() if cfg.checkpoint_dir else None,  # cwd
+        checkpoint_size=cfg.checkpoint_size,
         expected_world_size=cfg.nodes * nproc, expected_nproc_per_node=nproc,
         expected_busbw=cfg.expect_busbw or None, slow_link_ratio=cfg.slow_link_ratio)
     out = {k: v for k, v in env.items() if k not in ENV_NAMES}

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from ddpcheck.diagnoses import Problem
 from ddpcheck.launcher.config import Config
 from ddpcheck.node import devices, gpu, gpustate
+from ddpcheck.node.diskspace import space_problems
 from ddpcheck.node.interfaces import interfaces
 from ddpcheck.node.netprobe import resolve
 from ddpcheck.node.socketifname import check_socket_ifname
@@ -54,6 +55,8 @@ def node_preflight(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Prob
         if env.get(var):
             problems += check_socket_ifname(var, env[var], ifaces, ep, node=node)
     problems += _gpu_problems(cfg, env, nproc)
+    if cfg.checkpoint_dir is not None:  # before anything is written: the space one needs
+        problems += space_problems(cfg.checkpoint_dir, cfg.checkpoint_size, node)
     return [p.where(stage=p.stage or "preflight", hosts=p.hosts or (node,)) for p in problems]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ddpcheck import results
 from ddpcheck.diagnoses import CONSEQUENCE, ROOT_CAUSE, Problem
-from ddpcheck.verdicts.readiness import Expected, explain, is_ready
+from ddpcheck.verdicts.readiness import Expected, exit_code, explain, is_incomplete, is_ready
 
 # How statuses combine over probes and ranks: a stage is SKIP only when nothing in it ran.
 ORDER = {results.SKIP: 0, results.PASS: 1, results.BLOCKED: 2, results.FAIL: 3}
@@ -52,8 +52,13 @@ class Report:
         return is_ready(self.stages, self.problems, expected, self.hosts_by_rank)
 
     @property
+    def incomplete(self) -> bool:
+        """Not READY only because ddpcheck's own code failed (verdict UNKNOWN, exit 3)."""
+        return not self.ready and is_incomplete(self.problems)
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.ready else 1
+        return int(exit_code(self.ready, self.problems))
 
 
 def build_report(events: dict[int, list[results.Event]], stages: Sequence[str],

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpcheck import results
-from ddpcheck.diagnoses import Problem
+from ddpcheck.diagnoses import OWN_FAILURE, Problem
 from ddpcheck.ranges import format_ranks
 from ddpcheck.report.build import ORDER, Report
 from ddpcheck.report.text import MAX_RANK_COLUMNS, MISSING, render_problem, verdict
@@ -107,7 +107,9 @@ def _skip_message(evs: list[results.Probe], status: str) -> str:
 def _failure(case: ET.Element, message: str, problems: Sequence[Problem],
              report: Report) -> None:
     first = problems[0].code if problems else "failed"
-    el = ET.SubElement(case, "failure", message=message[:500], type=first)
+    # JUnit's <error> is the test itself breaking: ddpcheck's own failure, not the cluster's
+    own = bool(problems) and all(p.role == OWN_FAILURE for p in problems)
+    el = ET.SubElement(case, "error" if own else "failure", message=message[:500], type=first)
     el.text = "\n\n".join(render_problem(p, report.hosts_by_rank) for p in problems) or message
 
 

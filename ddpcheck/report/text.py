@@ -10,7 +10,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from ddpcheck import results
-from ddpcheck.diagnoses import Problem
+from ddpcheck.diagnoses import OWN_FAILURE, Problem
 from ddpcheck.ranges import format_ranks, ranks_with_hosts
 from ddpcheck.report.build import ORDER, Report, StageResult
 from ddpcheck.report.tables import render_measurements
@@ -93,7 +93,8 @@ def render_problem(p: Problem, hosts_by_rank: dict[int, str]) -> str:
         where.append(f"node {', '.join(p.hosts)}")
     if p.stage:
         where.append(f"stage {p.stage}")
-    head = f"FAIL  {p.code}   {'; '.join(where)}".rstrip()
+    word = "ERROR" if p.role == OWN_FAILURE else "FAIL "  # ddpcheck's own, not the cluster's
+    head = f"{word} {p.code}   {'; '.join(where)}".rstrip()
     return "\n".join([head, f"  summary   {p.summary}", f"  observed  {p.observed}",
                       f"  cause     {p.cause}", f"  fix       {p.fix}"])
 
@@ -119,6 +120,9 @@ def verdict(report: Report) -> str:
             else f"; first: {first.code}" if first else "")
     echoes = len(report.problems) - len(causes)
     more = f" (+{_n(echoes, 'consequence')})" if echoes else ""
+    if report.incomplete:
+        return (f"UNKNOWN: the check could not be completed: {_n(len(causes), 'failure')} of "
+                f"ddpcheck's own{more}, not the cluster's, {where}{lead}")
     return f"NOT READY: {_n(len(causes), 'problem')}{more}, {where}{lead}"
 
 

@@ -7,16 +7,24 @@ Runs in the launcher, on the report being built. READY needs all of:
   - no problem at all (a node's launcher failure, another node's, a preflight finding).
 NOT READY always carries at least one problem with its evidence: when nothing else
 explains it (a rank that never reported, a run that ended early), ``explain`` adds one.
+When every root cause is ddpcheck's own failure (its code raised), the verdict is UNKNOWN:
+the check could not be completed, which says nothing about the cluster either way.
+
+The exit codes follow the monitoring plugins' convention (Nagios plugin guidelines, also used
+by NHC-style and gcm health checks): 0 OK (READY), 1 a problem found (NOT READY), 2 bad
+usage (kept: ddpcheck's bad input has always exited 2), 3 UNKNOWN ("the check itself
+failed": ddpcheck's own error).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from ddpcheck import results
-from ddpcheck.diagnoses import Problem, register
+from ddpcheck.diagnoses import OWN_FAILURE, Problem, register
 from ddpcheck.ranges import format_ranks
 
 RANK_NO_RESULT = register(
@@ -37,6 +45,27 @@ RUN_UNEXPLAINED = register(
     "read the evidence lines; rerun with -v and report the output if it does not explain it")
 
 PASSING = (results.PASS, results.SKIP)
+
+
+class ExitCode(enum.IntEnum):
+    """The command's exit codes; the verdict words are the names (UNKNOWN: incomplete)."""
+
+    READY = 0
+    NOT_READY = 1
+    USAGE = 2
+    UNKNOWN = 3
+
+
+def is_incomplete(problems: Sequence[Problem]) -> bool:
+    """Every root cause is ddpcheck's own failure: the check could not be completed."""
+    causes = [p for p in problems if not p.consequence_of]
+    return bool(causes) and all(p.role == OWN_FAILURE for p in causes)
+
+
+def exit_code(ready: bool, problems: Sequence[Problem]) -> ExitCode:
+    if ready:
+        return ExitCode.READY
+    return ExitCode.UNKNOWN if is_incomplete(problems) else ExitCode.NOT_READY
 
 
 class StageView(Protocol):

@@ -30,9 +30,12 @@ def decode_hosts(runs: list[list]) -> dict[int, str]:
 
 
 def probe_decision(ex: Exchange) -> dict[str, bool]:
-    """Rank 0's rule for one probe: failed anywhere, and whether the world is broken."""
-    return {"fail": any(v["status"] == results.FAIL for v in ex.values.values()),
-            "breaks": any(v["breaks_world"] for v in ex.values.values())}
+    """Rank 0's rule for one probe: failed anywhere, whether the world is broken, and whether
+    every failure was ddpcheck's own (then the world is intact and later stages still run)."""
+    failed = [v for v in ex.values.values() if v["status"] == results.FAIL]
+    return {"fail": bool(failed),
+            "breaks": any(v["breaks_world"] for v in ex.values.values()),
+            "own_only": bool(failed) and all(v.get("own", False) for v in failed)}
 
 
 def odd_collections(ex: Exchange) -> dict[str, Any]:

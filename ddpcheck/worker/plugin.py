@@ -23,7 +23,6 @@ from ddpcheck.cluster import linkplan
 from ddpcheck.diagnoses import (
     COLLECTION_MISMATCH,
     COLLECTIVE_FAILED,
-    PROBE_ERROR,
     RANK_UNRESPONSIVE,
     Problem,
     ProblemFound,
@@ -33,9 +32,10 @@ from ddpcheck.ranges import format_ranks
 from ddpcheck.stages import MARKER, STAGES
 from ddpcheck.worker import initmethod
 from ddpcheck.worker.agreement import decode_hosts, encode_hosts, odd_collections, probe_decision
+from ddpcheck.worker.blame import is_communication_error, own_failure
 from ddpcheck.worker.recorder import Recorder
 from ddpcheck.worker.settings import WorkerSettings
-from ddpcheck.worker.world import Exchange, World, connect, first_line, is_communication_error
+from ddpcheck.worker.world import Exchange, World, connect, first_line
 
 AFTER_FAILURE_WAIT_S = 5.0
 LINK_ROUNDS_MARKER = "ddpcheck_link_rounds"
@@ -178,17 +178,23 @@ class RankSession:
             item.stash[OUTCOME_KEY] = self._failure(item, call)
 
     def _failure(self, item: pytest.Item, call: pytest.CallInfo) -> dict:
+        """The probe's problems, and whose failure it is: a communication error leaves the
+        process group suspect (later stages blocked, shorter waits); ddpcheck's own
+        exception (blame.own_failure) does neither."""
         exc = call.excinfo.value if call.excinfo else None
+        breaks = exc is not None and is_communication_error(exc)
+        own = False
         if isinstance(exc, ProblemFound):
             problems = list(exc.problems)
-        elif exc is not None and is_communication_error(exc):
+        elif exc is not None and breaks:
             problems = [COLLECTIVE_FAILED.problem(f"{item.name}: {first_line(exc)}")]
         else:
-            text = first_line(exc) if exc else "teardown failed"
-            problems = [PROBE_ERROR.problem(f"{item.name}: {type(exc).__name__}: {text}")]
-        breaks = exc is not None and is_communication_error(exc)
+            own = True
+            failure = exc if exc is not None else RuntimeError(f"{call.when} failed")
+            problems = [own_failure(item.name, failure, stage_of(item) or "?",
+                                    self.settings.stages)]
         return {"status": results.FAIL, "problems": problems, "breaks_world": breaks,
-                "message": problems[0].observed}
+                "own": own, "message": problems[0].observed}
 
     def _agree(self, item: pytest.Item, stage: str, outcome: dict) -> None:
         """All ranks publish their outcome of this probe and wait for each other's."""
@@ -196,7 +202,8 @@ class RankSession:
         w = self.world
         rec = item.stash[RECORD_KEY]
         problems = [self._locate(p, stage) for p in outcome["problems"]]
-        mine = {"status": outcome["status"], "breaks_world": outcome.get("breaks_world", False)}
+        mine = {"status": outcome["status"], "breaks_world": outcome.get("breaks_world", False),
+                "own": outcome.get("own", False)}
         self.counter += 1
         decision: dict | None = {"fail": False, "breaks": False}
         missing: tuple[int, ...] = ()
@@ -217,8 +224,10 @@ class RankSession:
             measurements=rec.measurements, problems=tuple(problems)))
         if missing or decision is None or decision["breaks"]:
             self._block(stage, [])
-        elif agreed == results.FAIL and stage not in self.failed_stages:
-            self.failed_stages.append(stage)
+        elif agreed == results.FAIL and not decision.get("own_only"):
+            # ddpcheck's own failure leaves the world usable: the later stages still run
+            if stage not in self.failed_stages:
+                self.failed_stages.append(stage)
 
     def _locate(self, problem: Problem, stage: str) -> Problem:
         w = self.world

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ddpcheck.parsing import (
+    byte_size,
     choice,
     convert,
     positive_float,
@@ -41,6 +42,7 @@ class WorkerSettings:
     probe_timeout: float = DEFAULT_PROBE_TIMEOUT
     gpus_per_replica: int = 1
     checkpoint_dir: Path | None = None
+    checkpoint_size: int | None = None  # bytes, --checkpoint-size
     results_dir: Path | None = None
     expected_world_size: int | None = None
     expected_nproc_per_node: int | None = None
@@ -85,6 +87,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str], Any], Callable[[Any], str]]] = {
     "probe_timeout": ("DDPCHECK_PROBE_TIMEOUT", positive_float, _number),
     "gpus_per_replica": ("DDPCHECK_GPUS_PER_REPLICA", positive_int, str),
     "checkpoint_dir": ("DDPCHECK_CHECKPOINT_DIR", _path, str),
+    "checkpoint_size": ("DDPCHECK_CHECKPOINT_SIZE", byte_size, str),
     "results_dir": (RESULTS_DIR_ENV, _path, str),
     "expected_world_size": ("DDPCHECK_EXPECT_WORLD_SIZE", positive_int, str),
     "expected_nproc_per_node": ("DDPCHECK_EXPECT_NPROC_PER_NODE", positive_int, str),

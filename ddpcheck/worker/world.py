@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from ddpcheck.cluster.store import gather_keys
-from ddpcheck.diagnoses import COLLECTIVE_FAILED, ProblemFound
+from ddpcheck.diagnoses import COLLECTIVE_FAILED
 from ddpcheck.node.gpustate import first_device
 from ddpcheck.scheduler.srunworld import is_srun_rank, torch_env
 from ddpcheck.worker import initmethod
@@ -232,12 +232,3 @@ def node_facts() -> dict[str, Any]:
         "python": platform.python_version(),
         "pid": os.getpid(),
     }
-
-
-def is_communication_error(exc: BaseException) -> bool:
-    """True for errors that leave the process group unusable (timeouts, closed peers)."""
-    if isinstance(exc, ProblemFound):
-        return any(p.code == COLLECTIVE_FAILED.code for p in exc.problems)
-    if isinstance(exc, (NotImplementedError, RecursionError)):  # RuntimeErrors, but local
-        return False
-    return isinstance(exc, (RuntimeError, dist.DistError, TimeoutError, ConnectionError))

@@ -79,7 +79,7 @@ def test_from_dict_ignores_unknown_keys_and_fills_missing_location():
 
 
 def test_where_returns_a_located_copy():
-    p = diagnoses.PROBE_ERROR.problem("boom")
+    p = diagnoses.DDPCHECK_ERROR.problem("boom")
     q = p.where(stage="ddp", ranks=(1,))
     assert (q.stage, q.ranks, q.observed) == ("ddp", (1,), "boom")
     assert (p.stage, p.ranks) == ("", ())

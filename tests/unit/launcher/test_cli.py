@@ -124,9 +124,18 @@ def test_environment_settings_reach_the_runner(runs, monkeypatch):
 
 def test_the_runners_exit_code_is_returned(monkeypatch):
     fake = types.ModuleType("ddpcheck.launcher.runner")
-    fake.run = lambda cfg: 1  # type: ignore[attr-defined]
+    fake.run = lambda cfg, job: 1  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "ddpcheck.launcher.runner", fake)
     assert cli.main(["run"]) == 1
+
+
+def test_an_internal_error_is_unknown_exit_3_never_not_ready(monkeypatch, capsys):
+    """ddpcheck's own exception is the monitoring plugins' UNKNOWN, not a cluster verdict."""
+    fake_runner(monkeypatch, KeyError("stage"))
+    assert cli.main(["run"]) == cli.Exit.UNKNOWN == 3
+    err = capsys.readouterr().err
+    assert err.startswith("UNKNOWN: the check could not be completed: ddpcheck's own error")
+    assert "KeyError" in err and "NOT READY" not in err
 
 
 def fake_runner(monkeypatch, exc: BaseException) -> None:
@@ -141,9 +150,10 @@ def fake_runner(monkeypatch, exc: BaseException) -> None:
 
 def test_an_unexpected_runner_error_is_one_line_without_traceback(capsys, monkeypatch):
     fake_runner(monkeypatch, RuntimeError("store exploded"))
-    assert cli.main(["run"]) == 1
+    assert cli.main(["run"]) == 3
     out, err = capsys.readouterr()
-    assert err.splitlines() == ["ddpcheck: internal error: RuntimeError: store exploded (rerun "
+    assert err.splitlines() == ["UNKNOWN: the check could not be completed: ddpcheck's own "
+                                "error, not the cluster's: RuntimeError: store exploded (rerun "
                                 "with --traceback and report it)"]
     assert "Traceback" not in out + err
 

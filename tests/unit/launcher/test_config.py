@@ -83,7 +83,8 @@ def test_every_setting_parses_from_its_environment_variable(tmp_path):
            "DDPCHECK_REGRESSION_RATIO": "0.7", "DDPCHECK_QUIET": "1",
            "DDPCHECK_LAUNCH": "spawn", "DDPCHECK_INIT_METHOD": "tcp://gpu-a:23456",
            "DDPCHECK_MASTER_ADDR": "gpu-a", "DDPCHECK_MASTER_PORT": "23456",
-           "DDPCHECK_RANK_OFFSETS": "0,8", "DDPCHECK_WORLD_SIZE": "10"}
+           "DDPCHECK_RANK_OFFSETS": "0,8", "DDPCHECK_WORLD_SIZE": "10",
+           "DDPCHECK_CHECKPOINT_SIZE": "40G"}
     (tmp_path / "base.json").write_text('{"stages": [], "measurements": {}}')
     cfg = build({}, env)
     assert cfg.junit_path == tmp_path / "r.xml" and cfg.baseline == tmp_path / "base.json"
@@ -95,7 +96,7 @@ def test_every_setting_parses_from_its_environment_variable(tmp_path):
     assert cfg.backend == "nccl" and cfg.gpus_per_replica == 2 and cfg.stages == ("node", "ddp")
     assert (cfg.timeout, cfg.probe_timeout, cfg.rdzv_timeout) == (120.0, 7.5, 60.0)
     assert cfg.json_path == tmp_path / "r.json" and cfg.checkpoint_dir == Path("/shared/ck")
-    assert cfg.results_dir == tmp_path / "res"
+    assert cfg.results_dir == tmp_path / "res" and cfg.checkpoint_size == 40 << 30
     assert (cfg.launch, cfg.init_method.url, cfg.master_addr, cfg.master_port) == (
         "spawn", "tcp://gpu-a:23456", "gpu-a", 23456)
     assert (cfg.rank_offsets, cfg.world_size) == ((0, 8), 10)

@@ -17,11 +17,24 @@ def test_the_layout_crosses_as_one_run_per_node_and_back() -> None:
 
 def test_a_probe_fails_for_all_when_it_failed_anywhere() -> None:
     ok = {"status": "PASS", "breaks_world": False}
-    assert probe_decision(Exchange({0: ok, 1: ok}, ())) == {"fail": False, "breaks": False}
+    assert probe_decision(Exchange({0: ok, 1: ok}, ())) == {
+        "fail": False, "breaks": False, "own_only": False}
     failed = {"status": "FAIL", "breaks_world": False}
-    assert probe_decision(Exchange({0: ok, 1: failed}, ())) == {"fail": True, "breaks": False}
+    assert probe_decision(Exchange({0: ok, 1: failed}, ())) == {
+        "fail": True, "breaks": False, "own_only": False}
     broken = {"status": "FAIL", "breaks_world": True}
-    assert probe_decision(Exchange({0: broken, 1: ok}, ())) == {"fail": True, "breaks": True}
+    assert probe_decision(Exchange({0: broken, 1: ok}, ())) == {
+        "fail": True, "breaks": True, "own_only": False}
+
+
+def test_ddpchecks_own_failures_alone_leave_the_world_usable() -> None:
+    own = {"status": "FAIL", "breaks_world": False, "own": True}
+    ok = {"status": "PASS", "breaks_world": False}
+    assert probe_decision(Exchange({0: own, 1: ok}, ()))["own_only"] is True
+    # a peer's collective timed out after it: not only ddpcheck's own any more
+    broken = {"status": "FAIL", "breaks_world": True}
+    assert probe_decision(Exchange({0: own, 1: broken}, ())) == {
+        "fail": True, "breaks": True, "own_only": False}
 
 
 def test_the_ranks_that_collected_other_probes_than_rank_0_are_named() -> None:

@@ -9,6 +9,7 @@ rank file (it is run once and cached), because every session pays for importing 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,12 +145,14 @@ def test_a_diagnosed_failure_is_recorded_with_its_problem(session: Session) -> N
     assert (problem["stage"], problem["ranks"]) == ("collectives", [0])
 
 
-def test_a_bare_assert_becomes_probe_error(session: Session) -> None:
+def test_a_bare_assert_is_ddpchecks_own_failure_with_its_place(session: Session) -> None:
+    """A probe must raise a diagnosis; a bare assert is a bug of the probe, not the cluster's."""
     probe = session.probes["test_broadcast_asserts"]
     assert probe["status"] == "FAIL"
     [problem] = probe["problems"]
-    assert problem["code"] == "probe-error"
-    assert problem["observed"].startswith("test_broadcast_asserts: AssertionError")
+    assert (problem["code"], problem["role"]) == ("ddpcheck-error", "own-failure")
+    assert problem["observed"].startswith("probe test_broadcast_asserts raised AssertionError")
+    assert re.search(r"/test_probes\.py:\d+\)", problem["observed"]), problem["observed"]
 
 
 def test_the_rest_of_a_failed_stage_still_runs(session: Session) -> None:

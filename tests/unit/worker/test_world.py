@@ -17,12 +17,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck import diagnoses
 from ddpcheck.worker.world import (
     World,
     connect,
     first_line,
-    is_communication_error,
     node_facts,
     resolve_backend,
 )
@@ -154,26 +152,6 @@ def test_node_facts_are_the_ones_compared_across_ranks() -> None:
     json.dumps(facts)
     if not torch.cuda.is_available():
         assert facts["nccl"] is None
-
-
-@pytest.mark.parametrize("exc", [
-    RuntimeError("Connection closed by peer"),
-    TimeoutError("timed out"),
-    ConnectionResetError("reset"),
-    dist.DistError("store gone"),
-    diagnoses.COLLECTIVE_FAILED.fail("all_reduce timed out"),
-])
-def test_communication_errors_break_the_world(exc: BaseException) -> None:
-    assert is_communication_error(exc)
-
-
-@pytest.mark.parametrize("exc", [
-    AssertionError("wrong"),
-    ValueError("bad"),
-    diagnoses.WRONG_COLLECTIVE_RESULT.fail("got 3, expected 4"),
-])
-def test_other_errors_do_not_break_the_world(exc: BaseException) -> None:
-    assert not is_communication_error(exc)
 
 
 def test_first_line_of_an_error() -> None:
