@@ -8,6 +8,7 @@ so the user never sees a bare torchrun error.
 from __future__ import annotations
 
 from ddpcheck.diagnoses import (
+    CONSEQUENCE,
     LAUNCH_FAILED,
     PROBE_TIMEOUT,
     RANK_EXITED,
@@ -17,10 +18,33 @@ from ddpcheck.diagnoses import (
     RUN_DEADLINE,
     RUN_INTERRUPTED,
     Problem,
+    register,
 )
 from ddpcheck.launcher.launch import LaunchOutcome
+from ddpcheck.ranges import format_ranks
 from ddpcheck.results import End, Event, ExitStatus, Probe, ProbeStart, Start
 from ddpcheck.verdicts.readiness import SESSION_ERROR
+
+WATCHDOG_ABORT = register(
+    "watchdog-abort", "NCCL's watchdog aborted ranks after a collective timed out",
+    "a collective did not complete within the process group's timeout on these ranks: another "
+    "rank never entered it (stopped, killed, slower, or in a different collective) or the "
+    "link between them hung; torchrun sets TORCH_NCCL_ASYNC_ERROR_HANDLING, so the watchdog "
+    "takes every waiting rank down with SIGABRT",
+    "act on the other problems (the rank that did not arrive); if there are none, rerun with "
+    "NCCL_DEBUG=INFO and TORCH_NCCL_DUMP_ON_TIMEOUT=1 to see which rank and collective hung")
+# What NCCL's watchdog prints before it aborts (ProcessGroupNCCL.cpp, torch 2.x); recorded in
+# tests/data/logs/watchdog/allgather-sglang-1693.log (sgl-project/sglang#1693).
+WATCHDOG_WORDS = ("Watchdog caught collective operation timeout",
+                  "taking the entire process down", "detected by watchdog")
+
+
+def aborted_by_watchdog(ex: ExitStatus, events: list[Event]) -> bool:
+    """SIGABRT from NCCL's watchdog: said so in its last lines, or SIGABRT on an NCCL rank."""
+    if ex.signal_name != "SIGABRT":
+        return False
+    nccl = any(isinstance(e, Start) and e.backend == "nccl" for e in events)
+    return nccl or any(w in ln for ln in ex.tail for w in WATCHDOG_WORDS)
 
 
 def last_activity(events: list[Event]) -> tuple[str, str]:
@@ -73,18 +97,38 @@ def diagnose_ranks(events: dict[int, list[Event]], exits: dict[int, ExitStatus],
             ranks=[rank], hosts=[hosts.get(rank, "?")], stage=stage, role=ROOT_CAUSE))
     unfinished = {r: ex for r, ex in sorted(exits.items())
                   if not ex.finished and ex.pid not in outcome.stopped_pids}
+    # NCCL's watchdog aborts every rank left waiting in a hung collective: what they saw of
+    # the rank that did not arrive, never a kill of their own (one problem for all of them).
+    aborted = {r: ex for r, ex in unfinished.items()
+               if aborted_by_watchdog(ex, events.get(r, []))}
+    unfinished = {r: ex for r, ex in unfinished.items() if r not in aborted}
     # A rank ended by SIGTERM after another rank failed was torn down by torchrun (or by us):
     # a consequence, not a cause. Report it only when nothing else explains the failure.
     causes = {r: ex for r, ex in unfinished.items() if ex.signal_name != "SIGTERM"}
-    if not causes and (problems or outcome.deadline_hit or outcome.interrupted):  # ended by us
-        unfinished = {}
+    if not causes and (problems or aborted or outcome.deadline_hit or outcome.interrupted):
+        unfinished = {}  # ended by us, or by torchrun after the watchdog's abort
     for rank, ex in (causes or unfinished).items():
         stage, where = _where(events.get(rank, []))
         problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex, where, stage))
+    if aborted:
+        problems.append(_watchdog_problem(aborted, events, hosts))
     problems += _session_errors(exits, hosts, exclude=set(causes or unfinished))
     if not (outcome.deadline_hit or outcome.interrupted or outcome.killed_after_end):
         problems += _lost_wrappers(events, exits, outcome, hosts, local or set())
     return problems
+
+
+def _watchdog_problem(aborted: dict[int, ExitStatus], events: dict[int, list[Event]],
+                      hosts: dict[int, str]) -> Problem:
+    ranks = sorted(aborted)
+    stage, where = _where(events.get(ranks[0], []))
+    said = next((ln.strip() for r in ranks for ln in aborted[r].tail
+                 if WATCHDOG_WORDS[0] in ln), "")
+    return WATCHDOG_ABORT.problem(
+        f"rank {format_ranks(ranks)} ended by SIGABRT from NCCL's watchdog {where}"
+        + (f"; it said: {said[:300]}" if said else ""),
+        ranks=ranks, hosts=sorted({hosts.get(r, "?") for r in ranks}), stage=stage,
+        role=CONSEQUENCE)
 
 
 def _lost_wrappers(events: dict[int, list[Event]], exits: dict[int, ExitStatus],

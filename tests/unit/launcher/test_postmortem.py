@@ -6,6 +6,7 @@ from ddpcheck.diagnoses import ROOT_CAUSE
 from ddpcheck.launcher.launch import LaunchOutcome
 from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, last_activity
 from ddpcheck.results import End, Event, ExitStatus, Probe, ProbeStart, Start
+from tests.helpers.paths import DATA
 
 HOSTS = {0: "gpu-a", 1: "gpu-a", 2: "gpu-b", 3: "gpu-b"}
 ALLREDUCE = "checks/test_collectives.py::test_all_reduce_sums_exactly"
@@ -233,3 +234,45 @@ def test_torchrun_failing_after_the_start_is_the_last_word_with_its_log() -> Non
     assert torchrun_failed(events, LaunchOutcome(returncode=0, elapsed=1.0), log) == []
     ended = LaunchOutcome(returncode=-15, elapsed=1.0, killed_after_end=True)
     assert torchrun_failed(events, ended, log) == []
+
+
+# --- NCCL's watchdog abort ---------------------------------------------------------------------
+WATCHDOG_TAIL = tuple(  # the last lines an aborted rank printed: sgl-project/sglang#1693
+    (DATA / "logs" / "watchdog" / "allgather-sglang-1693.log").read_text().splitlines()[1:6])
+
+
+def nccl_in_allreduce(rank: int) -> list[Event]:
+    return [Start(rank=rank, host=HOSTS[rank], pid=1000 + rank, backend="nccl"),
+            probe_start(BARRIER), probe_done(BARRIER), probe_start(ALLREDUCE)]
+
+
+def aborted(rank: int, tail: tuple[str, ...] = WATCHDOG_TAIL) -> ExitStatus:
+    return ExitStatus(rank=rank, pid=1000 + rank, returncode=-6, signal_name="SIGABRT",
+                      tail=tail)
+
+
+def test_ranks_the_watchdog_aborted_are_consequences_of_the_rank_that_was_killed():
+    events = {r: nccl_in_allreduce(r) for r in range(4)}
+    exits = {0: aborted(0), 1: aborted(1), 2: exit_file(2, -9, "SIGKILL"), 3: aborted(3)}
+    problems = diagnose_ranks(events, exits, outcome(), HOSTS)
+    assert [(p.code, p.ranks) for p in problems] == [("rank-killed", (2,)),
+                                                     ("watchdog-abort", (0, 1, 3))]
+    assert problems[1].role == "consequence" and problems[0].role == "root-cause"
+    assert not any(p.code == "rank-killed" and 0 in p.ranks for p in problems)
+
+
+def test_a_watchdog_abort_alone_names_the_hung_collective_not_a_kill():
+    events = {r: nccl_in_allreduce(r) for r in range(2)}
+    problems = diagnose_ranks(events, {0: aborted(0), 1: aborted(1)}, outcome(), HOSTS)
+    assert [(p.code, p.ranks) for p in problems] == [("watchdog-abort", (0, 1))]
+    p = problems[0]
+    assert "SIGABRT from NCCL's watchdog during probe test_all_reduce_sums_exactly" in p.observed
+    assert "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9141" in p.observed
+    assert "TORCH_NCCL_ASYNC_ERROR_HANDLING" in p.cause and "TORCH_NCCL_DUMP_ON_TIMEOUT" in p.fix
+
+
+def test_a_sigabrt_on_gloo_without_the_watchdogs_words_is_still_a_kill():
+    events = {0: in_allreduce(0), 1: finished(1)}
+    exits = {0: aborted(0, tail=("Fatal Python error: Aborted",)), 1: exit_file(1, 0, done=True)}
+    (problem,) = diagnose_ranks(events, exits, outcome(), HOSTS)
+    assert problem.code == "rank-killed" and "SIGABRT" in problem.observed
