@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,6 +72,7 @@ class RankSession:
         self.blocked_by: str | None = None  # stage whose failure blocks the rest
         self.failed_stages: list[str] = []
         self.counter = 0
+        self.exitstatus: int | None = None  # pytest's, kept for a hard exit of a broken world
 
     # --- session start: connect and say hello ---------------------------------------------
     @pytest.hookimpl(tryfirst=True)
@@ -254,8 +256,9 @@ class RankSession:
 
     # --- session end: gather everything on rank 0 ------------------------------------------
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         w, log = self.world, self.log
+        self.exitstatus = int(exitstatus)
         if w is None or log is None:
             return
         log.write(results.End(blocked_by=self.blocked_by))
@@ -265,6 +268,20 @@ class RankSession:
                                {"ranks": got.values, "missing": list(got.missing)})
         if not self.blocked_by:
             w.close()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """A rank whose world broke ends now, once everything is written and printed.
+
+        Tearing down a process group with a stopped or dead peer can block in gloo's and
+        NCCL's destructors for as long as the process lives; the launcher would then wait
+        out its grace period before ending it, and every node's verdict would come that much
+        later. Nothing is left to do: the rank file holds this rank's whole story."""
+        if self.world is None or not self.blocked_by or self.exitstatus is None:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(self.exitstatus)
 
 
 def _doc_lines(item: pytest.Item) -> tuple[str, ...]:

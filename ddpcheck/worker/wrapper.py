@@ -34,10 +34,20 @@ SESSION_ERRORS = {2: "interrupted", 3: "internal error", 4: "usage or collection
 def pytest_argv(extra: list[str]) -> list[str]:
     """The probes' pytest command: the installed probes, and no pytest configuration of the
     directory it runs in (``-c os.devnull``), so a project's pytest.ini/pyproject addopts or
-    timeouts never change what the probes do."""
+    timeouts never change what the probes do. Only the plugins the probes need are loaded
+    (see ``pytest_env``)."""
     return [sys.executable, "-m", "pytest", "-c", os.devnull, "--rootdir", os.getcwd(),
-            "-p", "ddpcheck.plugin", "--pyargs", "ddpcheck.checks",
+            "-p", "pytest_timeout", "-p", "ddpcheck.plugin", "--pyargs", "ddpcheck.checks",
             "-q", "-rN", "-p", "no:cacheprovider", "--no-header", *extra]
+
+
+def pytest_env(env: dict[str, str]) -> dict[str, str]:
+    """The probes' environment: no autoloaded pytest plugins (PYTEST_DISABLE_PLUGIN_AUTOLOAD).
+
+    Whatever pytest plugins the job's environment has installed (hypothesis, benchmark,
+    xdist, a site's own) must not change or slow the probes: one measured here imported
+    itself after the rank's end and held a broken world's exit for 8 s."""
+    return {**env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 def _ended(log: Path) -> bool:
@@ -69,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(os.environ.get(results.RESULTS_DIR_ENV, ".")).resolve()
     args, local_rank = split_local_rank(list(argv if argv is not None else sys.argv[1:]))
     env = dict(os.environ, **({LOCAL_RANK_ARG_ENV: local_rank} if local_rank is not None else {}))
-    child = subprocess.Popen(pytest_argv(args), env=env,
+    child = subprocess.Popen(pytest_argv(args), env=pytest_env(env),
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     relay = threading.Thread(target=_relay, args=(child.stdout, tail), daemon=True)

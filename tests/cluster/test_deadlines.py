@@ -1,0 +1,81 @@
+"""Never hang, at the defaults: a stopped rank, or ddpcheck's own per-rank process killed
+mid-stage (its rank left orphaned), ends the run on every node within --probe-timeout + 15 s.
+
+Test side only: real launchers, torchrun and workers on two namespace hosts, with the default
+--probe-timeout (20 s), as users run it. Each test prints the measured times.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ddpcheck.worker.settings import DEFAULT_PROBE_TIMEOUT
+from tests.cluster.hosts import start_runs
+
+from .test_same_story import _wait_for
+
+STAGES = ["--stages", "node,rendezvous,collectives,bandwidth,ddp"]
+BOUND = DEFAULT_PROBE_TIMEOUT + 15
+
+
+def start_default(cluster, tmp_path):
+    return start_runs(cluster.hosts, tmp_path, *STAGES, nodes=len(cluster.hosts), results=True)
+
+
+def ended_after(runs, since: float) -> list[float]:
+    ended = []
+    for run in runs:
+        run.finish(timeout=180)
+        ended.append(round(time.monotonic() - since, 1))
+    return ended
+
+
+def test_a_stopped_rank_ends_every_node_within_the_default_probe_deadline(make_cluster,
+                                                                         tmp_path):
+    cluster = make_cluster(2)
+    runs = start_default(cluster, tmp_path)
+    _, events = _wait_for(tmp_path / "results-node1", lambda evs: any(
+        e["event"] == "probe-start" and "bandwidth_sweep" in e["nodeid"] for e in evs))
+    cluster[1].exec_admin(["kill", "-STOP", str(events[0]["pid"])])
+    wall = time.time()
+    ended = ended_after(runs, time.monotonic())
+    _timeline(tmp_path, wall)
+    print(f"stopped rank at the defaults: node0 ended {ended[0]} s, node1 {ended[1]} s after "
+          f"SIGSTOP (bound {BOUND:g} s)")
+    assert [r.proc.returncode for r in runs] == [1, 1], runs[0].out + runs[1].out
+    for run in runs:
+        first = run.report()["problems"][0]
+        assert first["code"] == "rank-unresponsive" and first["hosts"] == ["node1"], run.out
+    assert max(ended) < BOUND, ended
+
+
+def test_a_killed_wrapper_mid_stage_ends_every_node_within_the_default_probe_deadline(
+        make_cluster, tmp_path):
+    cluster = make_cluster(2)
+    runs = start_default(cluster, tmp_path)
+    _, events = _wait_for(tmp_path / "results-node1", lambda evs: any(
+        e["event"] == "probe-start" and "bandwidth_sweep" in e["nodeid"] for e in evs))
+    pytest_pid = events[0]["pid"]
+    wrapper = cluster[1].exec_admin(["ps", "-o", "ppid=", "-p", str(pytest_pid)]).stdout.strip()
+    cluster[1].exec_admin(["kill", "-9", wrapper])
+    wall = time.time()
+    ended = ended_after(runs, time.monotonic())
+    _timeline(tmp_path, wall)
+    print(f"killed wrapper at the defaults: node0 ended {ended[0]} s, node1 {ended[1]} s after "
+          f"the kill (bound {BOUND:g} s)")
+    assert [r.proc.returncode for r in runs] == [1, 1], runs[0].out + runs[1].out
+    for run in runs:
+        assert "rank-killed" in run.codes(), run.out
+    assert max(ended) < BOUND, ended
+
+
+def _timeline(tmp_path, wall):
+    import json
+    for f in sorted(tmp_path.glob("results-*/rank-*.jsonl")):
+        evs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+        print(f.parent.name, f.name, [(e["event"], e.get("name", "")[:20], round(e.get("time", 0) - wall, 1)) for e in evs if e["event"] in ("probe", "end", "problems")][-5:])
+    for f in sorted(tmp_path.glob("results-*/exit-*.json")):
+        x = json.loads(f.read_text())
+        print(f.parent.name, f.name, x["signal_name"], x["finished"], round(x["time"] - wall, 1))
+    for f in sorted(tmp_path.glob("*.json")):
+        print(f.name, round(f.stat().st_mtime - wall, 1))
