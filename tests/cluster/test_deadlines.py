@@ -69,13 +69,18 @@ def test_a_killed_wrapper_mid_stage_ends_every_node_within_the_default_probe_dea
     assert max(ended) < BOUND, ended
 
 
-def _timeline(tmp_path, wall):
+def _timeline(tmp_path, wall: float) -> None:
+    """Print when each rank ended, each exit was recorded and each report written (s after
+    the fault): the figures of the closing note, and where the time goes when it grows."""
     import json
+
     for f in sorted(tmp_path.glob("results-*/rank-*.jsonl")):
         evs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-        print(f.parent.name, f.name, [(e["event"], e.get("name", "")[:20], round(e.get("time", 0) - wall, 1)) for e in evs if e["event"] in ("probe", "end", "problems")][-5:])
+        ends = [round(e["time"] - wall, 1) for e in evs if e["event"] == "end"]
+        print(f"  {f.parent.name}/{f.name}: end at {ends or 'never'}")
     for f in sorted(tmp_path.glob("results-*/exit-*.json")):
         x = json.loads(f.read_text())
-        print(f.parent.name, f.name, x["signal_name"], x["finished"], round(x["time"] - wall, 1))
+        print(f"  {f.parent.name}/{f.name}: {x['signal_name'] or x['returncode']}, "
+              f"finished={x['finished']}, at {x['time'] - wall:.1f}")
     for f in sorted(tmp_path.glob("*.json")):
-        print(f.name, round(f.stat().st_mtime - wall, 1))
+        print(f"  {f.name} written at {f.stat().st_mtime - wall:.1f}")
