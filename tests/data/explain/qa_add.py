@@ -26,8 +26,19 @@ def load() -> dict:
             "cases": []}
 
 
+def gh_sources() -> set[str]:
+    """Sources the gh- collector already holds (its worktree, if present)."""
+    path = Path("/work/wt-corpus-gh/tests/data/explain/corpus-gh.json")
+    if not path.exists():
+        path = HERE / "corpus-gh.json"
+    if not path.exists():
+        return set()
+    return {c["source"] for c in json.loads(path.read_text())["cases"]}
+
+
 def check(data: dict) -> None:
     seen = set()
+    gh = gh_sources()
     old = {x["source"] for x in json.loads((HERE.parent / "logs" / "CORPUS.json").read_text())["logs"]}
     for c in data["cases"]:
         assert c["id"].startswith("qa-") and c["id"] not in seen, c["id"]
@@ -37,6 +48,7 @@ def check(data: dict) -> None:
         assert (HERE / c["file"]).read_text().strip(), c["id"]
         assert c["family"] in FAMILIES, c["id"]
         assert c["source"] not in old, c["id"]
+        assert c["source"] not in gh, ("also in corpus-gh.json", c["id"])
         assert c["cause"] and c["confirmed_by"], c["id"]
     srcs = [c["source"] for c in data["cases"]]
     assert len(srcs) == len(set(srcs)), "duplicate source"
@@ -51,6 +63,7 @@ def main() -> None:
     case_id, source, cause, family, confirmed_by = sys.argv[1:6]
     assert case_id not in {c["id"] for c in data["cases"]}, "id exists"
     assert source not in {c["source"] for c in data["cases"]}, "source exists"
+    assert source not in gh_sources(), "source already in corpus-gh.json"
     assert family in FAMILIES
     split = split_of(case_id)
     text = sys.stdin.read().strip("\n") + "\n"
