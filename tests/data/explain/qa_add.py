@@ -64,6 +64,8 @@ def main() -> None:
     assert case_id not in {c["id"] for c in data["cases"]}, "id exists"
     assert source not in {c["source"] for c in data["cases"]}, "source exists"
     assert source not in gh_sources(), "source already in corpus-gh.json"
+    old = {x["source"] for x in json.loads((HERE.parent / "logs" / "CORPUS.json").read_text())["logs"]}
+    assert source not in old, "source already in tests/data/logs/CORPUS.json"
     assert family in FAMILIES
     split = split_of(case_id)
     text = sys.stdin.read().strip("\n") + "\n"
