@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ddpcheck.diagnoses import Problem
 from ddpcheck.launcher.config import Config
-from ddpcheck.node import gpu, gpuhealth, gpuquery, infiniband, nvlinkfabric, xid
+from ddpcheck.node import devices, gpu, gpuhealth, gpuquery, infiniband, nvlinkfabric, xid
 from ddpcheck.node.findings import Finding, Unread
 
 HEALTH_BUDGET = 20.0  # seconds for every health read of this node together
@@ -89,6 +89,9 @@ def read_health(env: Mapping[str, str], src: HealthSources
         gpus, why = gpuquery.read_gpus(src.runner, t)
         if why:
             unread.append(Unread("nvidia-smi --query-gpu", why))
+    mine = job_gpus(env.get("CUDA_VISIBLE_DEVICES"), gpus)
+    if mine is not None:  # another job's GPUs on a shared node are not this job's problem
+        gpus = [g for g in gpus if g.index in mine]
     if gpus and (t := timeout("nvidia-smi --query-compute-apps")) is not None:
         apps, why = gpuquery.read_apps(src.runner, t)
         if why:
@@ -96,20 +99,41 @@ def read_health(env: Mapping[str, str], src: HealthSources
         found += gpuhealth.check_gpus(gpus, apps, apps_read=not why)
     switches = nvlinkfabric.nvswitch_devices(src.dev, src.nvswitch_proc)
     if (t := timeout("nvidia-smi nvlink -s")) is not None:
-        links = nvlinkfabric.read_nvlinks(src.runner, t)
-        found += nvlinkfabric.check_nvlinks(links or [], bool(switches))
+        links = [g for g in nvlinkfabric.read_nvlinks(src.runner, t) or []
+                 if mine is None or g.index in mine]
+        found += nvlinkfabric.check_nvlinks(links, bool(switches))
     if switches and (t := timeout("Fabric Manager state")) is not None:
         fm, fm_unread = nvlinkfabric.check_fabric_manager(
             nvlinkfabric.fabric_manager_state(src.runner, t), len(switches))
         found, unread = found + fm, unread + fm_unread
     if (t := timeout("kernel log for Xid errors")) is not None:
         events, xid_unread = xid.kernel_xids(t, src.runner)
+        buses = {xid.short_bus(g.bus_id) for g in gpus if g.bus_id}
+        if mine is not None and buses:
+            notes += [f"Xid {e.xid} on PCI {e.bus}, a GPU this job does not use "
+                      "(CUDA_VISIBLE_DEVICES)" for e in events if xid.short_bus(e.bus) not in buses]
+            events = [e for e in events if xid.short_bus(e.bus) in buses]
         xid_found, xid_notes = xid.check_xids(events, _names(gpus))
         found, notes, unread = found + xid_found, notes + xid_notes, unread + xid_unread
     ports = infiniband.read_ports(src.infiniband)
     found += infiniband.check_ports(ports, env)
     found += infiniband.check_gpudirect(ports, infiniband.peermem_loaded(src.sys_module))
     return found, notes, unread
+
+
+def job_gpus(cuda_visible_devices: str | None, gpus: list[gpuquery.GpuHealth]
+             ) -> set[int] | None:
+    """The nvidia-smi indices of the GPUs this job's ranks get; None: all of them.
+
+    CUDA_VISIBLE_DEVICES as CUDA reads it (``devices.parse_cuda_visible_devices``): indices,
+    or GPU- UUIDs (a unique prefix is enough). MIG- UUIDs name a slice, not a board: all.
+    """
+    vd = devices.parse_cuda_visible_devices(cuda_visible_devices)
+    if not vd.is_set or (vd.effective and vd.effective[0].startswith("MIG-")):
+        return None
+    if not vd.uses_uuids:
+        return set(vd.indices)
+    return {g.index for g in gpus for e in vd.effective if g.uuid.startswith(e)}
 
 
 def _names(gpus: list[gpuquery.GpuHealth]) -> dict[str, str]:

@@ -129,3 +129,14 @@ def test_strict_health_comes_from_the_flag_or_the_environment_and_bad_values_exi
     monkeypatch.setenv("DDPCHECK_STRICT_HEALTH", "maybe")
     assert main(["run"]) == 2  # the flag, when given, wins over the variable
     assert "DDPCHECK_STRICT_HEALTH" in capsys.readouterr().err
+
+
+def test_only_the_gpus_this_job_gets_are_judged(tmp_path):
+    sick = {**HEALTHY, "--query-gpu": read("nvidia-smi-query-memory-used-4gpu.csv"),
+            "--query-compute-apps": read("nvidia-smi-compute-apps-leftover.csv")}
+    other = node_health(cfg(), {"CUDA_VISIBLE_DEVICES": "1"}, sources(tmp_path, sick))
+    assert other.problems == ()  # GPU 1 is free; 0, 2 and 3 belong to another job
+    by_uuid = node_health(cfg(), {"CUDA_VISIBLE_DEVICES": "GPU-f7c1496c"},
+                          sources(tmp_path / "u", sick))
+    assert [p.observed.split(":")[0] for p in by_uuid.problems] == [
+        "GPU 2 (GPU-f7c1496c-b7f5-b1d2-78ea-68826f778059)"]
