@@ -68,3 +68,15 @@ def test_a_slow_pcie_link_is_shown_and_fails_only_with_strict_health(ddpcheck_ru
     strict = ddpcheck_run("--stages", "preflight", "--strict-health", env=env)
     assert strict.finish(timeout=90) == 1, strict.stdout + strict.stderr
     assert [p["code"] for p in strict.report()["problems"]] == ["gpu-pcie-degraded"]
+
+
+def test_a_healthy_recorded_node_reads_ready_with_no_health_note(ddpcheck_run, tmp_path):
+    healthy = {**SICK, "--query-gpu=*": "nvidia-smi-query-pcie-l40s-idle.csv",
+               "--query-compute-apps=*": "nvidia-smi-compute-apps-none.csv",
+               "--query-remapped-rows=*": "nvidia-smi-query-remapped-rows.csv"}
+    env = fake_nvidia_smi(tmp_path / "bin", healthy)
+    run = ddpcheck_run("--stages", "preflight", env=env)
+    assert run.finish(timeout=90) == 0, run.stdout + run.stderr
+    report = run.report()
+    assert report["ready"] is True and report["problems"] == []
+    assert not [n for n in report["notes"] if n.startswith("health warning")], report["notes"]
