@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from ddpcheck.diagnoses import register
 from ddpcheck.node.findings import Finding, drain_line
 from ddpcheck.node.gpuquery import ComputeApp, GpuHealth
+from ddpcheck.node.nvlinkfabric import FABRIC_MANAGER_DOWN
 
 # Memory another process holds with no process visible (another container, a process that
 # died with its memory): more than this is not the driver's own idle use (a few MiB).
@@ -66,6 +67,13 @@ MEMORY_IN_USE = register(
     "end that process (or wait for the job it belongs to); if no process holds the memory, "
     "reset the GPU (nvidia-smi -r -i BUS_ID) or reboot")
 
+RECOVERY_ACTION = register(
+    "gpu-recovery-action", "the driver says a GPU needs a reset, a reboot or a drain",
+    "nvidia-smi's gpu_recovery_action is set after an error the driver could not recover "
+    "from in place (NVIDIA Xid catalogue: GPU Reset, Node Reboot, Drain P2P, Drain and Reset)",
+    "drain the node and do what the action says (nvidia-smi -r -i BUS_ID for GPU Reset)")
+FABRIC_READY = ("completed", "not supported")
+
 THROTTLE_TEXT = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
                  "hw_power_brake_slowdown": "HW power brake slowdown",
                  "sw_thermal_slowdown": "SW thermal slowdown"}
@@ -96,6 +104,31 @@ def check_memory_errors(g: GpuHealth) -> list[Finding]:
             "loaded (ecc.errors.uncorrected.volatile.total)",
             fix=f"{drain_line(f'GPU {g.index} uncorrectable ECC')}; then {reset} or reboot; "
                 f"if errors return, RMA the GPU ({MEM_DOCS})")))
+    return out
+
+
+def check_recovery_and_fabric(g: GpuHealth) -> list[Finding]:
+    """The driver's own verdict (gpu_recovery_action) and the NVLink fabric registration.
+
+    On NVSwitch systems a GPU whose fabric.state is not Completed (or whose fabric.status
+    is not Success) cannot run CUDA: Fabric Manager has not registered it.
+    """
+    out = []
+    action = g.recovery_action
+    if action and action.lower() != "none":
+        reset = f"nvidia-smi -r -i {g.bus_id or g.index}"
+        step = {"gpu reset": reset, "node reboot": "reboot the node"}.get(
+            action.lower(), f"{reset} after draining its work ({action})")
+        out.append(Finding(RECOVERY_ACTION.problem(
+            f"{g.named()}: gpu_recovery_action is {action}",
+            fix=f"{drain_line(f'GPU {g.index} recovery action {action}')}; then {step}")))
+    state, status = (g.fabric_state or "").lower(), (g.fabric_status or "").lower()
+    if (state and state not in FABRIC_READY) or (state == "completed" and status and
+                                                 status != "success"):
+        out.append(Finding(FABRIC_MANAGER_DOWN.problem(
+            f"{g.named()}: fabric.state is {g.fabric_state}, fabric.status "
+            f"{g.fabric_status or 'unknown'} (the GPU is not registered with the NVLink "
+            "fabric)")))
     return out
 
 
@@ -163,5 +196,5 @@ def check_gpus(gpus: Sequence[GpuHealth], apps: Sequence[ComputeApp],
     """Every GPU finding: memory errors, speed, leftovers."""
     found: list[Finding] = []
     for g in gpus:
-        found += check_memory_errors(g) + check_speed(g)
+        found += check_memory_errors(g) + check_recovery_and_fabric(g) + check_speed(g)
     return found + check_leftovers(gpus, apps, apps_read)

@@ -28,10 +28,11 @@ HEALTH_FIELDS = ("index", "pci.bus_id", "uuid", "name", "memory.used", "memory.t
                  "ecc.errors.uncorrected.volatile.total", "retired_pages.pending",
                  THROTTLE + "gpu_idle", *(THROTTLE + s for s in SLOWDOWNS),
                  "pcie.link.gen.current", "pcie.link.gen.max",
-                 "pcie.link.width.current", "pcie.link.width.max")
+                 "pcie.link.width.current", "pcie.link.width.max",
+                 "fabric.state", "fabric.status", "gpu_recovery_action")
 REMAP_FIELDS = ("gpu_bus_id", "gpu_uuid", "remapped_rows.pending", "remapped_rows.failure")
 APP_FIELDS = ("gpu_uuid", "gpu_bus_id", "pid", "used_memory")  # never the process name
-MAX_RETRIES = 4
+MAX_RETRIES = 8  # an old driver rejects up to 8 of HEALTH_FIELDS
 _INVALID = re.compile(r'Field "([^"]+)" is not a valid field to query')
 _UNIT = re.compile(r"\s*\[[^\]]*\]$")
 _FIELD = re.compile(r"^[a-z][a-z0-9_.]*$")
@@ -55,6 +56,9 @@ class GpuHealth:
     pcie_width: tuple[int, int] | None = None
     remap_pending: bool | None = None
     remap_failed: bool | None = None
+    fabric_state: str | None = None  # "Completed", "In Progress", "Not Started" (NVSwitch)
+    fabric_status: str | None = None  # "Success", or the error
+    recovery_action: str | None = None  # "None", "GPU Reset", "Node Reboot", "Drain P2P", ...
 
     def named(self) -> str:
         """How a problem names this GPU: index, PCI bus id and UUID."""
@@ -144,7 +148,10 @@ def gpu_from_row(row: Mapping[str, str]) -> GpuHealth | None:
         as_int(row.get("ecc.errors.uncorrected.volatile.total")),
         as_flag(row.get("retired_pages.pending")), as_flag(row.get(THROTTLE + "gpu_idle")),
         tuple(s for s in SLOWDOWNS if as_flag(row.get(THROTTLE + s))),
-        _pair(row, "pcie.link.gen"), _pair(row, "pcie.link.width"))
+        _pair(row, "pcie.link.gen"), _pair(row, "pcie.link.width"),
+        fabric_state=value(row.get("fabric.state")),
+        fabric_status=value(row.get("fabric.status")),
+        recovery_action=value(row.get("gpu_recovery_action")))
 
 
 def with_remaps(gpus: Sequence[GpuHealth], rows: Sequence[Mapping[str, str]]

@@ -74,3 +74,26 @@ def test_memory_held_with_no_visible_process_is_named_too_but_not_idle_use():
     assert [f.problem.observed.split(":")[0] for f in found] == ["GPU 2 (GPU-f7c1496c-b7f5-"
                                                                   "b1d2-78ea-68826f778059)"]
     assert gpuhealth.check_leftovers(gpus, [], apps_read=False) == []
+
+
+def test_the_drivers_recovery_action_and_an_unregistered_fabric_are_problems():
+    # Values as nvidia-smi prints them: gpu_recovery_action None / GPU Reset / Node Reboot /
+    # Drain P2P / Drain and Reset; fabric.state Not Supported / Not Started / In Progress /
+    # Completed (NVML nvmlGpuFabricState_t).
+    fine = GpuHealth(0, recovery_action="None", fabric_state="Completed", fabric_status="Success")
+    assert gpuhealth.check_recovery_and_fabric(fine) == []
+    assert gpuhealth.check_recovery_and_fabric(GpuHealth(0, fabric_state="Not Supported")) == []
+    sick = GpuHealth(5, "00000000:9B:00.0", "GPU-9b", recovery_action="Node Reboot",
+                     fabric_state="In Progress", fabric_status="N/A")
+    found = gpuhealth.check_recovery_and_fabric(sick)
+    assert [f.problem.code for f in found] == ["gpu-recovery-action", "fabric-manager-down"]
+    assert "reboot the node" in found[0].problem.fix and "state=drain" in found[0].problem.fix
+    assert "fabric.state is In Progress" in found[1].problem.observed
+
+
+def test_fabric_and_recovery_columns_are_read_by_name():
+    text = ("index, fabric.state, fabric.status, gpu_recovery_action\n"
+            "0, Completed, Success, None\n1, [N/A], [N/A], [N/A]\n")
+    gpus = [gpuquery.gpu_from_row(r) for r in gpuquery.parse_table(text).rows]
+    assert [(g.fabric_state, g.recovery_action) for g in gpus if g] == [
+        ("Completed", "None"), (None, None)]
