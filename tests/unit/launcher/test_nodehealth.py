@@ -140,3 +140,18 @@ def test_only_the_gpus_this_job_gets_are_judged(tmp_path):
                           sources(tmp_path / "u", sick))
     assert [p.observed.split(":")[0] for p in by_uuid.problems] == [
         "GPU 2 (GPU-f7c1496c-b7f5-b1d2-78ea-68826f778059)"]
+
+
+def test_an_xid_is_named_by_its_gpu_and_ignored_when_the_gpu_is_another_jobs(tmp_path):
+    # The GPU's bus id and UUID are those the same recorded log prints ("NVRM: GPU at
+    # PCI:0000:0a:00: GPU-760d0170-..."); GPU 1 is a second board of the node.
+    query = ("index, pci.bus_id, uuid\n0, 00000000:0A:00.0, GPU-760d0170-b7c5-6817-9414-"
+             "6cc7112645de\n1, 00000000:0B:00.0, GPU-0b\n")
+    outputs = {**HEALTHY, "--query-gpu": query, "dmesg": read("dmesg-xid-31-62-45.txt")}
+    mine = node_health(cfg(), {}, sources(tmp_path, outputs))
+    assert [p.observed.split(": Xid")[0] for p in mine.problems] == [
+        "GPU 0 (00000000:0A:00.0, GPU-760d0170-b7c5-6817-9414-6cc7112645de)"]
+    other = node_health(cfg(), {"CUDA_VISIBLE_DEVICES": "1"}, sources(tmp_path / "o", outputs))
+    assert other.problems == ()
+    assert any("Xid 62 on PCI 0000:0a:00, a GPU this job does not use" in n
+               for n in other.notes)
