@@ -69,6 +69,22 @@ XIDS: dict[int, XidMeaning] = {
     120: XidMeaning("GSP error", "node", "reset the GPU or reboot"),
 }
 
+# Xid 144-150: NVLink errors of NVLink 5 (Blackwell) with a unit name and "Fatal" or
+# "Nonfatal" in the message ("NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1
+# (...)", leptonai/gpud#1174); the catalogue's action for a fatal one is a GPU reset.
+NVLINK5_XIDS = range(144, 151)
+NVLINK5_FATAL = XidMeaning("NVLink error, fatal", "node",
+                           "reset the GPU or reboot; check the links (nvidia-smi nvlink -s)")
+_FATAL = re.compile(r"\bFatal\b")
+
+
+def meaning_of(event: XidEvent) -> XidMeaning | None:
+    """The catalogue's meaning of an event; None for an Xid it does not judge here."""
+    if event.xid in NVLINK5_XIDS:
+        return NVLINK5_FATAL if _FATAL.search(event.last) else None
+    return XIDS.get(event.xid)
+
+
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),?\s*(.*)$")
 _FALLEN = re.compile(r"NVRM: The NVIDIA GPU ([0-9A-Fa-f:.]+)")
 _PRIVATE = re.compile(r"\bpid=[^,]*,\s*|\bname=[^,]*,\s*")  # another process's pid and name
@@ -110,7 +126,7 @@ def check_xids(events: Sequence[XidEvent], names: dict[str, str] | None = None
     """
     found, notes = [], []
     for e in events:
-        meaning = XIDS.get(e.xid)
+        meaning = meaning_of(e)
         gpu_name = (names or {}).get(short_bus(e.bus), f"GPU at PCI {e.bus}")
         seen = f"{gpu_name}: Xid {e.xid}" + (f" ({meaning.name})" if meaning else "") + \
             f" x{e.count} in the kernel log since boot, last: \"{e.last}\""

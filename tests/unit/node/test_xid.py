@@ -57,3 +57,15 @@ def test_journalctl_is_read_when_dmesg_is_denied():
 
     events, unread = xid.kernel_xids(1.0, runner)
     assert unread == [] and 62 in [e.xid for e in events]
+
+
+def test_nvlink5_xids_fail_only_when_the_driver_says_fatal():
+    # Lines as quoted in leptonai/gpud#1174 (kmsg input).
+    text = ("NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 (0x000fe406 "
+            "0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)\n"
+            "NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 "
+            "0x00000008 0x00000001 0x00000000 0x00100000 0x00000004)\n")
+    found, notes = xid.check_xids(xid.parse_xids(text))
+    assert [f.problem.observed.split(" x1")[0] for f in found] == [
+        "GPU at PCI 0019:01:00: Xid 149 (NVLink error, fatal)"]
+    assert len(notes) == 1 and "Xid 145" in notes[0]
