@@ -92,6 +92,10 @@ def build_parser() -> Parser:
     run.add_argument("-v", "--verbose", action="store_true", help="stream torchrun's output")
     run.add_argument("-q", "--quiet", action="store_true",
                      help="no progress lines, only the report [env DDPCHECK_QUIET=1]")
+    run.add_argument("--strict-health", action="store_true",
+                     help="node-health findings that only cost speed (throttling, a slow PCIe "
+                          "link or IB port, no GPUDirect RDMA) fail the run instead of being "
+                          "shown [env DDPCHECK_STRICT_HEALTH=1]")
     run.add_argument("--traceback", action="store_true", help="show raw errors with tracebacks")
     from ddpcheck.launcher.compare_command import add_compare_parser
 
@@ -121,7 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return cmd_explain(args.logs, args.json_path)
         flags = {name: getattr(args, name) for name, *_ in SETTINGS}
-        flags.update(verbose=args.verbose, quiet=args.quiet, traceback=args.traceback)
+        flags.update(verbose=args.verbose, quiet=args.quiet, traceback=args.traceback,
+                     strict_health=args.strict_health)
         from ddpcheck.scheduler.defaults import scheduler_settings
         from ddpcheck.scheduler.detect import detect
 

@@ -60,6 +60,7 @@ class Config:
     world_size: int | None = None  # None = nodes x nproc
     verbose: bool = False
     quiet: bool = False
+    strict_health: bool = False  # performance-only health findings fail the run
     traceback: bool = False
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> where it came from
 
@@ -116,6 +117,7 @@ SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any]], ...] = (
     ("world_size", "--world-size", "DDPCHECK_WORLD_SIZE", parsing.positive_int),
 )
 QUIET_ENV = "DDPCHECK_QUIET"
+STRICT_HEALTH_ENV = "DDPCHECK_STRICT_HEALTH"
 
 
 
@@ -162,8 +164,11 @@ def build_config(flags: Mapping[str, str | None], env: Mapping[str, str],
     launchspec.derive(values, sources, env)  # spawn: the master and ddpcheck's check-in port
     quiet = bool(flags.get("quiet")) or parsing.convert(
         QUIET_ENV, env.get(QUIET_ENV, "0"), parsing.boolean)
+    strict = bool(flags.get("strict_health")) or parsing.convert(
+        STRICT_HEALTH_ENV, env.get(STRICT_HEALTH_ENV, "0"), parsing.boolean)
     cfg = Config(**values, verbose=bool(flags.get("verbose")), quiet=quiet,
-                 traceback=bool(flags.get("traceback")), sources=sources)
+                 strict_health=strict, traceback=bool(flags.get("traceback")),
+                 sources=sources)
     check_consistency(cfg)
     return cfg
 

@@ -28,6 +28,7 @@ from ddpcheck.launcher.launch import (
     torchrun_argv,
     worker_env,
 )
+from ddpcheck.launcher.nodehealth import node_health
 from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, torchrun_failed
 from ddpcheck.launcher.preflight import auto_nproc, node_preflight
 from ddpcheck.launcher.progress import Progress, read_appended
@@ -58,7 +59,8 @@ def run(cfg: Config, job: JobEnv) -> int:
     results_dir.mkdir(parents=True, exist_ok=True)
     nproc = cfg.nproc_per_node or auto_nproc()
     shape = _shape_problems(cfg, job, nproc)
-    pre = node_preflight(cfg, env, nproc) + shape
+    health = node_health(cfg, env)  # problems fail; notes (performance, unread) are shown
+    pre = node_preflight(cfg, env, nproc) + list(health.problems) + shape
     plan = SpawnPlan(cfg, nproc, socket.gethostname()) if cfg.launch != "torchrun" else None
     world = plan.world_size if plan else nproc * cfg.nodes
     if plan:  # the master, the init file and the rank layout, before any rank starts
@@ -75,19 +77,19 @@ def run(cfg: Config, job: JobEnv) -> int:
     elif cfg.nodes > 1:
         lifecycle.announce_stop(cfg, shape)  # the endpoint node says why, then stops
     if cfg.stages == NETWORK_ONLY:
-        return _network_only(cfg, st, pre, results_dir, nproc, start)
+        return _network_only(cfg, st, pre, results_dir, nproc, start, health.notes)
     if pre:
         report = build_report({}, cfg.stages, pre, time.monotonic() - start, world)
         report.nodes = sorted({c.host for c in st.cards} | {socket.gethostname()})
         _prepend_preflight(report, results.FAIL)
         st.close()
-        return _finish(cfg, report, results_dir, nproc)
+        return _finish(cfg, report, results_dir, nproc, notes=health.notes)
     try:
         outcome, log_tail = _launch(cfg, results_dir, nproc, start, plan)
     finally:
         st.close()
     report = _judge(cfg, st, results_dir, nproc, outcome, log_tail, start, world, plan)
-    code = _finish(cfg, report, results_dir, nproc)
+    code = _finish(cfg, report, results_dir, nproc, notes=health.notes)
     return 128 + signal.Signals[outcome.interrupted] if outcome.interrupted else code
 
 
@@ -149,7 +151,7 @@ def _exit_tails(exits: dict[int, results.ExitStatus]) -> list[str]:
 
 
 def _network_only(cfg: Config, st: ClusterState, problems: list[Problem], results_dir: Path,
-                  nproc: int, start: float) -> int:
+                  nproc: int, start: float, notes: tuple[str, ...] = ()) -> int:
     """``--stages preflight``: the report of preflight, check-in and peer probes; no torchrun."""
     no_ranks = Expected(nproc * cfg.nodes, frozenset())  # this mode starts no rank at all
     report = build_report({}, (), problems, time.monotonic() - start, nproc * cfg.nodes,
@@ -160,7 +162,7 @@ def _network_only(cfg: Config, st: ClusterState, problems: list[Problem], result
     nodes = len({c.host for c in st.cards}) or 1
     report.notes.append(f"network-only mode (--stages preflight): {nodes} node"
                         f"{'s' if nodes != 1 else ''} checked in and probed; no torchrun")
-    return _finish(cfg, report, results_dir, nproc, {"network": st.figures})
+    return _finish(cfg, report, results_dir, nproc, {"network": st.figures}, notes)
 
 
 def _shape_problems(cfg: Config, job: JobEnv, nproc: int) -> list[Problem]:
@@ -238,7 +240,8 @@ def _prepend_preflight(report: Report, status: str) -> None:
 
 
 def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
-            extra: dict | None = None) -> int:
+            extra: dict | None = None, notes: tuple[str, ...] = ()) -> int:
+    report.notes.extend(notes)  # node health shown, not failed (nodehealth)
     base = _compare_with_baseline(cfg, report)
     if cfg.plot_dir and report.measurements:
         from ddpcheck.report.plots import compare_plots, write_plots

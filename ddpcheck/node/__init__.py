@@ -5,5 +5,8 @@ read nvidia-smi and the device files, ``devices`` which GPUs the ranks get
 (``CUDA_VISIBLE_DEVICES``, the device plan); ``nccl`` and ``ncclstack`` the NCCL settings and
 the library actually loaded; ``interfaces``, ``socketifname``, ``nics`` and ``netprobe`` the
 NICs, routes, ``*_SOCKET_IFNAME`` and the endpoint's reachability; ``envinfo`` and
-``nodeinfo`` what ``ddpcheck env`` prints, with secrets redacted.
+``nodeinfo`` what ``ddpcheck env`` prints, with secrets redacted. Node health, read by the
+launcher before any rank runs (docs/node-health.md): ``gpuquery`` and ``gpuhealth`` (memory
+errors, throttling, PCIe, leftover processes), ``nvlinkfabric`` (NVLink, Fabric Manager),
+``xid`` (the kernel log), ``infiniband`` (ports, NCCL_IB_HCA, GPUDirect RDMA), ``findings``.
 """

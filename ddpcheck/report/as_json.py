@@ -27,5 +27,6 @@ def to_json(report: Report, extra: dict[str, Any] | None = None) -> dict[str, An
                     "probes": s.probes} for s in report.stages],
         "problems": [p.to_dict() for p in report.problems],
         "measurements": report.measurements,
+        "notes": list(report.notes),
         **(extra or {}),
     }
