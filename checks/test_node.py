@@ -98,8 +98,11 @@ def test_loaded_libnccl_is_the_one_torch_expects(record):
         record.key_figure(f"NCCL {nccl.format_version(build)} (linked into torch)")
         return
     loaded = asked[libs[0]]
+    relation = nccl.version_relation(loaded, build) if loaded else "unknown"
+    shown = " (newer: shown, not failed)" if relation == "newer" else ""
     record.key_figure(f"NCCL {nccl.format_version(loaded)} loaded, "
-                      f"{nccl.format_version(build)} built")
+                      f"{nccl.format_version(build)} built{shown}")
+    record.measure("nccl_loaded_vs_build", relation)
     record.measure("libnccl", {p: nccl.format_version(v) for p, v in asked.items()})
     _raise(nccl.check_nccl_library(maps, build, loaded,
                                    expected_from="torch's build (torch.cuda.nccl.version())"))
