@@ -4,7 +4,8 @@ Pure (no torch): the worker's transport probe (checks/test_transport.py) passes 
 its own rank's NCCL debug file and this node's ACTIVE RDMA ports (node.nics.rdma_ports);
 unit-tested on recorded real logs (tests/data/gpu/SOURCES.md).
 
-NCCL prints one line per connection it sets up (src/transport.cc, INFO(NCCL_INIT|NCCL_P2P)):
+NCCL prints one line per connection it sets up, under INFO(NCCL_INIT|NCCL_P2P) or
+INFO(NCCL_INIT|NCCL_NET) (src/transport/p2p.cc, shm.cc, net.cc), so SUBSYS=INIT shows it:
 ``Channel 00/0 : 9[0] -> 0[0] [receive] via NET/IB/0/GDRDMA`` (a network connection over
 InfiniBand/RoCE port 0, GPUDirect RDMA), ``via NET/Socket/0`` (TCP), ``via NET/IBext_v8/1``
 (the nccl-rdma-sharp plugin), ``via NET/AWS Libfabric/0/GDRDMA`` (aws-ofi-nccl),
