@@ -25,6 +25,7 @@ launcher raise it for its own torchrun, and says so in the report.
 from __future__ import annotations
 
 import resource
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ddpcheck.diagnoses import Problem, register
@@ -104,10 +105,13 @@ def _fix(need: int, node: str, hard: int) -> str:
 
 
 def open_file_limits(world: int, nproc: int, node: str, *, backend: str = "gloo",
-                     hosts_store: bool = False,
+                     hosts_store: bool | Callable[[], bool] = False,
                      limits: tuple[int, int] | None = None) -> FileLimits:
     """Judge the soft limit against the user's job's need; raise it only for ddpcheck's own
     extra subgroups (never to pass a job that would fail).
+
+    ``hosts_store``: whether this node hosts the job's store, or a callable that finds out
+    (asked only when the soft limit is below the store's need).
 
     ``limits`` (soft, hard) is for tests; without it the process's own limits are read and,
     where ddpcheck alone needs more, its soft limit is raised for its torchrun.
@@ -120,7 +124,8 @@ def open_file_limits(world: int, nproc: int, node: str, *, backend: str = "gloo"
         return FileLimits(soft, hard, job_files_needed(world, "gloo"), 0, gloo_own)
     kind = _resolve(backend)
     job = job_files_needed(world, kind)
-    store = store_files_needed(world, nodes) if hosts_store else 0
+    here = hosts_store() if callable(hosts_store) else hosts_store
+    store = store_files_needed(world, nodes) if here else 0
     own = gloo_own if kind == "gloo" else job
     problems = []
     # one problem per node, for the larger need: fixing it fixes the other
@@ -147,7 +152,7 @@ def open_file_limits(world: int, nproc: int, node: str, *, backend: str = "gloo"
 
 def open_files_problems(world: int, nproc: int, node: str,
                         limits: tuple[int, int] | None = None, *, backend: str = "gloo",
-                        hosts_store: bool = False) -> list[Problem]:
+                        hosts_store: bool | Callable[[], bool] = False) -> list[Problem]:
     """The problems of :func:`open_file_limits` (the launcher's preflight)."""
     return open_file_limits(world, nproc, node, backend=backend, hosts_store=hosts_store,
                             limits=limits).problems

@@ -17,6 +17,7 @@ from pathlib import Path
 from ddpcheck import results
 from ddpcheck.cluster import ending, lifecycle
 from ddpcheck.cluster.lifecycle import ClusterState
+from ddpcheck.cluster.store import torch_would_host
 from ddpcheck.diagnoses import Problem
 from ddpcheck.launcher.config import NETWORK_ONLY, Config, new_run_id
 from ddpcheck.launcher.fdlimit import open_file_limits
@@ -65,8 +66,10 @@ def run(cfg: Config, job: JobEnv) -> int:
         pre += plan.pre_checks()
     files = None  # the job's own open-file limit, judged per backend (never raised silently)
     if cfg.stages != NETWORK_ONLY:
-        files = open_file_limits(world, nproc, socket.gethostname(), backend=cfg.backend,
-                                 hosts_store=cfg.nodes == 1 or cfg.node_rank == 0)
+        files = open_file_limits(  # the store's host: the endpoint node, by torch's rule
+            world, nproc, socket.gethostname(), backend=cfg.backend,
+            hosts_store=lambda: cfg.nodes == 1 or cfg.node_rank == 0 or bool(
+                cfg.rdzv_endpoint and torch_would_host(cfg.rdzv_endpoint[0])))
         pre += files.problems
     st = ClusterState()
     # A job-level contradiction (same on every node) is reported by each node on its own:

@@ -62,3 +62,17 @@ def test_the_real_soft_limit_is_never_raised_when_the_job_would_fail() -> None:
         assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 256
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_whether_this_node_hosts_the_store_is_asked_only_when_it_matters() -> None:
+    asked = []
+
+    def here() -> bool:
+        asked.append(1)
+        return True
+
+    assert open_files_problems(8, 8, "a", limits=(1024, 4096), hosts_store=here) == []
+    assert asked == []  # 1,024 covers every need of 8 ranks
+    [p] = open_files_problems(2048, 8, "a", limits=(1024, 4096), backend="nccl",
+                              hosts_store=here)
+    assert asked == [1] and "the process hosting the store" in p.observed
