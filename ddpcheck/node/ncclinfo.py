@@ -15,9 +15,9 @@ and ``via SHM/direct/direct`` (host shared memory). Its network choice is logged
 says why in the same subsystems: ``NET/IB : No device found.``, ``NCCL_IB_DISABLE set by
 environment to 1.``, ``NCCL_NET set by environment to Socket``, a plugin that failed to load.
 
-Capture (:func:`capture_env`) writes each rank's lines to a file of its own
-(NCCL_DEBUG_FILE; NCCL expands %h to the host name and %p to the pid, and flushes every
-line: src/debug.cc), so nothing reaches the user's terminal.
+Capture (:func:`capture_env`, NCCL_DEBUG_SUBSYS=INIT,NET,ENV) writes each rank's lines to
+a file of its own (NCCL_DEBUG_FILE; NCCL expands %h to the host name and %p to the pid,
+and flushes every line: src/debug.cc), so nothing reaches the user's terminal.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ NCCL_SOCKET_FALLBACK = register(
     "NCCL_IB_DISABLE / NCCL_NET; give the container /dev/infiniband and libibverbs")
 
 DEBUG_FILE_NAME = "nccl-debug.%h.%p.log"
+SUBSYSTEMS = ("INIT", "NET", "ENV")
 _CHANNEL = re.compile(r"NCCL INFO Channel (\d+)(?:/\d+)? : (\d+)\[[0-9a-fA-Fx]+\] -> "
                       r"(\d+)\[[0-9a-fA-Fx]+\](?: \[(send|receive)\])? via (.+?)\s*$", re.M)
 _USING_NETWORK = re.compile(r"NCCL INFO Using network (\S.*?)\s*$", re.M)
@@ -148,10 +149,13 @@ def _describe(c: Connection) -> str:
 
 
 def capture_env(env: Mapping[str, str], folder: str) -> dict[str, str]:
-    """The variables that make NCCL write INFO lines of INIT and NET to a file per process.
+    """The variables that make NCCL write INFO lines of INIT, NET and ENV to a file per
+    process: connections are INIT|P2P or INIT|NET lines, "NET/IB : No device found." is
+    INIT|NET, and "NCCL_IB_DISABLE set by environment to 1." is an ENV line (src/misc/param.cc:
+    INFO(NCCL_ENV, "%s set by environment to %lld.")).
 
     NCCL_DEBUG stays at the user's level when it is already INFO or TRACE; the user's
-    NCCL_DEBUG_SUBSYS keeps its subsystems, with INIT and NET added. The file name is the
+    NCCL_DEBUG_SUBSYS keeps its subsystems, with these added. The file name is the
     same string on every rank (NCCL expands %h and %p), so ranks still agree on NCCL_*.
     """
     level = env.get("NCCL_DEBUG", "").upper()
@@ -159,10 +163,10 @@ def capture_env(env: Mapping[str, str], folder: str) -> dict[str, str]:
            "NCCL_DEBUG_FILE": f"{folder.rstrip('/')}/{DEBUG_FILE_NAME}"}
     subsys = [s for s in env.get("NCCL_DEBUG_SUBSYS", "").split(",") if s.strip()]
     if subsys and not subsys[0].startswith("^"):
-        out["NCCL_DEBUG_SUBSYS"] = ",".join(subsys + [s for s in ("INIT", "NET")
+        out["NCCL_DEBUG_SUBSYS"] = ",".join(subsys + [s for s in SUBSYSTEMS
                                                       if s not in {x.upper() for x in subsys}])
-    else:  # unset, or "^..." (all but some): INIT and NET only, the least that says it
-        out["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
+    else:  # unset, or "^..." (all but some): these only, the least that says it
+        out["NCCL_DEBUG_SUBSYS"] = ",".join(SUBSYSTEMS)
     return out
 
 

@@ -99,8 +99,8 @@ def test_other_transport_spellings():
 def test_capture_env_writes_info_of_init_and_net_to_a_file_per_process():
     env = ncclinfo.capture_env({}, "/tmp/r/")
     assert env == {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": "/tmp/r/nccl-debug.%h.%p.log",
-                   "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+                   "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV"}
     kept = ncclinfo.capture_env({"NCCL_DEBUG": "trace", "NCCL_DEBUG_SUBSYS": "COLL"}, "/r")
-    assert kept["NCCL_DEBUG"] == "TRACE" and kept["NCCL_DEBUG_SUBSYS"] == "COLL,INIT,NET"
+    assert kept["NCCL_DEBUG"] == "TRACE" and kept["NCCL_DEBUG_SUBSYS"] == "COLL,INIT,NET,ENV"
     assert ncclinfo.capture_env({"NCCL_DEBUG": "WARN"}, "/r")["NCCL_DEBUG"] == "INFO"
     assert ncclinfo.debug_file_glob("/r", 42) == "/r/nccl-debug.*.42.log"
