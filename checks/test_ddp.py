@@ -2,7 +2,10 @@
 
 Runs inside every worker. Every rank builds the same tiny model from one seed; after each
 step the parameters must be identical on all ranks and equal (within float tolerance) to
-a single-process model trained on the concatenated global batch.
+a single-process model trained on the concatenated global batch. The reference runs on the
+same device, and both run in IEEE float32 (TF32 off inside the probe, the job's settings
+restored after it, worker.precision): NGC's TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 would
+otherwise put ~1e-3 of TF32 rounding into a comparison made at rtol 1e-4.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from ddpcheck.diagnoses import DDP_DIVERGED, SAMPLER_SHARDS_WRONG
 from ddpcheck.scheduler.jobidentity import job_identity, judge
 from ddpcheck.stages import stage
 from ddpcheck.verdicts import links
+from ddpcheck.worker import precision
 
 STEPS, PER_RANK, LR = 3, 4, 0.1
 SAMPLER_SEED = 7
@@ -43,10 +47,16 @@ def _flat(model: torch.nn.Module) -> torch.Tensor:
 @stage("ddp")
 def test_ddp_steps_match_a_single_process_reference(pg, record):
     """After each step, parameters are identical on all ranks and equal the reference."""
+    with precision.full_fp32() as jobs:
+        record.measure("job_fp32_precision", jobs.describe())
+        _steps_match_the_reference(pg, record)
+
+
+def _steps_match_the_reference(pg, record) -> None:
     device, n, r = pg.device, pg.world_size, pg.rank
     ddp = DistributedDataParallel(_model().to(device),
                                   device_ids=[device.index] if device.type == "cuda" else None)
-    ref = _model()
+    ref = _model().to(device)  # the same device: the same kernels as the model under test
     opt = torch.optim.SGD(ddp.parameters(), lr=LR)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=LR)
     worst = 0.0
@@ -57,7 +67,7 @@ def test_ddp_steps_match_a_single_process_reference(pg, record):
         torch.nn.functional.mse_loss(ddp(x[mine].to(device)), y[mine].to(device)).backward()
         opt.step()
         ref_opt.zero_grad()
-        torch.nn.functional.mse_loss(ref(x), y).backward()
+        torch.nn.functional.mse_loss(ref(x.to(device)), y.to(device)).backward()
         ref_opt.step()
         params = _flat(ddp.module)
         gathered = [torch.empty_like(params) for _ in range(n)]

@@ -20,13 +20,15 @@ from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.node import nics
 from ddpcheck.stages import stage
 from ddpcheck.verdicts import expectations, links, straggler
-from ddpcheck.verdicts.bandwidth import allreduce_busbw
-from ddpcheck.worker.timing import iterations, link_gbps, time_all_reduce
+from ddpcheck.verdicts.bandwidth import allreduce_busbw, judge_rule
+from ddpcheck.worker.timing import iterations, link_gbps, time_all_reduce, warm_up
 
 P2P_TRIALS = 5
 STRAGGLER_ITERS = 20
 ROUND_S = 10.0  # one round of pair tests: 5 transfers each way, with margin
-INTRA_INTER_BYTES = 4 << 20
+# The size the intra-/cross-node all-reduce is measured at: the judge rule's on NCCL (256 MiB,
+# where the NVLink and NIC references apply: docs/bandwidth.md), 4 MiB on gloo (CPU, fast).
+INTRA_INTER_BYTES = {"nccl": 256 << 20, "gloo": 4 << 20}
 
 
 def _layout(world):
@@ -106,54 +108,70 @@ def test_intra_node_and_cross_node_all_reduce(pg, record):
         pytest.skip("one rank on one node: nothing to split into intra- and cross-node")
     groups = {h: dist.new_group(by_host[h]) for h in hosts}  # same order on every rank
     cross = dist.new_group([by_host[h][0] for h in hosts])
-    t = torch.ones(INTRA_INTER_BYTES // 4, dtype=torch.float32, device=pg.device)
+    nbytes = INTRA_INTER_BYTES.get(pg.backend, INTRA_INTER_BYTES["gloo"])
+    t = torch.ones(nbytes // 4, dtype=torch.float32, device=pg.device)
+    rule = judge_rule(pg.backend)
     intra: dict[str, float] = {}
+    intra_iters = inter_iters = 0
     for h in multi_rank:
         if pg.rank in by_host[h]:
-            secs = _median_time(t, groups[h], pg.backend)
-            intra[h] = allreduce_busbw(t.numel() * 4, secs, len(by_host[h]))
+            secs, intra_iters = _median_time(t, groups[h], pg.backend)
+            intra[h] = allreduce_busbw(nbytes, secs, len(by_host[h]))
     dist.barrier()
     inter = None
     if len(hosts) > 1 and pg.rank in [by_host[h][0] for h in hosts]:
-        inter = allreduce_busbw(t.numel() * 4, _median_time(t, cross, pg.backend), len(hosts))
+        secs, inter_iters = _median_time(t, cross, pg.backend)
+        inter = allreduce_busbw(nbytes, secs, len(hosts))
     dist.barrier()
-    got = pg.exchange("intra-inter", {"intra": intra, "inter": inter})
+    got = pg.exchange("intra-inter", {"intra": intra, "inter": inter,
+                                      "judged": [rule.applies(nbytes, intra_iters),
+                                                 rule.applies(nbytes, inter_iters)]})
     merged = {h: v for val in got.values.values() for h, v in val["intra"].items()}
     cross_bw = next((v["inter"] for v in got.values.values() if v["inter"] is not None), None)
+    # a figure is judged only when every rank that measured it ran where the rule applies
+    intra_ok = all(v["judged"][0] for v in got.values.values() if v["intra"])
+    inter_ok = all(v["judged"][1] for v in got.values.values() if v["inter"] is not None)
     record.measure("intra_node_busbw", merged)
     record.measure("cross_node_busbw", cross_bw)
+    record.measure("intra_inter_bytes", nbytes)
     figures = [f"intra {min(merged.values()):.2f}" if merged else "",
                f"cross {cross_bw:.2f}" if cross_bw is not None else ""]
     record.key_figure(" / ".join(f for f in figures if f) + " GB/s")
-    if pg.backend == "nccl":
-        _raise_below_reference(pg, merged, cross_bw, by_host, record)
+    if pg.backend == "nccl":  # the references are NCCL's; gloo's figures are shown
+        record.measure("busbw_judge_rule", rule.describe())
+        _raise_below_reference(pg, merged if intra_ok else {},
+                               cross_bw if inter_ok else None, by_host, record)
 
 
 def _raise_below_reference(pg, intra, cross_bw, by_host, record) -> None:
-    """Intra-node busbw against the GPU model's NVLink figure, cross-node against the NICs."""
+    """Intra-node busbw against the GPU model's NVLink figure, cross-node against the NICs
+    (figures measured where the judge rule applies; the caller leaves the others out)."""
     name = torch.cuda.get_device_name()
+    rule = judge_rule(pg.backend).describe()
     problems = []
     for host, value in intra.items():
         ref = expectations.reference_busbw(name, len(by_host[host]), "nccl")
         if ref:
             problems += [p.where(hosts=[host], ranks=by_host[host])
                          for p in expectations.expect_verdict(
-                             value, ref[0], f"intra-node busbw on {host} (reference, {ref[1]})")]
+                             value, ref[0],
+                             f"intra-node busbw on {host} (reference, {ref[1]}; {rule})")]
     if cross_bw is not None:
         ref = nics.world_reference(pg, "cross", 1)  # one rank per node: one port's worth
         if ref:
             record.measure("cross_node_expected_gbps", ref[0])
-            problems += expectations.expect_verdict(cross_bw, ref[0],
-                                             f"cross-node busbw (NIC reference, {ref[1]})")
+            problems += expectations.expect_verdict(
+                cross_bw, ref[0],
+                f"cross-node busbw (NIC reference, {ref[1]}; {rule})")
     if problems:
         raise ProblemFound(*problems)
 
 
-def _median_time(t: torch.Tensor, group, backend: str) -> float:
-    iters = iterations(t.numel() * 4)
-    dist.all_reduce(t, group=group)  # warm-up
+def _median_time(t: torch.Tensor, group, backend: str) -> tuple[float, int]:
+    """(median seconds per all-reduce over 3 trials, iterations per trial)."""
+    iters = iterations(t.numel() * 4, backend, warm_up(t, backend, group))
     trials = sorted(time_all_reduce(t, iters, backend, group) for _ in range(3))
-    return trials[1]
+    return trials[1], iters
 
 
 @stage("bandwidth")

@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, DEV_SHM_TOO_SMALL, ProblemFound
 from ddpcheck.node import devices, gpu, gpustate, nccl, ncclstack
+from ddpcheck.scheduler import gpubinding
 from ddpcheck.scheduler.srunworld import is_srun_rank
 from ddpcheck.stages import stage
 from ddpcheck.verdicts.bandwidth import human_size
@@ -98,8 +99,11 @@ def test_loaded_libnccl_is_the_one_torch_expects(record):
         record.key_figure(f"NCCL {nccl.format_version(build)} (linked into torch)")
         return
     loaded = asked[libs[0]]
+    relation = nccl.version_relation(loaded, build) if loaded else "unknown"
+    shown = " (newer: shown, not failed)" if relation == "newer" else ""
     record.key_figure(f"NCCL {nccl.format_version(loaded)} loaded, "
-                      f"{nccl.format_version(build)} built")
+                      f"{nccl.format_version(build)} built{shown}")
+    record.measure("nccl_loaded_vs_build", relation)
     record.measure("libnccl", {p: nccl.format_version(v) for p, v in asked.items()})
     _raise(nccl.check_nccl_library(maps, build, loaded,
                                    expected_from="torch's build (torch.cuda.nccl.version())"))
@@ -157,3 +161,19 @@ def test_dev_shm_has_room(record):
         raise DEV_SHM_TOO_SMALL.fail(
             f"/dev/shm has {human_size(usage.free)} free of {human_size(usage.total)}; "
             f"ddpcheck expects at least {human_size(SHM_MIN_BYTES)}")
+
+
+@stage("node")
+def test_an_srun_task_sees_the_device_its_local_rank_names(world, record):
+    """A task srun started with its own GPUs (--gpus-per-task, --gpu-bind) still sees
+    cuda:LOCAL_RANK, which scripts pass to set_device; else the ordinal error is named."""
+    if not is_srun_rank(os.environ):
+        pytest.skip("not a task started by srun (torchrun ranks see the node's GPUs)")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device in this task")
+    visible = torch.cuda.device_count()
+    binding = gpubinding.detect(os.environ)
+    record.measure("srun_gpu_binding", binding.source if binding else "none")
+    record.key_figure(f"{visible} GPU(s) visible to task {world.local_rank}")
+    _raise(gpubinding.ordinal_problem(world.local_rank, visible, world.gpus_per_replica,
+                                      os.environ))

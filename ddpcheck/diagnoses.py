@@ -122,7 +122,8 @@ CUDA_VISIBLE_DEVICES_INVALID = _d(
     "the variable lists an index or UUID that does not exist, or repeats one",
     "set CUDA_VISIBLE_DEVICES to distinct indices that nvidia-smi -L lists, or unset it")
 NCCL_LIBRARY_MISMATCH = _d(
-    "nccl-library-mismatch", "the libnccl loaded differs from the one torch was built with",
+    "nccl-library-mismatch",
+    "the libnccl loaded is older than the one torch was built with, or two are loaded",
     "LD_LIBRARY_PATH or a system libnccl shadows the NCCL bundled with torch",
     "remove the other libnccl from LD_LIBRARY_PATH, or match its version to torch's")
 BACKEND_UNAVAILABLE = _d(

@@ -50,9 +50,11 @@ NCCL_ERROR = register(
 INVALID_DEVICE_ORDINAL = register(
     "invalid-device-ordinal", "a rank selected a GPU index that does not exist on its node",
     "more ranks per node than visible GPUs (--nproc-per-node > GPUs, or CUDA_VISIBLE_DEVICES "
-    "hides some), or the device was chosen from the global RANK instead of LOCAL_RANK",
+    "hides some), the device was chosen from the global RANK instead of LOCAL_RANK, or srun "
+    "--gpus-per-task / --gpu-bind gave each task only its own GPU (numbered 0 inside the task)",
     "use torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) and --nproc-per-node <= "
-    "GPUs per node; ddpcheck run --stages node,placement checks both")
+    "GPUs per node; under srun per-task binding use set_device(0) (or LOCAL_RANK % "
+    "torch.cuda.device_count()); ddpcheck run --stages node,placement checks these")
 CUDA_OOM = register(
     "cuda-out-of-memory", "a rank ran out of GPU memory",
     "the batch, model or activations do not fit the GPU, or another process holds memory "

@@ -17,9 +17,10 @@ from pathlib import Path
 from ddpcheck import results
 from ddpcheck.cluster import ending, lifecycle
 from ddpcheck.cluster.lifecycle import ClusterState
+from ddpcheck.cluster.store import torch_would_host
 from ddpcheck.diagnoses import Problem
 from ddpcheck.launcher.config import NETWORK_ONLY, Config, new_run_id
-from ddpcheck.launcher.fdlimit import open_files_problems
+from ddpcheck.launcher.fdlimit import open_file_limits
 from ddpcheck.launcher.launch import (
     LaunchOutcome,
     default_results_dir,
@@ -65,8 +66,13 @@ def run(cfg: Config, job: JobEnv) -> int:
     world = plan.world_size if plan else nproc * cfg.nodes
     if plan:  # the master, the init file and the rank layout, before any rank starts
         pre += plan.pre_checks()
+    files = None  # the job's own open-file limit, judged per backend (never raised silently)
     if cfg.stages != NETWORK_ONLY:
-        pre += open_files_problems(world, nproc, socket.gethostname())
+        files = open_file_limits(  # the store's host: the endpoint node, by torch's rule
+            world, nproc, socket.gethostname(), backend=cfg.backend,
+            hosts_store=lambda: cfg.nodes == 1 or cfg.node_rank == 0 or bool(
+                cfg.rdzv_endpoint and torch_would_host(cfg.rdzv_endpoint[0])))
+        pre += files.problems
     st = ClusterState()
     # A job-level contradiction (same on every node) is reported by each node on its own:
     # checking in would only add noise (two launchers on one node fighting for the port).
@@ -89,6 +95,7 @@ def run(cfg: Config, job: JobEnv) -> int:
     finally:
         st.close()
     report = _judge(cfg, st, results_dir, nproc, outcome, log_tail, start, world, plan)
+    report.notes += [files.note()] if files else []
     code = _finish(cfg, report, results_dir, nproc, notes=health.notes)
     return 128 + signal.Signals[outcome.interrupted] if outcome.interrupted else code
 

@@ -24,6 +24,7 @@ from typing import IO, Callable
 
 from ddpcheck.launcher.launch import LaunchOutcome, watch
 from ddpcheck.launcher.launchspec import LaunchSpec
+from ddpcheck.scheduler import gpubinding
 from ddpcheck.worker.settings import WorkerSettings
 
 FAILED_GRACE_S = 2.0  # a rank failed: the others get this long before SIGTERM (mp.spawn)
@@ -58,7 +59,9 @@ def rank_env(base: Mapping[str, str], spec: LaunchSpec, local_rank: int,
 
 def srun_task(env: dict[str, str], spec: LaunchSpec, local_rank: int) -> dict[str, str]:
     """The same rank as ``srun --ntasks-per-node=K`` starts it: Slurm's task variables, no
-    RANK (the worker then reads its place from SLURM_PROCID, ddpcheck.scheduler.srunworld)."""
+    RANK (the worker then reads its place from SLURM_PROCID, ddpcheck.scheduler.srunworld),
+    and with per-task GPU binding (SLURM_GPUS_PER_TASK, SLURM_GPU_BIND) the task's own
+    CUDA_VISIBLE_DEVICES (ddpcheck.scheduler.gpubinding)."""
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         env.pop(name, None)
     env.update({
@@ -70,6 +73,12 @@ def srun_task(env: dict[str, str], spec: LaunchSpec, local_rank: int) -> dict[st
         # this node's count at its own index: what srunworld reads for LOCAL_WORLD_SIZE
         "SLURM_STEP_TASKS_PER_NODE": f"{spec.nproc}(x{spec.node_rank + 1})",
     })
+    # srun --gpus-per-task / --gpu-bind: each task sees only its own GPUs, as srun sets them
+    binding = gpubinding.detect(env)
+    if binding is not None:
+        count = spec.nproc * max(binding.gpus_per_task, 1)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(
+            binding.task_gpus(gpubinding.node_gpus(env, count), local_rank))
     return env
 
 

@@ -85,10 +85,30 @@ def nccl_version_from_path(path: str) -> Version | None:
     return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
 
 
+def version_relation(loaded: Version, expected: Version) -> str:
+    """"same", "newer", "older" (same major) or "other-major" for a loaded vs expected NCCL.
+
+    Every NCCL 2.x ships as SONAME libnccl.so.2: a newer 2.x is the drop-in the dynamic
+    linker would pick for a torch built against an older 2.x (NCCL adds API within a major
+    version; users install a newer one on purpose, e.g. for a fix or a plugin), while an
+    older library may lack what torch calls (ncclCommSplit 2.18, ncclCommInitRankScalable
+    2.23, ...) or carry the bugs fixed since.
+    """
+    a, b = tuple(loaded[:3]), tuple(expected[:3])
+    if a == b:
+        return "same"
+    if a[0] != b[0]:
+        return "other-major"
+    return "newer" if a > b else "older"
+
+
 def check_nccl_library(maps_text: str, expected: Version | None,
                        loaded_version: Version | None = None, *,
                        expected_from: str = "torch's build") -> list[Problem]:
-    """NCCL_LIBRARY_MISMATCH when two libnccl are mapped or the loaded one is not `expected`.
+    """NCCL_LIBRARY_MISMATCH when two libnccl are mapped or the loaded one is older than
+    `expected` (or of another major version). A newer 2.x is shown by the caller, not failed
+    (:func:`version_relation`); versions that differ across ranks are judged by
+    ncclstack.compare_stacks.
 
     `loaded_version` is what the mapped library answers to ncclGetVersion
     (ncclstack.ask_version); the version in the path is the fallback when it cannot be asked.
@@ -100,11 +120,14 @@ def check_nccl_library(maps_text: str, expected: Version | None,
     if not paths or expected is None:
         return []
     version = loaded_version or nccl_version_from_path(paths[0])
-    if version is None or tuple(version[:3]) == tuple(expected[:3]):
+    if version is None or version_relation(version, expected) in ("same", "newer"):
         return []
     return [NCCL_LIBRARY_MISMATCH.problem(
         f"loaded {paths[0]} is NCCL {format_version(version)} but {expected_from} is "
-        f"{format_version(expected)}")]
+        f"{format_version(expected)}: the loaded library is "
+        f"{'older' if version_relation(version, expected) == 'older' else 'of another major'}",
+        fix=f"load NCCL {format_version(expected)} or a newer 2.x: remove the older libnccl "
+            "from LD_LIBRARY_PATH / LD_PRELOAD, or upgrade it")]
 
 
 # --- NCCL_* variables -------------------------------------------------------------------

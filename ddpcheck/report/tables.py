@@ -32,11 +32,16 @@ def format_sweep(rows: Sequence[Mapping[str, Any]], world_size: int, backend: st
     """Render a sweep like nccl-tests: header, units row, one right-aligned line per size."""
     head = ("#", "size", "count", "type", "redop", "time", "min", "max", "algbw", "busbw")
     units = ("#", "(B)", "(elements)", "", "", "(us)", "(us)", "(us)", "(GB/s)", "(GB/s)")
-    body = [("", str(r["size"]), str(r["count"]), r["dtype"], "sum", f"{r['time_us']:.1f}",
-             f"{r['time_min_us']:.1f}", f"{r['time_max_us']:.1f}", f"{r['algbw']:.2f}",
+    body = [("*" if r.get("judged") else "", str(r["size"]), str(r["count"]), r["dtype"],
+             "sum", f"{r['time_us']:.1f}", f"{r['time_min_us']:.1f}", f"{r['time_max_us']:.1f}",
+             f"{r['algbw']:.2f}",
              f"{r['busbw']:.2f}") for r in rows]
     lines = [f"# all_reduce, {world_size} ranks, backend {backend}",
              columns([head, units, *body])]
+    judged = [r["busbw"] for r in rows if r.get("judged")]
+    if judged:  # the rows where the reference applies (verdicts.bandwidth.JudgeRule)
+        lines.append(f"# Judged bus bandwidth : {max(judged):.2f} GB/s (rows marked *; "
+                     "smaller sizes are shown, not judged)")
     if rows:
         peak = max(r["busbw"] for r in rows)
         lines.append(f"# Peak bus bandwidth : {peak:.2f} GB/s")

@@ -40,8 +40,9 @@ def expect_verdict(measured_gbps: float, expected_gbps: float, what: str) -> lis
         f"expected >= {gbps(expected_gbps)} GB/s {what}, measured {gbps(measured_gbps)} GB/s")]
 
 
-_MARGIN = ("the minimum expected here is ~70% of that, to allow for ddpcheck's smaller "
-           "messages (up to 256 MiB) and for busy nodes")
+_MARGIN = ("the minimum expected here is ~70% of that, to allow for ddpcheck's 256 MiB "
+           "messages (NVLS peaks above them) and for busy nodes; judged only at 256 MiB and "
+           "up (verdicts.bandwidth.NCCL_JUDGE_RULE, docs/bandwidth.md)")
 _NVLINK_SRC = "NVIDIA/nccl-tests#212 (NCCL maintainer)"
 _NVSWITCH_8 = {
     # model: (typical busbw GB/s, minimum expected GB/s, what the typical figure is)

@@ -43,9 +43,32 @@ P2P_TARGET_S = 0.15  # size a transfer so the link, not the per-call overhead, s
 STORE_WAIT_S = 120.0  # a peer that never says "ready" fails the probe instead of hanging it
 
 
-def iterations(nbytes: int) -> int:
-    """More iterations for small messages so each trial lasts long enough to time."""
-    return max(2, min(50, (8 << 20) // max(nbytes, 1)))
+NCCL_ITERS, NCCL_WARMUP = 20, 5  # nccl-tests' defaults (-n 20, -w 5)
+MIN_TIMED_ITERS = 5  # verdicts.bandwidth.NCCL_JUDGE_RULE.min_iters
+TRIAL_BUDGET_S = 1.0  # fewer than NCCL_ITERS when one iteration is slow (sockets)
+
+
+def iterations(nbytes: int, backend: str = "gloo", one_iter_s: float | None = None) -> int:
+    """Iterations per timed trial of an all-reduce of nbytes.
+
+    gloo (CPU): more iterations for small messages so each trial lasts long enough to time,
+    2 from 4 MiB up (the CPU suite stays fast). NCCL: nccl-tests' 20, or fewer (never under
+    MIN_TIMED_ITERS) when one iteration (one_iter_s, timed in the warm-up and agreed by every
+    rank) is so slow that 20 would last over TRIAL_BUDGET_S: a 1 GB/s socket fallback.
+    """
+    if backend != "nccl":
+        return max(2, min(50, (8 << 20) // max(nbytes, 1)))
+    if not one_iter_s or one_iter_s <= 0:
+        return NCCL_ITERS
+    return max(MIN_TIMED_ITERS, min(NCCL_ITERS, int(TRIAL_BUDGET_S / one_iter_s)))
+
+
+def warm_up(t: torch.Tensor, backend: str, group: Any | None = None) -> float:
+    """Untimed warm-up all-reduces (5 on NCCL as nccl-tests, 2 on gloo), then one timed
+    iteration: seconds, the slowest rank's, the same on every rank of the group."""
+    for _ in range(NCCL_WARMUP if backend == "nccl" else 2):
+        dist.all_reduce(t, group=group)
+    return time_all_reduce(t, 1, backend, group)
 
 
 def time_all_reduce(t: torch.Tensor, iters: int, backend: str, group: Any | None = None

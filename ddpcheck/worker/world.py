@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import COLLECTIVE_FAILED
+from ddpcheck.node import ncclinfo
 from ddpcheck.node.gpustate import first_device
 from ddpcheck.scheduler.srunworld import is_srun_rank, torch_env
 from ddpcheck.worker import initmethod
@@ -52,6 +53,7 @@ class World:
     lost: set = field(default_factory=set)  # ranks that missed a deadline: never waited for again
     hosts_by_rank: dict = field(default_factory=dict)  # every rank's host, from the hello
     gpus_per_replica: int = 1  # devices each local rank drives (--gpus-per-replica)
+    nccl_debug_dir: str | None = None  # where NCCL writes this rank's INFO lines (results dir)
     _pg_ready: bool = field(default=False, repr=False)
 
     # --- agreement: rank 0 collects, decides and publishes; O(R) store operations ---------
@@ -121,6 +123,8 @@ class World:
             return
         eager: dict[str, Any] = {}
         if self.backend == "nccl":
+            if self.nccl_debug_dir:  # read by NCCL at its first log line, i.e. at init below
+                os.environ.update(ncclinfo.capture_env(os.environ, self.nccl_debug_dir))
             torch.cuda.set_device(first_device(
                 self.local_rank, self.local_world_size, torch.cuda.device_count(),
                 self.gpus_per_replica, is_srun_rank(os.environ)))
@@ -195,7 +199,8 @@ def connect(env: dict[str, str] | None = None, timeout: float = 30.0,
     host = hostname()
     return World(rank, world_size, local_rank, local_world, node_rank, host, backend,
                  timeout, store, hosts_by_rank={rank: host},
-                 gpus_per_replica=settings.gpus_per_replica)
+                 gpus_per_replica=settings.gpus_per_replica,
+                 nccl_debug_dir=str(settings.results_dir) if settings.results_dir else None)
 
 
 def _connect_store(env: dict[str, str], rank: int, world_size: int, timeout: float,

@@ -24,3 +24,17 @@ def test_a_file_init_method_sets_no_master() -> None:
     env = rank_env({"MASTER_ADDR": "stale"}, spec, 0, "file:///s/.ddpcheck-init-1")
     assert env["DDPCHECK_INIT_METHOD"] == "file:///s/.ddpcheck-init-1"
     assert env["MASTER_ADDR"] == "stale"  # the job's own value, unused by file://
+
+
+def test_launch_srun_gives_each_task_its_own_gpu_as_srun_gpus_per_task_would() -> None:
+    from ddpcheck.launcher.launchspec import LaunchSpec  # noqa: F401  (the spec's type)
+    from ddpcheck.launcher.spawn import srun_task
+
+    class Spec:
+        first_rank, world_size, node_rank, nproc = 8, 16, 1, 8
+
+    env = srun_task({"SLURM_GPUS_PER_TASK": "1", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},
+                    Spec(), 5)  # type: ignore[arg-type]
+    assert env["CUDA_VISIBLE_DEVICES"] == "5" and env["SLURM_LOCALID"] == "5"
+    plain = srun_task({"CUDA_VISIBLE_DEVICES": "0,1"}, Spec(), 1)  # type: ignore[arg-type]
+    assert plain["CUDA_VISIBLE_DEVICES"] == "0,1"  # no per-task binding: the node's GPUs

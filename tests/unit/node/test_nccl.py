@@ -82,9 +82,23 @@ def test_check_nccl_library_two_libraries() -> None:
 def test_check_nccl_library_version_differs() -> None:
     [p] = nccl.check_nccl_library(maps_line(SYSTEM_NCCL), (2, 21, 5))
     assert p.observed == (f"loaded {SYSTEM_NCCL} is NCCL 2.18.3 but torch's build "
-                          "is 2.21.5")
+                          "is 2.21.5: the loaded library is older")
     [p] = nccl.check_nccl_library(MAPS, (2, 21, 5), (2, 20, 5), expected_from="torch build")
-    assert p.observed.endswith("is NCCL 2.20.5 but torch build is 2.21.5")
+    assert p.observed.endswith("is NCCL 2.20.5 but torch build is 2.21.5: the loaded library "
+                               "is older")
+    assert "2.21.5 or a newer 2.x" in p.fix
+
+
+def test_a_newer_nccl_2x_than_torch_was_built_with_is_shown_not_failed() -> None:
+    assert nccl.check_nccl_library(MAPS, (2, 21, 5), (2, 23, 4)) == []
+    assert nccl.check_nccl_library(maps_line(SYSTEM_NCCL), (2, 17, 1)) == []
+    assert nccl.version_relation((2, 23, 4), (2, 21, 5)) == "newer"
+    assert nccl.version_relation((2, 21, 5), (2, 21, 5)) == "same"
+
+
+def test_another_major_version_is_a_problem() -> None:
+    [p] = nccl.check_nccl_library(MAPS, (2, 21, 5), (3, 0, 0))
+    assert p.code == dg.NCCL_LIBRARY_MISMATCH.code and "another major" in p.observed
 
 
 # --- NCCL_* variables ----------------------------------------------------------------------------

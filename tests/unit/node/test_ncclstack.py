@@ -53,7 +53,8 @@ def test_two_libnccl_mapped_is_a_library_mismatch() -> None:
 
 def test_loaded_version_wins_over_the_build_constant() -> None:
     [p] = nccl.check_nccl_library(MAPS, (2, 21, 5), (2, 20, 3))
-    assert p.observed == (f"loaded {WHEEL} is NCCL 2.20.3 but torch's build is 2.21.5")
+    assert p.observed == (f"loaded {WHEEL} is NCCL 2.20.3 but torch's build is 2.21.5: "
+                          "the loaded library is older")
     assert nccl.check_nccl_library(MAPS, (2, 21, 5), (2, 21, 5)) == []
 
 

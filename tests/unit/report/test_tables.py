@@ -126,3 +126,11 @@ def test_measurements_render_in_reading_order_and_skip_what_was_not_measured():
         "# all-reduce busbw within nodes and across nodes",
         "# DDP scaling (subgroups of the first k ranks)"]
     assert render_measurements({}, 2, "gloo") == []
+
+
+def test_format_sweep_marks_the_judged_rows_and_names_their_peak():
+    data = [sweep_row(n, 4, "float", [t], 8, 20, n >= 256 << 20).to_dict()
+            for n, t in [(4 << 20, 0.0001), (256 << 20, 0.0013)]]
+    lines = format_sweep(data, 8, "nccl").splitlines()
+    assert lines[3].split()[0] == str(4 << 20) and lines[4].split()[0] == "*"
+    assert lines[-2].startswith(f"# Judged bus bandwidth : {data[1]['busbw']:.2f} GB/s")

@@ -11,6 +11,8 @@ from ddpcheck.verdicts.bandwidth import (
     algbw,
     allreduce_busbw,
     human_size,
+    judge_rule,
+    judged_peak,
     sizes,
     sweep_row,
 )
@@ -70,7 +72,7 @@ def test_sweep_row_to_dict_is_json_serialisable():
     data = sweep_row(4096, 4, "float", [0.001], 2).to_dict()
     assert json.loads(json.dumps(data)) == data
     assert set(data) == {"size", "count", "dtype", "time_us", "time_min_us", "time_max_us",
-                         "algbw", "busbw"}
+                         "algbw", "busbw", "iters", "judged"}
 
 
 # --- sizes / human_size ------------------------------------------------------------------------
@@ -94,3 +96,34 @@ def test_sizes_of_an_empty_range():
 ])
 def test_human_size_uses_binary_units(nbytes, text):
     assert human_size(nbytes) == text
+
+
+# --- judge rules -------------------------------------------------------------------------------
+def test_nccl_judges_only_256_mib_and_up_with_enough_iterations():
+    rule = judge_rule("nccl")
+    assert rule.applies(256 << 20, 20) and rule.applies(1 << 30, 5)
+    assert not rule.applies(4 << 20, 20)  # latency-bound on HGX: shown, not judged
+    assert not rule.applies(256 << 20, 2)  # two iterations do not time a collective
+    assert "256 MiB" in rule.describe() and "PERFORMANCE.md" in rule.describe()
+
+
+def test_gloo_judges_from_4_mib_so_the_cpu_sweep_stays_small():
+    rule = judge_rule("gloo")
+    assert rule.applies(4 << 20, 2) and rule.applies(16 << 20, 2)
+    assert not rule.applies(1 << 20, 8)
+
+
+def test_judged_peak_ignores_a_faster_small_row_and_is_none_without_judged_rows():
+    small = sweep_row(4 << 20, 4, "float", [0.00001], 8, 20, False)  # an implausible 735 GB/s
+    big = sweep_row(256 << 20, 4, "float", [0.0013], 8, 20, True)
+    assert judged_peak([small, big]) == big
+    assert judged_peak([small]) is None
+
+
+def test_a_healthy_h100_node_reads_above_its_reference_only_at_the_judged_size():
+    """8x H100: ~80 us at 4 MiB (latency-bound, ~92 GB/s busbw) and ~1.25 ms at 256 MiB
+    (~375 GB/s): the old rule failed the 4 MiB figure against 250 GB/s."""
+    rows = [sweep_row(4 << 20, 4, "float", [80e-6], 8, 20, False),
+            sweep_row(256 << 20, 4, "float", [1.25e-3], 8, 20, True)]
+    assert rows[0].busbw < 250 < rows[1].busbw
+    assert judged_peak(rows) == rows[1]
