@@ -29,6 +29,22 @@ COLLECTIVE_DESYNC = register(
     "uneven data, rank 0 doing extra work such as evaluation or logging)",
     "make every rank call the same collectives in the same order; set "
     "TORCH_NCCL_DESYNC_DEBUG=1 (or TORCH_DISTRIBUTED_DEBUG=DETAIL) to name the mismatch")
+COLLECTIVE_SIZE_MISMATCH = register(
+    "collective-size-mismatch", "ranks called the same collective with different sizes "
+    "or dtypes",
+    "the tensors differ per rank (uneven last batch, a rank-dependent shape, a parameter "
+    "frozen or added on some ranks only, mixed precision set up on some ranks)",
+    "give the collective the same shape and dtype on every rank (pad the last batch or use "
+    "drop_last=True in the DistributedSampler/DataLoader); TORCH_DISTRIBUTED_DEBUG=DETAIL "
+    "checks shapes at every call")
+RANK_NEVER_JOINED = register(
+    "rank-never-joined", "ranks never joined a collective the others were waiting in",
+    "those ranks were elsewhere: still in a long step of their own (evaluation, a dataset "
+    "scan, saving a checkpoint on one rank), stuck, or dead (crashed, OOM-killed) before "
+    "they reached it",
+    "look at what the named ranks did instead (their stack: py-spy dump --pid PID, their "
+    "log's last lines); make a one-rank step shorter than the process-group timeout or run "
+    "it on every rank, and raise timeout= in init_process_group only for known-slow steps")
 NCCL_NET_ERROR = register(
     "nccl-net-error", "NCCL's network transport (InfiniBand/RoCE/EFA plugin) failed",
     "an IB/RoCE port is down or misconfigured (GID index, subnet), or the net plugin does "
