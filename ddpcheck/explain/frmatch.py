@@ -115,7 +115,7 @@ def _never_joined(pg: str, members: set[int], seqs: dict[int, dict[int, Entry]],
     if no_dump:
         parts.append(f"rank {format_ranks(no_dump)} left no dump (crashed, killed, or "
                      "never wrote one: its own log says why)")
-    culprits = tuple(behind + no_dump)
+    culprits = tuple(sorted(behind + no_dump))
     problem = RANK_NEVER_JOINED.problem(
         "; ".join(parts), ranks=culprits,
         cause=f"rank {format_ranks(list(culprits))} did not reach collective #{furthest} "

@@ -9,9 +9,8 @@ Runs on the user's machine. Each path may be a log (one per rank or node, Slurm 
 
 from __future__ import annotations
 
-import gzip
-import io
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,16 +90,18 @@ def _read(p: str) -> bytes:
 
 
 def _gunzip(name: str, data: bytes) -> bytes:
+    """Decompress; a gzip cut short (a job killed while writing) keeps what was written."""
     if not data.startswith(GZIP_MAGIC):
         return data
     out = bytearray()
-    try:
-        with gzip.GzipFile(fileobj=io.BytesIO(data)) as fh:
-            while chunk := fh.read(1 << 20):
-                out += chunk
-                del out[:-MAX_BYTES]
-    except EOFError:
-        pass  # a gzip cut short (a job killed while writing): what was written is the log
-    except OSError as exc:
-        raise UsageError(f"cannot read {name}: not a valid gzip file ({exc})") from None
+    while data.startswith(GZIP_MAGIC):  # concatenated members (appended logs)
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            out += inflater.decompress(data)
+        except zlib.error as exc:
+            if not out:
+                raise UsageError(f"cannot read {name}: not a valid gzip file ({exc})") from None
+            break
+        del out[:-MAX_BYTES]
+        data = inflater.unused_data
     return bytes(out)

@@ -70,7 +70,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_dumps(scenario: str, outdir: Path, deadline_s: float = 60.0) -> Path:
+def make_dumps(scenario: str, outdir: Path, deadline_s: float = 180.0) -> Path:
     """Run one scenario; return the directory holding its dumps (fr_trace_<rank>)."""
     world = {"desync": 2, "missing": 3}[scenario]
     out = outdir / scenario
