@@ -28,8 +28,12 @@ from ddpcheck.report import catalog
 from ddpcheck.report.text import render_problem
 
 # Lines that show something failed, quoted when no pattern explains the log.
-ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|WARN|fatal|Killed",
-                        re.IGNORECASE)
+ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|NCCL WARN|fatal|Killed|"
+                        r"Segmentation fault|core dumped|Aborted", re.IGNORECASE)
+# Lines that say something failed in words but report no failure: warnings (torch's
+# "[W reducer.cpp:...] Warning:", Python's *Warning), NCCL INFO (a plugin it did not find,
+# a tuner it fell back from), and a rank's progress output.
+NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\bWarning:|\w+Warning\b|\bNCCL INFO\b|^\s*warnings\.warn")
 QUOTED_ERRORS = 3
 MAX_EVIDENCE = 4
 # Signals a rank receives *because* of another failure: the agent's teardown, the watchdog.
@@ -126,7 +130,8 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
         sources.extend(t.source for t in traces)
         found.extend(_flight_recorder(traces))
         notes.append(_stuck_note(traces))
-    if not found and (errors := [r for r in records if ERROR_LINE.search(r.text)]):
+    if not found and (errors := [r for r in records if ERROR_LINE.search(r.text)
+                                  and not NOT_AN_ERROR.search(r.text)]):
         found.append(_unexplained(errors))
     return Explanation(order(found), sources, notes)
 

@@ -9,7 +9,12 @@ extend ... No space left on device") means /dev/shm is too small (NCCL troublesh
 from __future__ import annotations
 
 from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE
-from ddpcheck.explain.codes import NCCL_ERROR, NCCL_NET_ERROR, NCCL_P2P_UNSUPPORTED
+from ddpcheck.explain.codes import (
+    NCCL_ERROR,
+    NCCL_NET_ERROR,
+    NCCL_NET_PLUGIN_UNUSABLE,
+    NCCL_P2P_UNSUPPORTED,
+)
 from ddpcheck.explain.matching import pattern
 
 COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
@@ -30,6 +35,12 @@ PATTERNS = [
                   "both"),
     pattern(NCCL_P2P_UNSUPPORTED,
             r"peer access is not supported between these two devices", COLL),
+    # A plugin that exists but cannot load (a missing symbol version, an undefined symbol);
+    # "dlerror=libnccl-net.so: cannot open shared object file" is no plugin at all: benign.
+    pattern(NCCL_NET_PLUGIN_UNUSABLE,
+            r"NET/Plugin ?: ?dlerror=.*(?:version `|undefined symbol|required by)|"
+            r"Failed to find ncclNetPlugin symbol|NET/OFI Could not find any optimal provider",
+            COLL),
     pattern(NCCL_NET_ERROR,
             r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
             r"NET/Plugin.*(?:failed|error)",

@@ -8,15 +8,41 @@ misc/socket.cc (NCCL_SOCKET_IFNAME set to ..., no socket interface found).
 
 from __future__ import annotations
 
+from ddpcheck.cluster.lifecycle import HOSTNAME_LOOPBACK
 from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
 from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
+from ddpcheck.explain.codes import (
+    HOSTNAME_UNRESOLVABLE,
+    NCCL_NO_SOCKET_INTERFACE,
+    NCCL_WRONG_INTERFACE,
+)
 from ddpcheck.explain.matching import pattern
 from ddpcheck.node.netprobe import ENDPOINT_BIND_FAILED, ENDPOINT_PORT_IN_USE
 
 RDZV = "ddpcheck run --nodes N --stages rendezvous (the preflight binds the port first)"
 IFACE = "ddpcheck run --nodes N (preflight checks every *_SOCKET_IFNAME on every node)"
 
+# An interface name, as opposed to a host name (gloo prints both as "find address for").
+IFACE_NAME = (r"\^?(?:eth|en[opsx]?|ib|bond|lo|docker|br|veth|wl|em|hsn|team|vlan|p\d)"
+              r"[\w-]*(?:\.\d+)?")
+HOSTS = "ddpcheck run --nodes N (check-in resolves every node's name and address)"
+
 PATTERNS = [
+    # c10d's warning (torch/csrc/distributed/c10d/socket.cpp) and gloo's fallback
+    # (ProcessGroupGloo.cpp createDefaultDevice): the host name resolves to nothing usable.
+    pattern(HOSTNAME_LOOPBACK,
+            r"Unable to resolve hostname to a \(local\) address\. Using the loopback|"
+            r"Connection refused, remote=\[127\.0\.[01]\.1\]", HOSTS),
+    pattern(HOSTNAME_UNRESOLVABLE,
+            r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved "
+            r"\(gai error: -[23]|rp != nullptr\. Unable to find address for:|"
+            r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
+    pattern(NCCL_NO_SOCKET_INTERFACE,
+            r"Bootstrap : no socket interface found|"
+            r"Socket creation failed : Address family not supported", HOSTS),
+    pattern(NCCL_WRONG_INTERFACE,
+            r"NET/Socket : Using .*\[\d+\](?:br-|veth|docker|virbr)\w*:|"
+            r"^\s*\[\d+\](?:br-|veth|docker|virbr)\w*:\S+<\d+>", HOSTS),
     pattern(ENDPOINT_PORT_IN_USE,
             r"failed to (?:bind to|listen on) (?P<addr>\S+) \(errno: 98|EADDRINUSE|"
             r"RuntimeError: Address already in use", RDZV),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddpcheck.explain.codes import SLURM_STEP_REJECTED
+from ddpcheck.explain.codes import SLURM_JOB_REJECTED, SLURM_STEP_REJECTED
 from ddpcheck.explain.matching import pattern
 
 PATTERNS = [
@@ -10,4 +10,9 @@ PATTERNS = [
             r"srun: error: Unable to create step for job \S+: (?P<why>.+)$",
             "ddpcheck run --nodes N inside the same allocation (one srun task per node)",
             cause="srun asked for a layout the allocation cannot give: {why}"),
+    pattern(SLURM_JOB_REJECTED,
+            r"(?:sbatch|salloc|srun): error: (?:Batch job submission failed|"
+            r"Job submit/allocate failed|Unable to allocate resources): (?P<why>.+)$|"
+            r"Invalid generic resource \(gres\) specification",
+            "sinfo -o '%P %c %m %G' (what the partition's nodes offer)"),
 ]

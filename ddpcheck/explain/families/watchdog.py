@@ -11,26 +11,52 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ddpcheck.diagnoses import Problem
-from ddpcheck.explain.codes import COLLECTIVE_DESYNC, COLLECTIVE_TIMEOUT
+from ddpcheck.explain.codes import (
+    COLLECTIVE_DESYNC,
+    COLLECTIVE_TIMEOUT,
+    RANK_ZERO_ONLY_STEP_TIMEOUT,
+)
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.ranges import format_ranks
 
 NEXT = "ddpcheck run --nodes N --stages collectives,bandwidth (the links between the nodes)"
 
 
+# NCCL has no barrier kernel: ProcessGroupNCCL::barrier all-reduces one element, so a
+# watchdog line "OpType=ALLREDUCE, NumelIn=1, NumelOut=1" is a barrier (or a scalar flag).
+BARRIER_LIKE = {"BARRIER"}
+EARLY_SEQ = 2  # the first collectives after init (DDP's parameter broadcast, a barrier)
+ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tokenisation, "
+         "evaluation, saving) while the others waited in {what}")
+
+
+def _rank_zero_step(ops: dict[tuple[str, str, str], set[int]]) -> str:
+    """Why this timeout is a rank busy alone, or "" when the lines do not show it."""
+    (seq, op, numel), = ops
+    if op in BARRIER_LIKE or (op == "ALLREDUCE" and numel == "1"):
+        return ALONE.format(what=f"a barrier (#{seq} {op} of {numel or '?'} element)")
+    if seq.isdigit() and int(seq) <= EARLY_SEQ:
+        return ALONE.format(what=f"the job's first collectives (#{seq} {op})")
+    return ""
+
+
 def combine(hits: Sequence[Hit]) -> Problem:
     """One problem over every rank's timeout; desync when ranks wait on different work."""
-    ops: dict[tuple[str, str], set[int]] = {}
+    ops: dict[tuple[str, str, str], set[int]] = {}
     for h in hits:
-        ops.setdefault((h.match["seq"], h.match["op"]), set()).add(
-            h.record.rank if h.record.rank is not None else -1)
+        g = h.match.groupdict()
+        ops.setdefault((g.get("seq") or "?", g.get("op") or "?", g.get("numel") or ""),
+                       set()).add(h.record.rank if h.record.rank is not None else -1)
     summary = "; ".join(
-        f"SeqNum={s} {op} on rank {format_ranks(sorted(r for r in rs if r >= 0)) or '?'}"
-        for (s, op), rs in sorted(ops.items(), key=lambda kv: int(kv[0][0])))
+        f"SeqNum={s} {op}{f' NumelIn={n}' if n else ''} on rank "
+        f"{format_ranks(sorted(r for r in rs if r >= 0)) or '?'}"
+        for (s, op, n), rs in sorted(ops.items(), key=lambda kv: (len(kv[0][0]), kv[0][0])))
     observed = f"{summary} | {observed_lines(hits)}"
-    if len(ops) > 1:
+    if len({(s, op) for s, op, _ in ops}) > 1:
         return COLLECTIVE_DESYNC.problem(observed, **where(hits))
-    (seq, op), = ops
+    if len(ops) == 1 and (alone := _rank_zero_step(ops)):
+        return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(observed, cause=alone, **where(hits))
+    (seq, op, _), *_ = ops
     return COLLECTIVE_TIMEOUT.problem(
         observed, cause=f"every rank that reported was still waiting in {op} #{seq}: a rank "
         "that did not reach it (stopped, crashed or slow: look for its error above) or a "
@@ -40,5 +66,16 @@ def combine(hits: Sequence[Hit]) -> Problem:
 PATTERNS = [
     pattern(COLLECTIVE_TIMEOUT,
             r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
-            r"OpType=(?P<op>\w+)", NEXT, root=False, combine=combine),
+            r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?", NEXT, root=False,
+            combine=combine),
+    pattern(COLLECTIVE_TIMEOUT, r"Watchdog caught collective operation timeout", NEXT,
+            root=False, combine=combine),
+    # ProcessGroupNCCL's first collective fetches rank 0's ncclUniqueId from the store: a
+    # timeout there means rank 0 had not reached its first collective (busy alone).
+    pattern(RANK_ZERO_ONLY_STEP_TIMEOUT,
+            r"retrieving ncclUniqueId from \[0\] via c10d key-value store.*"
+            r"(?:Socket Timeout|timed out|Timeout)", NEXT, root=False,
+            cause="rank 0 had not reached its first NCCL collective when the others asked "
+                  "for its ncclUniqueId: it was busy with a step of its own (dataset "
+                  "preprocessing, loading) longer than the timeout"),
 ]
