@@ -68,6 +68,10 @@ PATTERNS = [
             NEXT, combine=combine_killed),
     pattern(RANK_KILLED, r"Signal (?P<sig>\d+) \(SIG\w+\) received by PID (?P<pid>\d+)",
             NEXT, combine=combine_killed),
+    # The "Root Cause (first observed failure)" block of torchrun's ChildFailedError
+    # (torch/distributed/elastic/multiprocessing/errors/__init__.py _format_failure).
+    pattern(RANK_KILLED, r"^\s*exitcode\s*: (?P<code>-\d+) \(pid: (?P<pid>\d+)\)", NEXT,
+            combine=combine_killed),
     pattern(RANK_EXITED,
             r"failed \(exitcode: (?P<code>[1-9]\d*)\) local_rank: (?P<lr>\d+)", NEXT,
             root=False),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE
 from ddpcheck.explain.codes import (
+    CUDA_OOM,
     NCCL_ERROR,
     NCCL_NET_ERROR,
     NCCL_NET_PLUGIN_UNUSABLE,
@@ -33,6 +34,11 @@ PATTERNS = [
             cause="ranks {a} and {b} drive the same GPU (bus id {dev}): the device was chosen "
                   "from the global rank, or CUDA_VISIBLE_DEVICES / set_device is the same on "
                   "both"),
+    pattern(CUDA_OOM, r"NCCL WARN.*Cuda failure '?out of memory|"
+            r"NCCL WARN.*(?:cudaMalloc|Failed to CUDA calloc).*(?:out of memory|\b2\b)",
+            "ddpcheck run --stages node (GPU memory in use by other processes)",
+            cause="NCCL could not allocate its GPU buffers: the GPU was already full (the "
+                  "model, the caching allocator, or another process)"),
     pattern(NCCL_P2P_UNSUPPORTED,
             r"peer access is not supported between these two devices", COLL),
     # A plugin that exists but cannot load (a missing symbol version, an undefined symbol);

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
+    COLLECTIVE_SIZE_MISMATCH,
     COLLECTIVE_TIMEOUT,
+    RANK_NEVER_JOINED,
     RANK_ZERO_ONLY_STEP_TIMEOUT,
 )
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
@@ -63,12 +65,41 @@ def combine(hits: Sequence[Hit]) -> Problem:
         "stalled link between nodes", **where(hits))
 
 
+def combine_fingerprints(hits: Sequence[Hit]) -> Problem:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL's check (ProcessGroupWrapper.cpp): op type or shapes."""
+    g = hits[0].match.groupdict()
+    observed = observed_lines(hits)
+    if g["op_a"] != g["op_b"]:
+        return COLLECTIVE_DESYNC.problem(
+            observed, cause=f"rank {g['a']} ran {g['op_a']} while rank {g['b']} ran "
+            f"{g['op_b']} as the same collective: a rank skipped, added or reordered one",
+            **where(hits))
+    return COLLECTIVE_SIZE_MISMATCH.problem(observed, **where(hits))
+
+
 PATTERNS = [
+    pattern(COLLECTIVE_DESYNC,
+            r"Detected mismatch between collectives on ranks\. Rank (?P<a>\d+) is running "
+            r"collective: CollectiveFingerPrint\(SequenceNumber=\d+, OpType=(?P<op_a>\w+).*"
+            r"but Rank (?P<b>\d+) is running collective: CollectiveFingerPrint\("
+            r"SequenceNumber=\d+, OpType=(?P<op_b>\w+)", NEXT, combine=combine_fingerprints),
+    # ProcessGroupGloo::monitoredBarrier names the ranks that did not arrive.
+    pattern(RANK_NEVER_JOINED,
+            r"Ranks? (?P<ranks>[\d, ]+) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
+            NEXT, cause="rank {ranks} did not reach the monitored barrier within {ms} ms: "
+            "they were busy elsewhere (a long step of their own), stuck, or dead"),
+    # NCCL's socket transport: a peer sent more bytes than this rank posted for the same
+    # step, the mark of ranks running different collectives or sizes (NCCL troubleshooting).
+    pattern(COLLECTIVE_SIZE_MISMATCH,
+            r"[Mm]essage truncated ?: receiv(?:ing|ed) \d+ bytes instead of \d+", NEXT,
+            cause="a peer sent a message of another size than this rank expected: the ranks "
+                  "ran different collectives, or the same one with different sizes"),
     pattern(COLLECTIVE_TIMEOUT,
             r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
             r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?", NEXT, root=False,
             combine=combine),
-    pattern(COLLECTIVE_TIMEOUT, r"Watchdog caught collective operation timeout", NEXT,
+    pattern(COLLECTIVE_TIMEOUT,
+            r"Watchdog caught collective operation timeout", NEXT,
             root=False, combine=combine),
     # ProcessGroupNCCL's first collective fetches rank 0's ncclUniqueId from the store: a
     # timeout there means rank 0 had not reached its first collective (busy alone).
