@@ -49,7 +49,7 @@ PATTERNS = [
             COLL),
     pattern(NCCL_NET_ERROR,
             r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
-            r"NET/Plugin.*(?:failed|error)",
+            r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
     pattern(NCCL_ERROR, r"NCCL WARN (?!.*Cuda failure 217)", COLL),
 ]
