@@ -28,7 +28,8 @@ PATTERNS = [
             DDP),
     pattern(DDP_MODEL_MISMATCH,
             r"DDP expects same model across all ranks, but Rank (?P<a>\d+) has (?P<na>\d+) "
-            r"params, while rank (?P<b>\d+) has inconsistent (?P<nb>\d+) params", DDP,
+            r"params, while rank (?P<b>\d+) has inconsistent (?P<nb>\d+) params|"
+            r"appears not to match (?:sizes|strides) of the same param in process 0", DDP,
             cause="rank {a} built a model with {na} parameters, rank {b} with {nb}: the model "
                   "is built or frozen differently per rank (a rank-dependent branch, PEFT/LoRA "
                   "set up on one rank only)"),

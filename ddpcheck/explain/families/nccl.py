@@ -8,7 +8,7 @@ extend ... No space left on device") means /dev/shm is too small (NCCL troublesh
 
 from __future__ import annotations
 
-from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE
+from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE, NCCL_LIBRARY_MISMATCH
 from ddpcheck.explain.codes import (
     CUDA_OOM,
     NCCL_ERROR,
@@ -39,6 +39,8 @@ PATTERNS = [
             "ddpcheck run --stages node (GPU memory in use by other processes)",
             cause="NCCL could not allocate its GPU buffers: the GPU was already full (the "
                   "model, the caching allocator, or another process)"),
+    pattern(NCCL_LIBRARY_MISMATCH, r"undefined symbol: nccl\w+|libnccl\S*: version `NCCL_",
+            "ddpcheck run --stages node (reports the libnccl each rank loads)"),
     pattern(NCCL_P2P_UNSUPPORTED,
             r"peer access is not supported between these two devices", COLL),
     # A plugin that exists but cannot load (a missing symbol version, an undefined symbol);

@@ -17,6 +17,7 @@ from ddpcheck.explain.codes import (
     NCCL_WRONG_INTERFACE,
 )
 from ddpcheck.explain.matching import pattern
+from ddpcheck.launcher.mastercheck import MASTER_NOT_RANK0
 from ddpcheck.node.netprobe import ENDPOINT_BIND_FAILED, ENDPOINT_PORT_IN_USE
 
 RDZV = "ddpcheck run --nodes N --stages rendezvous (the preflight binds the port first)"
@@ -39,10 +40,17 @@ PATTERNS = [
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
     pattern(NCCL_NO_SOCKET_INTERFACE,
             r"Bootstrap : no socket interface found|"
-            r"Socket creation failed : Address family not supported", HOSTS),
+            r"Socket creation failed : Address family not supported|"
+            r"No usable listening interface found", HOSTS),
     pattern(NCCL_WRONG_INTERFACE,
             r"NET/Socket : Using .*\[\d+\](?:br-|veth|docker|virbr)\w*:|"
             r"^\s*\[\d+\](?:br-|veth|docker|virbr)\w*:\S+<\d+>", HOSTS),
+    # The store binds MASTER_ADDR on the rank-0 node: errno 99 means that address is not
+    # one of this machine's (c10d socket.cpp "failed to bind to ... (errno: 99 - Cannot
+    # assign requested address)").
+    pattern(MASTER_NOT_RANK0,
+            r"failed to bind to (?P<addr>\S+) \(errno: 99|bind.*Cannot assign requested address",
+            RDZV),
     pattern(ENDPOINT_PORT_IN_USE,
             r"failed to (?:bind to|listen on) (?P<addr>\S+) \(errno: 98|EADDRINUSE|"
             r"RuntimeError: Address already in use", RDZV),

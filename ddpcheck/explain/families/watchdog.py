@@ -8,9 +8,12 @@ different sequence numbers or op types were not running the same collective (des
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ddpcheck.diagnoses import Problem
+from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
     COLLECTIVE_SIZE_MISMATCH,
@@ -19,6 +22,7 @@ from ddpcheck.explain.codes import (
     RANK_ZERO_ONLY_STEP_TIMEOUT,
 )
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
+from ddpcheck.explain.reader import Record
 from ddpcheck.ranges import format_ranks
 
 NEXT = "ddpcheck run --nodes N --stages collectives,bandwidth (the links between the nodes)"
@@ -63,6 +67,36 @@ def combine(hits: Sequence[Hit]) -> Problem:
         observed, cause=f"every rank that reported was still waiting in {op} #{seq}: a rank "
         "that did not reach it (stopped, crashed or slow: look for its error above) or a "
         "stalled link between nodes", **where(hits))
+
+
+# Work one rank does alone while the others wait (HF datasets / transformers progress and
+# log lines: tokenising, map/filter, downloading, evaluation, saving a checkpoint).
+SOLO_STEP = re.compile(
+    r"(?i)Running tokenizer|\bTokeniz(?:ing|e) |^\s*(?:Map|Filter)(?: \(num_proc=\d+\))?:\s+\d+%|"
+    r"Generating \w+ split|Grouping texts|\bDownloading\b|\bEvaluat(?:ing|ion)\b|"
+    r"\bSaving (?:model )?checkpoint|save_pretrained")
+
+
+def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A plain timeout becomes a rank busy alone when the log shows that work under way."""
+    timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
+    if not timeouts:
+        return found
+    hint = next((r for r in records if SOLO_STEP.search(r.text)), None)
+    if hint is None:
+        return found
+    out = []
+    for e in found:
+        if e in timeouts:
+            p = e.problem
+            busy = f"{hint.source}:{hint.lineno}: {hint.text.strip()[:160]}"
+            e = replace(e, problem=RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
+                f"{p.observed} | meanwhile: {busy}",
+                cause=ALONE.format(what="the collective that timed out") + f" ({busy})",
+                ranks=p.ranks, hosts=p.hosts),
+                evidence=(*e.evidence, f"{hint.source}:{hint.lineno}"))
+        out.append(e)
+    return out
 
 
 def combine_fingerprints(hits: Sequence[Hit]) -> Problem:

@@ -40,3 +40,15 @@ def test_dataloader_worker_deaths():
 def test_a_sigsegv_stays_a_rank_killed():
     assert first_cause("failed (exitcode: -11) local_rank: 0 (pid: 1) of binary: python") == \
         "rank-killed"
+
+
+def test_cpu_allocator_and_container_oom_and_shared_memory_files():
+    assert first_cause("RuntimeError: [enforce fail at alloc_cpu.cpp:83] err == 0. "
+                       "DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                       "268435456 bytes. Error code 12 (Cannot allocate memory)") == \
+        "host-out-of-memory"
+    assert first_cause("/bin/bash: line 1:  4242 Killed                  python train.py") \
+        == "host-out-of-memory"
+    assert first_cause("RuntimeError: unable to write to file </torch_1234_567_0>: No space "
+                       "left on device (28)") == "dev-shm-too-small"
+    assert first_cause("RuntimeError: received 0 items of ancdata") == "open-file-limit"

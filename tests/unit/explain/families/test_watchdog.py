@@ -60,3 +60,9 @@ def test_rank_zero_missing_from_the_nccl_unique_id_exchange():
         "RuntimeError: [6] is setting up NCCL communicator and retrieving ncclUniqueId from "
         "[0] via c10d key-value store by key '0', but store->get('0') got error: Socket "
         "Timeout") == "rank-zero-only-step-timeout"
+
+
+def test_a_timeout_while_one_rank_tokenises_is_that_rank_busy_alone():
+    assert first_cause(
+        "Running tokenizer on dataset:   9%|###  | 280000/2969526 [29:55<4:48:08]",
+        WD.format(r=1, s=808, op="ALLREDUCE", n=9801523)) == "rank-zero-only-step-timeout"
