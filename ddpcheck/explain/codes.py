@@ -205,3 +205,10 @@ DDP_MODULE_DEVICE_INVALID = register(
     "parallel so it spans several GPUs",
     "move the model to torch.device('cuda', local_rank) before wrapping; do not combine "
     "device_map sharding with DDP (device_ids=None for a multi-GPU module)")
+SLURM_JOB_CANCELLED = register(
+    "slurm-job-cancelled", "Slurm cancelled the job or step (time limit, preemption, scancel)",
+    "the job ran past its --time limit, was preempted by a higher-priority job, or was "
+    "cancelled by a user or admin; its ranks were then killed (SIGTERM, then SIGKILL), which "
+    "is not a crash of their own",
+    "for DUE TO TIME LIMIT raise --time or checkpoint and requeue (--signal=USR1@120 to save "
+    "before the kill); for DUE TO PREEMPTION use a non-preemptible partition/QOS or requeue")

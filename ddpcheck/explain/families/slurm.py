@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
-from ddpcheck.explain.codes import SLURM_JOB_REJECTED, SLURM_STEP_REJECTED, SLURM_WITHOUT_SRUN
+from dataclasses import replace
+
+from ddpcheck.explain.causality import Explained
+from ddpcheck.explain.codes import (
+    HOST_OOM,
+    SLURM_JOB_CANCELLED,
+    SLURM_JOB_REJECTED,
+    SLURM_STEP_REJECTED,
+    SLURM_WITHOUT_SRUN,
+)
 from ddpcheck.explain.matching import pattern
 
 PATTERNS = [
+    # slurmstepd: "*** JOB 123 ON node1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
+    pattern(SLURM_JOB_CANCELLED,
+            r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+(?P<why>(?: DUE TO [A-Z]+(?: [A-Z]+)*| BY \S+)?)",
+            "sacct -j JOBID -o JobID,State,Elapsed,Timelimit,ExitCode",
+            cause="slurmstepd cancelled it{why}: the ranks' SIGTERM/SIGKILL that follow are "
+                  "the scheduler's, not a crash"),
     # Lightning's own hint (lightning/fabric/plugins/environments/slurm.py) when it runs
     # under a Slurm allocation without srun: one process where the job asked for many.
     pattern(SLURM_WITHOUT_SRUN,
@@ -21,3 +36,11 @@ PATTERNS = [
             r"Invalid generic resource \(gres\) specification",
             "sinfo -o '%P %c %m %G' (what the partition's nodes offer)"),
 ]
+
+
+def refine(found: list[Explained]) -> list[Explained]:
+    """Kills that follow a Slurm cancellation are its consequences, not an OOM of their own."""
+    if not any(e.problem.code == SLURM_JOB_CANCELLED.code for e in found):
+        return found
+    return [replace(e, root=False) if e.problem.code == HOST_OOM.code
+            and "killed by SIGKILL" in e.problem.observed else e for e in found]

@@ -52,3 +52,10 @@ def test_cpu_allocator_and_container_oom_and_shared_memory_files():
     assert first_cause("RuntimeError: unable to write to file </torch_1234_567_0>: No space "
                        "left on device (28)") == "dev-shm-too-small"
     assert first_cause("RuntimeError: received 0 items of ancdata") == "open-file-limit"
+
+
+def test_kills_after_a_slurm_time_limit_are_the_schedulers_not_an_oom():
+    assert first_cause(
+        "failed (exitcode: -9) local_rank: 0 (pid: 5343) of binary: /usr/bin/python",
+        "slurmstepd: error: *** JOB 4242 ON node07 CANCELLED AT 2024-05-01T10:00:00 DUE TO "
+        "TIME LIMIT ***") == "slurm-job-cancelled"
