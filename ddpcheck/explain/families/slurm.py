@@ -16,9 +16,11 @@ from ddpcheck.explain.matching import pattern
 
 PATTERNS = [
     # slurmstepd: "*** JOB 123 ON node1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
+    # Not a root: a job that hangs (a rank that never joined, a node never started) ends this
+    # way, so any other failure in the log comes first; it explains the kills that follow.
     pattern(SLURM_JOB_CANCELLED,
             r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+(?P<why>(?: DUE TO [A-Z]+(?: [A-Z]+)*| BY \S+)?)",
-            "sacct -j JOBID -o JobID,State,Elapsed,Timelimit,ExitCode",
+            "sacct -j JOBID -o JobID,State,Elapsed,Timelimit,ExitCode", root=False,
             cause="slurmstepd cancelled it{why}: the ranks' SIGTERM/SIGKILL that follow are "
                   "the scheduler's, not a crash"),
     # Lightning's own hint (lightning/fabric/plugins/environments/slurm.py) when it runs
