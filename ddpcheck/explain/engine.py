@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddpcheck.diagnoses import Problem
-from ddpcheck.explain import codes
+from ddpcheck.explain import codes, tracebacks
 from ddpcheck.explain.causality import Explained, order
 from ddpcheck.explain.families import PATTERNS, slurm, watchdog
 from ddpcheck.explain.flightrec import RankTrace
@@ -132,7 +132,7 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
         notes.append(_stuck_note(traces))
     if not found and (errors := [r for r in records if ERROR_LINE.search(r.text)
                                   and not NOT_AN_ERROR.search(r.text)]):
-        found.append(_unexplained(errors))
+        found.append(_unexplained(errors, records))
     return Explanation(order(found), sources, notes)
 
 
@@ -175,8 +175,10 @@ def _evidence(hits: Sequence[Hit]) -> tuple[str, ...]:
     return shown + ((f"+{more} more",) if more > 0 else ())
 
 
-def _unexplained(errors: list[Record]) -> Explained:
+def _unexplained(errors: list[Record], records: list[Record]) -> Explained:
     quoted = " | ".join(r.text.strip()[:200] for r in errors[:QUOTED_ERRORS])
+    if crash := tracebacks.summary(records):
+        quoted += f"; first exception: {crash}"
     where = {"ranks": sorted({r.rank for r in errors if r.rank is not None}),
              "hosts": sorted({r.host for r in errors if r.host})}
     return Explained(codes.UNEXPLAINED.problem(f"first error lines: {quoted}", **where),

@@ -19,7 +19,8 @@ PATTERNS = [
     # Not a root: a job that hangs (a rank that never joined, a node never started) ends this
     # way, so any other failure in the log comes first; it explains the kills that follow.
     pattern(SLURM_JOB_CANCELLED,
-            r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+(?P<why>(?: DUE TO [A-Z]+(?: [A-Z]+)*| BY \S+)?)",
+            r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+"
+            r"(?P<why>(?: DUE TO [A-Z]+(?: [A-Z]+)*| BY \S+)?)",
             "sacct -j JOBID -o JobID,State,Elapsed,Timelimit,ExitCode", root=False,
             cause="slurmstepd cancelled it{why}: the ranks' SIGTERM/SIGKILL that follow are "
                   "the scheduler's, not a crash"),
