@@ -124,7 +124,7 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
                                    "ddpcheck run") for i, p in enumerate(own))
         else:
             records.extend(read_text(name, text))
-    found.extend(slurm.refine(watchdog.refine(_match(records), records)))
+    found.extend(watchdog.refine(_match(records), records))
     notes: list[str] = []
     if traces:
         sources.extend(t.source for t in traces)
@@ -133,6 +133,7 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     if not found and (errors := [r for r in records if ERROR_LINE.search(r.text)
                                   and not NOT_AN_ERROR.search(r.text)]):
         found.append(_unexplained(errors, records))
+    found = slurm.refine(found, records)
     return Explanation(order(found), sources, notes)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.explain.causality import Explained
@@ -13,6 +15,7 @@ from ddpcheck.explain.codes import (
     SLURM_WITHOUT_SRUN,
 )
 from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.reader import Record
 
 PATTERNS = [
     # slurmstepd: "*** JOB 123 ON node1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
@@ -41,9 +44,32 @@ PATTERNS = [
 ]
 
 
-def refine(found: list[Explained]) -> list[Explained]:
-    """Kills that follow a Slurm cancellation are its consequences, not an OOM of their own."""
-    if not any(e.problem.code == SLURM_JOB_CANCELLED.code for e in found):
+# A batch script pasted into the log: its node count and its launch line.
+SBATCH_NODES = re.compile(r"^\s*#SBATCH\s+(?:--nodes[= ]|-N\s*)(?P<n>\d+)")
+LAUNCH = re.compile(r"^\s*(?:torchrun|python\S*\s+-m\s+torch\.distributed\.(?:run|launch)|"
+                    r"accelerate\s+launch|deepspeed)\b")
+SRUN = re.compile(r"^\s*(?:srun|\S+=\S+\s+srun)\b|\$\(srun|`srun")
+# What a launcher started on one node of several shows: nobody else joins.
+WAITED = frozenset({"rendezvous-timeout", "endpoint-unreachable", "endpoint-refused",
+                    "collective-timeout", "rank-zero-only-step-timeout", "unexplained"})
+
+
+def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Explained]:
+    """Kills after a Slurm cancellation are its consequences; a multi-node batch script
+    whose launcher runs without srun (the wait that follows is its consequence)."""
+    if any(e.problem.code == SLURM_JOB_CANCELLED.code for e in found):
+        found = [replace(e, root=False) if e.problem.code == HOST_OOM.code
+                 and "killed by SIGKILL" in e.problem.observed else e for e in found]
+    nodes = next((r for r in records if (m := SBATCH_NODES.match(r.text)) and int(m["n"]) > 1),
+                 None)
+    launch = next((r for r in records if LAUNCH.match(r.text)), None)
+    if (nodes is None or launch is None or any(SRUN.search(r.text) for r in records)
+            or not any(e.problem.code in WAITED for e in found)):
         return found
-    return [replace(e, root=False) if e.problem.code == HOST_OOM.code
-            and "killed by SIGKILL" in e.problem.observed else e for e in found]
+    problem = SLURM_WITHOUT_SRUN.problem(
+        f"{nodes.text.strip()} [{nodes.source}:{nodes.lineno}] but the launcher runs once, "
+        f"without srun: {launch.text.strip()[:160]} [{launch.source}:{launch.lineno}]")
+    first = replace(launch, time=float("-inf"))  # the script runs before anything it starts
+    return [Explained(problem, first, True, "ddpcheck run --nodes N --launch srun",
+                      (f"{nodes.source}:{nodes.lineno}", f"{launch.source}:{launch.lineno}")),
+            *(replace(e, root=False) if e.problem.code in WAITED else e for e in found)]

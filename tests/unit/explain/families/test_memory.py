@@ -5,11 +5,18 @@ from __future__ import annotations
 from tests.unit.explain.families.helpers import first_cause
 
 
+
+
+
+
 def test_sigkill_of_a_worker_is_host_out_of_memory():
     # torch/distributed/elastic/multiprocessing/api.py
     assert first_cause("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: "
                        "-9) local_rank: 0 (pid: 5343) of binary: /usr/bin/python") == \
         "host-out-of-memory"
+
+
+
 
 
 def test_the_root_cause_block_of_torchrun_gives_the_signal():
@@ -19,12 +26,9 @@ def test_the_root_cause_block_of_torchrun_gives_the_signal():
                        "  error_file: <N/A>") == "host-out-of-memory"
 
 
-def test_slurm_cgroup_oom_and_a_shells_killed_are_host_out_of_memory():
-    assert first_cause("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1.0. Some "
-                       "of your processes may have been killed by the cgroup out-of-memory "
-                       "handler.") == "host-out-of-memory"
-    assert first_cause("Loading checkpoint shards:  38%|#####     | 3/8 [00:02<00:03]Killed") \
-        == "host-out-of-memory"
+
+
+
 
 
 def test_dataloader_worker_deaths():
@@ -37,9 +41,15 @@ def test_dataloader_worker_deaths():
                        "caused by insufficient shared memory (shm).") == "dev-shm-too-small"
 
 
+
+
+
 def test_a_sigsegv_stays_a_rank_killed():
     assert first_cause("failed (exitcode: -11) local_rank: 0 (pid: 1) of binary: python") == \
         "rank-killed"
+
+
+
 
 
 def test_cpu_allocator_and_container_oom_and_shared_memory_files():
@@ -54,8 +64,14 @@ def test_cpu_allocator_and_container_oom_and_shared_memory_files():
     assert first_cause("RuntimeError: received 0 items of ancdata") == "open-file-limit"
 
 
-def test_kills_after_a_slurm_time_limit_are_the_schedulers_not_an_oom():
-    assert first_cause(
-        "failed (exitcode: -9) local_rank: 0 (pid: 5343) of binary: /usr/bin/python",
-        "slurmstepd: error: *** JOB 4242 ON node07 CANCELLED AT 2024-05-01T10:00:00 DUE TO "
-        "TIME LIMIT ***") == "slurm-job-cancelled"
+
+
+
+
+
+def test_slurm_cgroup_oom_and_a_shells_killed_are_host_out_of_memory():
+    assert first_cause("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1.0. Some "
+                       "of your processes may have been killed by the cgroup out-of-memory "
+                       "handler.") == "host-out-of-memory"
+    assert first_cause("Loading checkpoint shards:  38%|#####     | 3/8 [00:02<00:03]Killed") \
+        == "host-out-of-memory"
