@@ -5,10 +5,6 @@ from __future__ import annotations
 from tests.unit.explain.families.helpers import first_cause
 
 
-
-
-
-
 def test_sigkill_of_a_worker_is_host_out_of_memory():
     # torch/distributed/elastic/multiprocessing/api.py
     assert first_cause("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: "
@@ -16,19 +12,11 @@ def test_sigkill_of_a_worker_is_host_out_of_memory():
         "host-out-of-memory"
 
 
-
-
-
 def test_the_root_cause_block_of_torchrun_gives_the_signal():
     assert first_cause("Root Cause (first observed failure):", "[0]:",
                        "  time      : 2024-05-01_10:00:00", "  host      : node7",
                        "  rank      : 3 (local_rank: 3)", "  exitcode  : -9 (pid: 123)",
                        "  error_file: <N/A>") == "host-out-of-memory"
-
-
-
-
-
 
 
 def test_dataloader_worker_deaths():
@@ -41,15 +29,9 @@ def test_dataloader_worker_deaths():
                        "caused by insufficient shared memory (shm).") == "dev-shm-too-small"
 
 
-
-
-
 def test_a_sigsegv_stays_a_rank_killed():
     assert first_cause("failed (exitcode: -11) local_rank: 0 (pid: 1) of binary: python") == \
         "rank-killed"
-
-
-
 
 
 def test_cpu_allocator_and_container_oom_and_shared_memory_files():
@@ -62,11 +44,6 @@ def test_cpu_allocator_and_container_oom_and_shared_memory_files():
     assert first_cause("RuntimeError: unable to write to file </torch_1234_567_0>: No space "
                        "left on device (28)") == "dev-shm-too-small"
     assert first_cause("RuntimeError: received 0 items of ancdata") == "open-file-limit"
-
-
-
-
-
 
 
 def test_slurm_cgroup_oom_and_a_shells_killed_are_host_out_of_memory():

@@ -5,12 +5,6 @@ from __future__ import annotations
 from tests.unit.explain.families.helpers import first_cause
 
 
-
-
-
-
-
-
 def test_kills_after_a_slurm_time_limit_are_the_schedulers_not_an_oom():
     assert first_cause(
         "failed (exitcode: -9) local_rank: 0 (pid: 5343) of binary: /usr/bin/python",
