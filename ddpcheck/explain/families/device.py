@@ -30,6 +30,19 @@ PATTERNS = [
                   "not exist on this node (or the job was given no GPU: --gres=gpu:N)"),
     pattern(CUDA_UNUSABLE, r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
             "ddpcheck run --stages node"),
+    pattern(CUDA_UNUSABLE, r"no kernel image is available for execution on the device",
+            "ddpcheck run --stages node",
+            cause="this torch build has no kernels for the GPU's architecture (a wheel built "
+                  "for other compute capabilities, e.g. an old torch on a new GPU)",
+            fix="install a torch build whose CUDA version supports the GPU (pip install torch "
+                "--index-url https://download.pytorch.org/whl/cuXYZ); torch.cuda."
+                "get_arch_list() lists what the build supports"),
+    pattern(CUDA_UNUSABLE, r"CUDA-capable device\(s\) is/are busy or unavailable",
+            "ddpcheck run --stages node",
+            cause="the GPU is in exclusive-process compute mode and already used by another "
+                  "process, or held by a stuck process (nvidia-smi shows which)",
+            fix="stop the other process on that GPU, or set the compute mode to default "
+                "(nvidia-smi -c 0); give each rank its own GPU (LOCAL_RANK)"),
     pattern(BACKEND_UNAVAILABLE,
             r"Distributed package doesn't have (?P<b>NCCL|MPI|Gloo|UCC) built in",
             "ddpcheck run --backend gloo (works on every torch build)"),

@@ -34,7 +34,7 @@ PATTERNS = [
             cause="ranks {a} and {b} drive the same GPU (bus id {dev}): the device was chosen "
                   "from the global rank, or CUDA_VISIBLE_DEVICES / set_device is the same on "
                   "both"),
-    pattern(CUDA_OOM, r"NCCL WARN.*Cuda failure '?out of memory|"
+    pattern(CUDA_OOM, r"Cuda failure '?out of memory|"
             r"NCCL WARN.*(?:cudaMalloc|Failed to CUDA calloc).*(?:out of memory|\b2\b)",
             "ddpcheck run --stages node (GPU memory in use by other processes)",
             cause="NCCL could not allocate its GPU buffers: the GPU was already full (the "

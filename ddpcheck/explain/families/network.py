@@ -37,6 +37,7 @@ PATTERNS = [
     pattern(HOSTNAME_UNRESOLVABLE,
             r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved "
             r"\(gai error: -[23]|rp != nullptr\. Unable to find address for:|"
+            r"hostname of the (?:client|server) socket cannot be retrieved|"
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
     pattern(NCCL_NO_SOCKET_INTERFACE,
             r"Bootstrap : no socket interface found|"

@@ -39,3 +39,10 @@ def test_warnings_and_nccl_info_are_a_healthy_log():
                         "parameters in the forward pass.\nnode:1:1 [0] NCCL INFO TUNER/Plugin: "
                         "Failed to find ncclTunerPlugin_v3 symbol.\nepoch 3 loss 0.12\n")])
     assert e.exit_code == 0 and e.verdict().startswith("NO FAILURE FOUND")
+
+
+def test_a_torch_build_without_kernels_for_the_gpu_and_a_busy_gpu():
+    assert first_cause("RuntimeError: CUDA error: no kernel image is available for execution "
+                       "on the device") == "cuda-unusable"
+    assert first_cause("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or "
+                       "unavailable") == "cuda-unusable"
