@@ -18,7 +18,7 @@ from typing import Any
 from ddpcheck.diagnoses import Problem
 from ddpcheck.explain import codes, tracebacks
 from ddpcheck.explain.causality import Explained, order
-from ddpcheck.explain.families import PATTERNS, slurm, watchdog
+from ddpcheck.explain.families import PATTERNS, network, slurm, watchdog
 from ddpcheck.explain.flightrec import RankTrace
 from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
 from ddpcheck.explain.inputs import Inputs
@@ -124,7 +124,7 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
                                    "ddpcheck run") for i, p in enumerate(own))
         else:
             records.extend(read_text(name, text))
-    found.extend(watchdog.refine(_match(records), records))
+    found.extend(network.refine(watchdog.refine(_match(records), records), records))
     notes: list[str] = []
     if traces:
         sources.extend(t.source for t in traces)

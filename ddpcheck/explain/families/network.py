@@ -8,15 +8,22 @@ misc/socket.cc (NCCL_SOCKET_IFNAME set to ..., no socket interface found).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
 from ddpcheck.cluster.lifecycle import HOSTNAME_LOOPBACK
 from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
 from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
+from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
     HOSTNAME_UNRESOLVABLE,
+    NCCL_ERROR,
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
 from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.mastercheck import MASTER_NOT_RANK0
 from ddpcheck.node.netprobe import ENDPOINT_BIND_FAILED, ENDPOINT_PORT_IN_USE
 
@@ -72,3 +79,23 @@ PATTERNS = [
             r"(?:NCCL )?WARN (?:Call to connect failed : Connection timed out|"
             r"Net : Connect to \S+ failed)", "ddpcheck run --nodes N --stages rendezvous"),
 ]
+
+
+# NCCL misc/socket.cc: the address it was given has no known family. With
+# NCCL_SOCKET_IFNAME set (NCCL INFO "NCCL_SOCKET_IFNAME set by environment to X") that is the
+# interface; without it, a peer's bootstrap bytes read as an address (ranks on different
+# NCCL versions) fit as well: the line alone cannot tell.
+ODD_FAMILY = "is neither AF_INET"
+IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
+
+
+def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    if any(IFNAME_SET.search(r.text) for r in records):
+        return found
+    return [replace(e, problem=NCCL_ERROR.problem(
+        e.problem.observed, ranks=e.problem.ranks, hosts=e.problem.hosts,
+        cause="NCCL got an address of no known family: NCCL_SOCKET_IFNAME naming no usable "
+              "interface, or ranks running different NCCL versions (a peer's bootstrap "
+              "message read as an address); the log does not say which"))
+            if e.problem.code == BAD_SOCKET_IFNAME.code and ODD_FAMILY in e.problem.observed
+            else e for e in found]

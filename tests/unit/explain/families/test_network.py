@@ -39,3 +39,11 @@ def test_launcher_env_missing_and_slurm_rejection():
         "launcher-env-missing"
     assert first_cause("sbatch: error: Batch job submission failed: Requested node "
                        "configuration is not available") == "slurm-job-rejected"
+
+
+def test_an_address_of_no_family_is_the_interface_only_when_one_was_set():
+    odd = "ncclSocketInit: connecting to address  with family 0 is neither AF_INET(2) nor " \
+          "AF_INET6(10)"
+    assert first_cause(odd) == "nccl-error"  # the line alone cannot tell: hedged
+    assert first_cause("node:1:1 [3] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth2",
+                       odd) == "socket-ifname-invalid"
