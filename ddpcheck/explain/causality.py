@@ -27,6 +27,7 @@ class Explained:
     first: Record
     root: bool
     next_run: str
+    evidence: tuple[str, ...] = ()  # "file:line" of the lines that showed it, first first
 
 
 def order(found: Sequence[Explained]) -> list[Explained]:
@@ -39,6 +40,7 @@ def order(found: Sequence[Explained]) -> list[Explained]:
         return sorted(found, key=lambda e: e.first.order)
     cause = roots[0].problem.code
     rest = [e for e in found if e not in roots]
-    echoes = [Explained(e.problem.where(consequence_of=cause), e.first, e.root, e.next_run)
+    echoes = [Explained(e.problem.where(consequence_of=cause), e.first, e.root, e.next_run,
+                        e.evidence)
               for e in sorted(rest, key=lambda e: e.first.order)]
     return [*roots, *echoes]

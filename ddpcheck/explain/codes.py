@@ -29,6 +29,22 @@ COLLECTIVE_DESYNC = register(
     "uneven data, rank 0 doing extra work such as evaluation or logging)",
     "make every rank call the same collectives in the same order; set "
     "TORCH_NCCL_DESYNC_DEBUG=1 (or TORCH_DISTRIBUTED_DEBUG=DETAIL) to name the mismatch")
+COLLECTIVE_SIZE_MISMATCH = register(
+    "collective-size-mismatch", "ranks called the same collective with different sizes "
+    "or dtypes",
+    "the tensors differ per rank (uneven last batch, a rank-dependent shape, a parameter "
+    "frozen or added on some ranks only, mixed precision set up on some ranks)",
+    "give the collective the same shape and dtype on every rank (pad the last batch or use "
+    "drop_last=True in the DistributedSampler/DataLoader); TORCH_DISTRIBUTED_DEBUG=DETAIL "
+    "checks shapes at every call")
+RANK_NEVER_JOINED = register(
+    "rank-never-joined", "ranks never joined a collective the others were waiting in",
+    "those ranks were elsewhere: still in a long step of their own (evaluation, a dataset "
+    "scan, saving a checkpoint on one rank), stuck, or dead (crashed, OOM-killed) before "
+    "they reached it",
+    "look at what the named ranks did instead (their stack: py-spy dump --pid PID, their "
+    "log's last lines); make a one-rank step shorter than the process-group timeout or run "
+    "it on every rank, and raise timeout= in init_process_group only for known-slow steps")
 NCCL_NET_ERROR = register(
     "nccl-net-error", "NCCL's network transport (InfiniBand/RoCE/EFA plugin) failed",
     "an IB/RoCE port is down or misconfigured (GID index, subnet), or the net plugin does "
@@ -97,3 +113,104 @@ UNEXPLAINED = register(
     "unknown: the first error lines are quoted",
     "run ddpcheck run --nodes N on the same nodes to test the cluster itself; report the "
     "log to ddpcheck if it is a distributed failure")
+# --- codes the explain corpus needed (tests/data/explain/NEW_CODES-*.md) -----------------
+HOST_OOM = register(
+    "host-out-of-memory", "a rank or DataLoader worker was killed by the kernel's OOM killer",
+    "the node's RAM (or the Slurm/cgroup memory limit) ran out: every rank loading the whole "
+    "model or dataset on the CPU, too many DataLoader workers, a host memory leak (SIGKILL, "
+    "exitcode -9, 'Killed', oom-kill; a scheduler or user kill looks the same, its own line "
+    "says CANCELLED)",
+    "lower host RAM per rank (fewer DataLoader workers, load weights with mmap / "
+    "low_cpu_mem_usage=True, shard the dataset), raise --mem / the container's memory limit, "
+    "or run fewer ranks per node; dmesg / sacct show the OOM kill")
+DEV_SHM_UNWRITABLE = register(
+    "dev-shm-unwritable", "NCCL or a DataLoader cannot create segments in /dev/shm",
+    "/dev/shm is not writable by the job's user (wrong mode, read-only mount)",
+    "make /dev/shm a world-writable tmpfs (chmod 1777 /dev/shm) or mount one into the "
+    "container (docker --ipc=host or --shm-size)")
+RANK_ZERO_ONLY_STEP_TIMEOUT = register(
+    "rank-zero-only-step-timeout", "the other ranks waited in a collective (often a barrier) "
+    "for a rank busy with work of its own until the process-group timeout",
+    "one rank (usually rank 0) ran a step alone (dataset preprocessing or tokenisation, "
+    "evaluation, saving a checkpoint) longer than the process-group timeout (30 min by "
+    "default) while the others waited in the next collective",
+    "run that step before init_process_group or on every rank (cache the preprocessed "
+    "dataset first), or raise the timeout: init_process_group(timeout=timedelta(hours=2)), "
+    "ddp_timeout in HF TrainingArguments, InitProcessGroupKwargs(timeout=...) in Accelerate")
+LAUNCHER_ENV_MISSING = register(
+    "launcher-env-missing", "init_process_group found no RANK / WORLD_SIZE / MASTER_ADDR / "
+    "MASTER_PORT in the environment",
+    "the script was started with plain python instead of torchrun (or srun with a wrapper "
+    "that exports the variables), so env:// has nothing to read",
+    "launch with torchrun --nproc-per-node N script.py (or export RANK, WORLD_SIZE, "
+    "MASTER_ADDR, MASTER_PORT and LOCAL_RANK yourself, e.g. from SLURM_PROCID)")
+SLURM_WITHOUT_SRUN = register(
+    "slurm-without-srun", "a multi-node Slurm batch script started the training once, not "
+    "once per node",
+    "the launcher ran on the first node only (no srun), so the other nodes' ranks never "
+    "joined and the job waited at initialisation",
+    "start the launcher with srun (srun --ntasks-per-node=1 torchrun ... for torchrun, one "
+    "task per GPU for scripts that read SLURM_PROCID)")
+SLURM_JOB_REJECTED = register(
+    "slurm-job-rejected", "sbatch / salloc refused the job at submission",
+    "the request (cores, memory, GPUs per node, a constraint) exceeds what any node of the "
+    "partition offers, or the gres is misspelt",
+    "lower the per-node request (--ntasks-per-node, --cpus-per-task, --gres=gpu:N, --mem) or "
+    "pick a partition whose nodes have it (sinfo -o '%P %c %m %G')")
+HOSTNAME_UNRESOLVABLE = register(
+    "hostname-unresolvable", "this node's own hostname does not resolve",
+    "the hostname is in neither /etc/hosts nor DNS (common in containers and fresh VMs), "
+    "so gloo / c10d cannot find an address to advertise",
+    "add '<cluster-ip> <hostname>' to /etc/hosts, or set GLOO_SOCKET_IFNAME (and "
+    "NCCL_SOCKET_IFNAME) to the cluster interface and MASTER_ADDR to an address")
+NCCL_NO_SOCKET_INTERFACE = register(
+    "nccl-no-socket-interface", "NCCL found no usable IP interface for its bootstrap",
+    "the process runs in a network namespace with only loopback (a container without host "
+    "networking) or an address family the host lacks",
+    "run the container with --network=host (or give it a routable interface) and set "
+    "NCCL_SOCKET_IFNAME to an interface that exists")
+NCCL_NET_PLUGIN_UNUSABLE = register(
+    "nccl-net-plugin-unusable", "NCCL's external network plugin failed to load or initialise",
+    "the plugin (aws-ofi-nccl, the IB SHARP plugin) was built against another NCCL or "
+    "libfabric version, so NCCL falls back to sockets or fails",
+    "install the plugin build matching NCCL and libfabric (or unset NCCL_NET_PLUGIN); "
+    "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET shows which plugin loads")
+NCCL_WRONG_INTERFACE = register(
+    "nccl-wrong-interface", "NCCL picked interfaces that cannot reach the peers",
+    "NCCL_SOCKET_IFNAME is unset and NCCL chose (or spread over) docker bridges, veths, "
+    "link-local or other non-routable NICs",
+    "set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the routable NIC, e.g. "
+    "NCCL_SOCKET_IFNAME=eth0")
+GPU_ECC_ERROR = register(
+    "gpu-ecc-error", "a GPU reported an uncorrectable ECC (memory) error",
+    "failing GPU memory, or a row-remapping event pending a GPU reset (Xid 48/63/64/94/95)",
+    "drain the node, reset the GPU (nvidia-smi -r) or reboot; check nvidia-smi -q -d "
+    "ECC,ROW_REMAPPER and replace the GPU if it repeats")
+DDP_PARAM_READY_TWICE = register(
+    "ddp-param-ready-twice", "DDP saw a parameter's gradient ready twice in one iteration",
+    "reentrant activation checkpointing (checkpoint(use_reentrant=True), HF "
+    "gradient_checkpointing) or a parameter reused across several forward/backward passes "
+    "in one DDP step",
+    "use checkpoint(..., use_reentrant=False) / gradient_checkpointing_kwargs="
+    "{'use_reentrant': False}, or DistributedDataParallel(static_graph=True) when the graph "
+    "does not change")
+NCCL_CPU_TENSOR = register(
+    "nccl-cpu-tensor", "a collective on the NCCL backend was given a CPU (or sparse) tensor",
+    "the tensor or model was not moved to the rank's GPU before DDP / the collective, or the "
+    "code fell back to CPU while keeping backend='nccl'",
+    "move tensors to torch.cuda.current_device() first, or use gloo (or "
+    "'cpu:gloo,cuda:nccl') for CPU tensors")
+DDP_MODULE_DEVICE_INVALID = register(
+    "ddp-module-device-invalid", "DistributedDataParallel was given a module not on the one "
+    "GPU its device_ids name",
+    "the model was wrapped before .to(local_rank), or loaded with device_map='auto' / model "
+    "parallel so it spans several GPUs",
+    "move the model to torch.device('cuda', local_rank) before wrapping; do not combine "
+    "device_map sharding with DDP (device_ids=None for a multi-GPU module)")
+SLURM_JOB_CANCELLED = register(
+    "slurm-job-cancelled", "Slurm cancelled the job or step (time limit, preemption, scancel)",
+    "the job ran past its --time limit, was preempted by a higher-priority job, or was "
+    "cancelled by a user or admin; its ranks were then killed (SIGTERM, then SIGKILL), which "
+    "is not a crash of their own",
+    "for DUE TO TIME LIMIT raise --time or checkpoint and requeue (--signal=USR1@120 to save "
+    "before the kill); for DUE TO PREEMPTION use a non-preemptible partition/QOS or requeue")

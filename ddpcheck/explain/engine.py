@@ -11,23 +11,31 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ddpcheck.diagnoses import Problem
-from ddpcheck.explain import codes
+from ddpcheck.explain import codes, tracebacks
 from ddpcheck.explain.causality import Explained, order
-from ddpcheck.explain.families import PATTERNS
+from ddpcheck.explain.families import PATTERNS, network, slurm, watchdog
+from ddpcheck.explain.flightrec import RankTrace
+from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
+from ddpcheck.explain.inputs import Inputs
 from ddpcheck.explain.matching import Hit, default_combine
 from ddpcheck.explain.reader import Record, read_text
 from ddpcheck.report import catalog
 from ddpcheck.report.text import render_problem
 
 # Lines that show something failed, quoted when no pattern explains the log.
-ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|WARN|fatal|Killed",
-                        re.IGNORECASE)
+ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|NCCL WARN|fatal|Killed|"
+                        r"Segmentation fault|core dumped|Aborted", re.IGNORECASE)
+# Lines that say something failed in words but report no failure: warnings (torch's
+# "[W reducer.cpp:...] Warning:", Python's *Warning), NCCL INFO (a plugin it did not find,
+# a tuner it fell back from), and a rank's progress output.
+NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\bWarning:|\w+Warning\b|\bNCCL INFO\b|^\s*warnings\.warn")
 QUOTED_ERRORS = 3
+MAX_EVIDENCE = 4
 # Signals a rank receives *because* of another failure: the agent's teardown, the watchdog.
 ECHO_SIGNALS = ("SIGTERM", "SIGABRT")
 
@@ -38,6 +46,7 @@ class Explanation:
 
     found: list[Explained]
     sources: list[str]
+    notes: list[str] = field(default_factory=list)  # what the dumps say of every rank
 
     @property
     def problems(self) -> list[Problem]:
@@ -65,11 +74,16 @@ class Explanation:
         for e in self.found:
             if e.problem.consequence_of:
                 continue
-            parts.append(render_problem(e.problem, {}) + f"\n  next      {e.next_run}")
-        echoes = [e.problem for e in self.found if e.problem.consequence_of]
-        if echoes:
+            block = render_problem(e.problem, {}) + f"\n  next      {e.next_run}"
+            if e.evidence:
+                block += f"\n  from      {', '.join(e.evidence)}"
+            parts.append(block)
+        if any(e.problem.consequence_of for e in self.found):
             parts.append("consequences (what the other ranks saw; fix the cause above):\n"
-                         + "\n".join(f"  {p.code}{_where(p)}: {p.observed}" for p in echoes))
+                         + "\n".join(f"  {e.problem.code}{_where(e.problem)}: {e.problem.observed}"
+                                     + (f" [{e.evidence[0]}]" if e.evidence else "")
+                                     for e in self.found if e.problem.consequence_of))
+        parts.extend(self.notes)
         parts.append(self.verdict())
         return "\n\n".join(parts) + "\n"
 
@@ -77,7 +91,9 @@ class Explanation:
         return {"explained": bool(self.found) and self.found[0].problem.code != "unexplained",
                 "exit_code": self.exit_code, "verdict": self.verdict(), "sources": self.sources,
                 "problems": [e.problem.to_dict() for e in self.found],
-                "next": {e.problem.code: e.next_run for e in self.found}}
+                "next": {e.problem.code: e.next_run for e in self.found},
+                "evidence": {e.problem.code: list(e.evidence) for e in self.found},
+                "notes": self.notes}
 
 
 def _where(p: Problem) -> str:
@@ -88,7 +104,13 @@ def _where(p: Problem) -> str:
     return f" on {'; '.join(bits)}" if bits else ""
 
 
-def explain_texts(named_texts: Iterable[tuple[str, str]]) -> Explanation:
+def explain_inputs(inputs: Inputs) -> Explanation:
+    """Explain logs and Flight Recorder dumps of one job together."""
+    return explain_texts(inputs.logs, inputs.traces)
+
+
+def explain_texts(named_texts: Iterable[tuple[str, str]],
+                  traces: Sequence[RankTrace] = ()) -> Explanation:
     """Explain every input (name, text) together: one job's logs from several nodes."""
     _load_catalogue()
     records: list[Record] = []
@@ -102,10 +124,28 @@ def explain_texts(named_texts: Iterable[tuple[str, str]]) -> Explanation:
                                    "ddpcheck run") for i, p in enumerate(own))
         else:
             records.extend(read_text(name, text))
-    found.extend(_match(records))
-    if not found and (errors := [r for r in records if ERROR_LINE.search(r.text)]):
-        found.append(_unexplained(errors))
-    return Explanation(order(found), sources)
+    found.extend(network.refine(watchdog.refine(_match(records), records), records))
+    notes: list[str] = []
+    if traces:
+        sources.extend(t.source for t in traces)
+        found.extend(_flight_recorder(traces))
+        notes.append(_stuck_note(traces))
+    if not found and (errors := [r for r in records if ERROR_LINE.search(r.text)
+                                  and not NOT_AN_ERROR.search(r.text)]):
+        found.append(_unexplained(errors, records))
+    found = slurm.refine(found, records)
+    return Explanation(order(found), sources, notes)
+
+
+def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:
+    return [Explained(f.problem, Record(f.source, f.seq, f.problem.observed), True, FR_NEXT,
+                      (f"{f.source} (collective #{f.seq})",)) for f in analyse(traces)]
+
+
+def _stuck_note(traces: Sequence[RankTrace]) -> str:
+    ranks = stuck_in(traces)
+    return "flight recorder (the last collective of each rank that dumped):\n" + "\n".join(
+        f"  rank {r}: {what}" for r, what in ranks.items())
 
 
 def _match(records: list[Record]) -> list[Explained]:
@@ -124,16 +164,27 @@ def _match(records: list[Record]) -> list[Explained]:
         root = pat.root and not (problem.code == "rank-killed"
                                  and any(s in problem.cause[:8] for s in ECHO_SIGNALS))
         first = min((h.record for h in hits), key=lambda r: r.order)
-        out.append(Explained(problem, first, root, pat.next_run))
+        out.append(Explained(problem, first, root, pat.next_run, _evidence(hits)))
     return out
 
 
-def _unexplained(errors: list[Record]) -> Explained:
+def _evidence(hits: Sequence[Hit]) -> tuple[str, ...]:
+    """file:line of the matched lines, earliest first (a few, then how many more)."""
+    recs = sorted({(h.record.order, h.record.source, h.record.lineno) for h in hits})
+    shown = tuple(f"{src}:{line}" for _, src, line in recs[:MAX_EVIDENCE])
+    more = len(recs) - MAX_EVIDENCE
+    return shown + ((f"+{more} more",) if more > 0 else ())
+
+
+def _unexplained(errors: list[Record], records: list[Record]) -> Explained:
     quoted = " | ".join(r.text.strip()[:200] for r in errors[:QUOTED_ERRORS])
+    if crash := tracebacks.summary(records):
+        quoted += f"; first exception: {crash}"
     where = {"ranks": sorted({r.rank for r in errors if r.rank is not None}),
              "hosts": sorted({r.host for r in errors if r.host})}
     return Explained(codes.UNEXPLAINED.problem(f"first error lines: {quoted}", **where),
-                     errors[0], True, codes.UNEXPLAINED.fix)
+                     errors[0], True, codes.UNEXPLAINED.fix,
+                     tuple(f"{r.source}:{r.lineno}" for r in errors[:QUOTED_ERRORS]))
 
 
 def _own_json(text: str) -> list[Problem] | None:

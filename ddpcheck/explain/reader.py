@@ -85,7 +85,37 @@ def read_text(source: str, text: str) -> list[Record]:
     data = _json(text)
     if isinstance(data, dict) and "message" in data:
         return list(_error_file_records(source, data))
-    return [record(source, i, line) for i, line in enumerate(text.splitlines(), 1)]
+    return _failure_blocks([record(source, i, line)
+                            for i, line in enumerate(text.splitlines(), 1)])
+
+
+# torchrun's ChildFailedError summary (torch/distributed/elastic/multiprocessing/errors/
+# __init__.py): per failure "[N]:" then "time : ...", "host : H", "rank : R (local_rank: L)",
+# "exitcode : C (pid: P)", "error_file", "traceback". The block's fields name the rank and host
+# of its exitcode and traceback lines, which carry neither themselves.
+BLOCK_START = re.compile(r"^\s*(?:\[\d+\]:|Root Cause \(first observed failure\):|"
+                         r"Failures:)\s*$")
+BLOCK_FIELD = re.compile(r"^\s*(?P<key>host|rank)\s*:\s*(?P<value>\S+)")
+
+
+def _failure_blocks(records: list[Record]) -> list[Record]:
+    rank: int | None = None
+    host = ""
+    out = []
+    for r in records:
+        if BLOCK_START.match(r.text):
+            rank, host = None, ""
+        elif m := BLOCK_FIELD.match(r.text):
+            if m["key"] == "host":
+                host = m["value"]
+            elif m["value"].isdigit():
+                rank = int(m["value"])
+        elif r.text.startswith("===="):
+            rank, host = None, ""
+        if (rank is not None or host) and r.rank is None and not r.host:
+            r = Record(r.source, r.lineno, r.text, rank, host, r.time)
+        out.append(r)
+    return out
 
 
 def _json(text: str) -> Any:

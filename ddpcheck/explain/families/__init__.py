@@ -6,6 +6,7 @@ from ddpcheck.explain.families import (
     ddp,
     device,
     launcher,
+    memory,
     nccl,
     network,
     own_report,
@@ -15,5 +16,7 @@ from ddpcheck.explain.families import (
 )
 from ddpcheck.explain.matching import Pattern
 
-FAMILIES = (own_report, rendezvous, network, nccl, watchdog, device, ddp, launcher, slurm)
-PATTERNS: tuple[Pattern, ...] = tuple(p for f in FAMILIES for p in f.PATTERNS)
+FAMILIES = (own_report, rendezvous, network, nccl, watchdog, device, ddp, memory, launcher,
+            slurm)
+PATTERNS: tuple[Pattern, ...] = (*(p for f in FAMILIES for p in f.PATTERNS),
+                                 *memory.SHELL_KILLED)

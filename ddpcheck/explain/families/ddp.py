@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
-from ddpcheck.explain.codes import DDP_MODEL_MISMATCH, DDP_UNUSED_PARAMETERS, PG_NOT_INITIALIZED
+from ddpcheck.explain.codes import (
+    DDP_MODEL_MISMATCH,
+    DDP_MODULE_DEVICE_INVALID,
+    DDP_PARAM_READY_TWICE,
+    DDP_UNUSED_PARAMETERS,
+    NCCL_CPU_TENSOR,
+    PG_NOT_INITIALIZED,
+)
 from ddpcheck.explain.matching import pattern
 
 DDP = "ddpcheck run --stages ddp (proves DDP itself works on these nodes)"
 
 PATTERNS = [
     pattern(DDP_UNUSED_PARAMETERS,
-            r"Expected to have finished reduction in the prior iteration", DDP),
+            r"Expected to have finished reduction in the prior iteration|"
+            r"(?:Parameter indices|Parameters) which did not receive grad for rank", DDP),
+    pattern(DDP_PARAM_READY_TWICE,
+            r"Expected to mark a variable ready only once|marked as ready twice|"
+            r"has been marked as ready twice", DDP),
+    pattern(DDP_MODULE_DEVICE_INVALID,
+            r"device_ids and output_device arguments only work with single-device", DDP),
+    pattern(NCCL_CPU_TENSOR,
+            r"Tensors must be CUDA and dense|No backend type associated with device type cpu",
+            DDP),
     pattern(DDP_MODEL_MISMATCH,
             r"DDP expects same model across all ranks, but Rank (?P<a>\d+) has (?P<na>\d+) "
-            r"params, while rank (?P<b>\d+) has inconsistent (?P<nb>\d+) params", DDP,
+            r"params, while rank (?P<b>\d+) has inconsistent (?P<nb>\d+) params|"
+            r"appears not to match (?:sizes|strides) of the same param in process 0", DDP,
             cause="rank {a} built a model with {na} parameters, rank {b} with {nb}: the model "
                   "is built or frozen differently per rank (a rank-dependent branch, PEFT/LoRA "
                   "set up on one rank only)"),

@@ -7,12 +7,45 @@ c10/cuda/CUDACachingAllocator.cpp).
 
 from __future__ import annotations
 
-from ddpcheck.explain.codes import CUDA_OOM, INVALID_DEVICE_ORDINAL
+from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, CUDA_VISIBLE_DEVICES_INVALID
+from ddpcheck.explain.codes import CUDA_OOM, GPU_ECC_ERROR, INVALID_DEVICE_ORDINAL
 from ddpcheck.explain.matching import pattern
+from ddpcheck.node.gpustate import CUDA_UNUSABLE, GPU_LOST
 
 PATTERNS = [
     pattern(INVALID_DEVICE_ORDINAL, r"invalid device ordinal",
             "ddpcheck run --stages node,placement --nproc-per-node N"),
+    # Xid codes: NVIDIA's "XID Errors" table (48 DBE, 63/64 row remapping, 94/95 contained /
+    # uncontained ECC; 79 fallen off the bus), as the kernel log prints them.
+    pattern(GPU_ECC_ERROR,
+            r"(?i)uncorrectable ECC error|NVRM: Xid \([^)]*\): (?:48|63|64|94|95)\b",
+            "ddpcheck run --stages node (GPU health per node)"),
+    pattern(GPU_LOST, r"NVRM: Xid \([^)]*\): 79\b|GPU has fallen off the bus",
+            "ddpcheck run --stages node (GPU health per node)"),
+    # c10/cuda: cudaErrorNoDevice with GPUs installed means CUDA_VISIBLE_DEVICES hides them
+    pattern(CUDA_VISIBLE_DEVICES_INVALID,
+            r"No CUDA GPUs are available|no CUDA-capable device is detected",
+            "ddpcheck run --stages node (compares torch's GPUs with nvidia-smi)",
+            cause="CUDA found no device: CUDA_VISIBLE_DEVICES is empty or names GPUs that do "
+                  "not exist on this node (or the job was given no GPU: --gres=gpu:N)"),
+    pattern(CUDA_UNUSABLE, r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
+            "ddpcheck run --stages node"),
+    pattern(CUDA_UNUSABLE, r"no kernel image is available for execution on the device",
+            "ddpcheck run --stages node",
+            cause="this torch build has no kernels for the GPU's architecture (a wheel built "
+                  "for other compute capabilities, e.g. an old torch on a new GPU)",
+            fix="install a torch build whose CUDA version supports the GPU (pip install torch "
+                "--index-url https://download.pytorch.org/whl/cuXYZ); torch.cuda."
+                "get_arch_list() lists what the build supports"),
+    pattern(CUDA_UNUSABLE, r"CUDA-capable device\(s\) is/are busy or unavailable",
+            "ddpcheck run --stages node",
+            cause="the GPU is in exclusive-process compute mode and already used by another "
+                  "process, or held by a stuck process (nvidia-smi shows which)",
+            fix="stop the other process on that GPU, or set the compute mode to default "
+                "(nvidia-smi -c 0); give each rank its own GPU (LOCAL_RANK)"),
+    pattern(BACKEND_UNAVAILABLE,
+            r"Distributed package doesn't have (?P<b>NCCL|MPI|Gloo|UCC) built in",
+            "ddpcheck run --backend gloo (works on every torch build)"),
     pattern(CUDA_OOM, r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError",
             "ddpcheck run --stages node (GPU memory in use by other processes)"),
 ]

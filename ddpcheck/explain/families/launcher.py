@@ -11,7 +11,7 @@ import signal
 from collections.abc import Sequence
 
 from ddpcheck.diagnoses import RANK_EXITED, RANK_KILLED, Problem
-from ddpcheck.explain.codes import LOCAL_RANK_ARG_UNREAD
+from ddpcheck.explain.codes import HOST_OOM, LAUNCHER_ENV_MISSING, LOCAL_RANK_ARG_UNREAD
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 
 NEXT = "ddpcheck run --nodes N (reports each rank's exit and signal); check dmesg on the host"
@@ -43,6 +43,9 @@ def combine_killed(hits: Sequence[Hit]) -> Problem:
     name = names[0]
     local = sorted({h.match["lr"] for h in hits if h.match.groupdict().get("lr")})
     who = f"local rank {', '.join(local)}: " if local else ""
+    if name == "SIGKILL":  # the OOM killer's signal; a scheduler's kill says CANCELLED
+        return HOST_OOM.problem(f"{who}killed by SIGKILL | {observed_lines(hits)}",
+                                **where(hits))
     return RANK_KILLED.problem(
         f"{who}killed by {name} | {observed_lines(hits)}",
         cause=f"{name}: {SIGNAL_CAUSE.get(name, 'the process received this signal')}",
@@ -50,6 +53,11 @@ def combine_killed(hits: Sequence[Hit]) -> Problem:
 
 
 PATTERNS = [
+    # torch/distributed/rendezvous.py _env_rendezvous_handler, and scripts reading os.environ
+    pattern(LAUNCHER_ENV_MISSING,
+            r"environment variable (?P<var>[A-Z_]+) expected, but not set|"
+            r"KeyError: '(?P<key>LOCAL_RANK|RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT)'",
+            "torchrun --nproc-per-node N your_script.py (torchrun sets the variables)"),
     # argparse's own message (lmy98129/VLPD#6, skycrapers/TecoGAN-PyTorch#31): every local
     # rank prints it, then the agent reports the exit code 2 as a consequence.
     pattern(LOCAL_RANK_ARG_UNREAD, r"error: unrecognized arguments:.*--local[-_]rank",
@@ -60,6 +68,10 @@ PATTERNS = [
             NEXT, combine=combine_killed),
     pattern(RANK_KILLED, r"Signal (?P<sig>\d+) \(SIG\w+\) received by PID (?P<pid>\d+)",
             NEXT, combine=combine_killed),
+    # The "Root Cause (first observed failure)" block of torchrun's ChildFailedError
+    # (torch/distributed/elastic/multiprocessing/errors/__init__.py _format_failure).
+    pattern(RANK_KILLED, r"^\s*exitcode\s*: (?P<code>-\d+) \(pid: (?P<pid>\d+)\)", NEXT,
+            combine=combine_killed),
     pattern(RANK_EXITED,
             r"failed \(exitcode: (?P<code>[1-9]\d*)\) local_rank: (?P<lr>\d+)", NEXT,
             root=False),

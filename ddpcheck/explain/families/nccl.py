@@ -8,8 +8,14 @@ extend ... No space left on device") means /dev/shm is too small (NCCL troublesh
 
 from __future__ import annotations
 
-from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE
-from ddpcheck.explain.codes import NCCL_ERROR, NCCL_NET_ERROR, NCCL_P2P_UNSUPPORTED
+from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE, NCCL_LIBRARY_MISMATCH
+from ddpcheck.explain.codes import (
+    CUDA_OOM,
+    NCCL_ERROR,
+    NCCL_NET_ERROR,
+    NCCL_NET_PLUGIN_UNUSABLE,
+    NCCL_P2P_UNSUPPORTED,
+)
 from ddpcheck.explain.matching import pattern
 
 COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
@@ -28,11 +34,24 @@ PATTERNS = [
             cause="ranks {a} and {b} drive the same GPU (bus id {dev}): the device was chosen "
                   "from the global rank, or CUDA_VISIBLE_DEVICES / set_device is the same on "
                   "both"),
+    pattern(CUDA_OOM, r"Cuda failure '?out of memory|"
+            r"NCCL WARN.*(?:cudaMalloc|Failed to CUDA calloc).*(?:out of memory|\b2\b)",
+            "ddpcheck run --stages node (GPU memory in use by other processes)",
+            cause="NCCL could not allocate its GPU buffers: the GPU was already full (the "
+                  "model, the caching allocator, or another process)"),
+    pattern(NCCL_LIBRARY_MISMATCH, r"undefined symbol: nccl\w+|libnccl\S*: version `NCCL_",
+            "ddpcheck run --stages node (reports the libnccl each rank loads)"),
     pattern(NCCL_P2P_UNSUPPORTED,
             r"peer access is not supported between these two devices", COLL),
+    # A plugin that exists but cannot load (a missing symbol version, an undefined symbol);
+    # "dlerror=libnccl-net.so: cannot open shared object file" is no plugin at all: benign.
+    pattern(NCCL_NET_PLUGIN_UNUSABLE,
+            r"NET/Plugin ?: ?dlerror=.*(?:version `|undefined symbol|required by)|"
+            r"Failed to find ncclNetPlugin symbol|NET/OFI Could not find any optimal provider",
+            COLL),
     pattern(NCCL_NET_ERROR,
             r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
-            r"NET/Plugin.*(?:failed|error)",
+            r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
     pattern(NCCL_ERROR, r"NCCL WARN (?!.*Cuda failure 217)", COLL),
 ]

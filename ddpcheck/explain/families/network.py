@@ -8,15 +8,57 @@ misc/socket.cc (NCCL_SOCKET_IFNAME set to ..., no socket interface found).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ddpcheck.cluster.lifecycle import HOSTNAME_LOOPBACK
 from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
 from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
+from ddpcheck.explain.causality import Explained
+from ddpcheck.explain.codes import (
+    HOSTNAME_UNRESOLVABLE,
+    NCCL_ERROR,
+    NCCL_NO_SOCKET_INTERFACE,
+    NCCL_WRONG_INTERFACE,
+)
 from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.reader import Record
+from ddpcheck.launcher.mastercheck import MASTER_NOT_RANK0
 from ddpcheck.node.netprobe import ENDPOINT_BIND_FAILED, ENDPOINT_PORT_IN_USE
 
 RDZV = "ddpcheck run --nodes N --stages rendezvous (the preflight binds the port first)"
 IFACE = "ddpcheck run --nodes N (preflight checks every *_SOCKET_IFNAME on every node)"
 
+# An interface name, as opposed to a host name (gloo prints both as "find address for").
+IFACE_NAME = (r"\^?(?:eth|en[opsx]?|ib|bond|lo|docker|br|veth|wl|em|hsn|team|vlan|p\d)"
+              r"[\w-]*(?:\.\d+)?")
+HOSTS = "ddpcheck run --nodes N (check-in resolves every node's name and address)"
+
 PATTERNS = [
+    # c10d's warning (torch/csrc/distributed/c10d/socket.cpp) and gloo's fallback
+    # (ProcessGroupGloo.cpp createDefaultDevice): the host name resolves to nothing usable.
+    pattern(HOSTNAME_LOOPBACK,
+            r"Unable to resolve hostname to a \(local\) address\. Using the loopback|"
+            r"Connection refused, remote=\[127\.0\.[01]\.1\]", HOSTS),
+    pattern(HOSTNAME_UNRESOLVABLE,
+            r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved "
+            r"\(gai error: -[23]|rp != nullptr\. Unable to find address for:|"
+            r"hostname of the (?:client|server) socket cannot be retrieved|"
+            r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
+    pattern(NCCL_NO_SOCKET_INTERFACE,
+            r"Bootstrap : no socket interface found|"
+            r"Socket creation failed : Address family not supported|"
+            r"No usable listening interface found", HOSTS),
+    pattern(NCCL_WRONG_INTERFACE,
+            r"NET/Socket : Using .*\[\d+\](?:br-|veth|docker|virbr)\w*:|"
+            r"^\s*\[\d+\](?:br-|veth|docker|virbr)\w*:\S+<\d+>", HOSTS),
+    # The store binds MASTER_ADDR on the rank-0 node: errno 99 means that address is not
+    # one of this machine's (c10d socket.cpp "failed to bind to ... (errno: 99 - Cannot
+    # assign requested address)").
+    pattern(MASTER_NOT_RANK0,
+            r"failed to bind to (?P<addr>\S+) \(errno: 99|bind.*Cannot assign requested address",
+            RDZV),
     pattern(ENDPOINT_PORT_IN_USE,
             r"failed to (?:bind to|listen on) (?P<addr>\S+) \(errno: 98|EADDRINUSE|"
             r"RuntimeError: Address already in use", RDZV),
@@ -37,3 +79,23 @@ PATTERNS = [
             r"(?:NCCL )?WARN (?:Call to connect failed : Connection timed out|"
             r"Net : Connect to \S+ failed)", "ddpcheck run --nodes N --stages rendezvous"),
 ]
+
+
+# NCCL misc/socket.cc: the address it was given has no known family. With
+# NCCL_SOCKET_IFNAME set (NCCL INFO "NCCL_SOCKET_IFNAME set by environment to X") that is the
+# interface; without it, a peer's bootstrap bytes read as an address (ranks on different
+# NCCL versions) fit as well: the line alone cannot tell.
+ODD_FAMILY = "is neither AF_INET"
+IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
+
+
+def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    if any(IFNAME_SET.search(r.text) for r in records):
+        return found
+    return [replace(e, problem=NCCL_ERROR.problem(
+        e.problem.observed, ranks=e.problem.ranks, hosts=e.problem.hosts,
+        cause="NCCL got an address of no known family: NCCL_SOCKET_IFNAME naming no usable "
+              "interface, or ranks running different NCCL versions (a peer's bootstrap "
+              "message read as an address); the log does not say which"))
+            if e.problem.code == BAD_SOCKET_IFNAME.code and ODD_FAMILY in e.problem.observed
+            else e for e in found]

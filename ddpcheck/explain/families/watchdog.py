@@ -8,37 +8,139 @@ different sequence numbers or op types were not running the same collective (des
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ddpcheck.diagnoses import Problem
-from ddpcheck.explain.codes import COLLECTIVE_DESYNC, COLLECTIVE_TIMEOUT
+from ddpcheck.explain.causality import Explained
+from ddpcheck.explain.codes import (
+    COLLECTIVE_DESYNC,
+    COLLECTIVE_SIZE_MISMATCH,
+    COLLECTIVE_TIMEOUT,
+    RANK_NEVER_JOINED,
+    RANK_ZERO_ONLY_STEP_TIMEOUT,
+)
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
+from ddpcheck.explain.reader import Record
 from ddpcheck.ranges import format_ranks
 
 NEXT = "ddpcheck run --nodes N --stages collectives,bandwidth (the links between the nodes)"
 
 
+# NCCL has no barrier kernel: ProcessGroupNCCL::barrier all-reduces one element, so a
+# watchdog line "OpType=ALLREDUCE, NumelIn=1, NumelOut=1" is a barrier (or a scalar flag).
+BARRIER_LIKE = {"BARRIER"}
+EARLY_SEQ = 2  # the first collectives after init (DDP's parameter broadcast, a barrier)
+ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tokenisation, "
+         "evaluation, saving) while the others waited in {what}")
+
+
+def _rank_zero_step(ops: dict[tuple[str, str, str], set[int]]) -> str:
+    """Why this timeout is a rank busy alone, or "" when the lines do not show it."""
+    (seq, op, numel), = ops
+    if op in BARRIER_LIKE or (op == "ALLREDUCE" and numel == "1"):
+        return ALONE.format(what=f"a barrier (#{seq} {op} of {numel or '?'} element)")
+    if seq.isdigit() and int(seq) <= EARLY_SEQ:
+        return ALONE.format(what=f"the job's first collectives (#{seq} {op})")
+    return ""
+
+
 def combine(hits: Sequence[Hit]) -> Problem:
     """One problem over every rank's timeout; desync when ranks wait on different work."""
-    ops: dict[tuple[str, str], set[int]] = {}
+    ops: dict[tuple[str, str, str], set[int]] = {}
     for h in hits:
-        ops.setdefault((h.match["seq"], h.match["op"]), set()).add(
-            h.record.rank if h.record.rank is not None else -1)
+        g = h.match.groupdict()
+        ops.setdefault((g.get("seq") or "?", g.get("op") or "?", g.get("numel") or ""),
+                       set()).add(h.record.rank if h.record.rank is not None else -1)
     summary = "; ".join(
-        f"SeqNum={s} {op} on rank {format_ranks(sorted(r for r in rs if r >= 0)) or '?'}"
-        for (s, op), rs in sorted(ops.items(), key=lambda kv: int(kv[0][0])))
+        f"SeqNum={s} {op}{f' NumelIn={n}' if n else ''} on rank "
+        f"{format_ranks(sorted(r for r in rs if r >= 0)) or '?'}"
+        for (s, op, n), rs in sorted(ops.items(), key=lambda kv: (len(kv[0][0]), kv[0][0])))
     observed = f"{summary} | {observed_lines(hits)}"
-    if len(ops) > 1:
+    if len({(s, op) for s, op, _ in ops}) > 1:
         return COLLECTIVE_DESYNC.problem(observed, **where(hits))
-    (seq, op), = ops
+    if len(ops) == 1 and (alone := _rank_zero_step(ops)):
+        return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(observed, cause=alone, **where(hits))
+    (seq, op, _), *_ = ops
     return COLLECTIVE_TIMEOUT.problem(
         observed, cause=f"every rank that reported was still waiting in {op} #{seq}: a rank "
         "that did not reach it (stopped, crashed or slow: look for its error above) or a "
         "stalled link between nodes", **where(hits))
 
 
+# Work one rank does alone while the others wait (HF datasets / transformers progress and
+# log lines: tokenising, map/filter, downloading, evaluation, saving a checkpoint).
+SOLO_STEP = re.compile(
+    r"(?i)Running tokenizer|\bTokeniz(?:ing|e) |^\s*(?:Map|Filter)(?: \(num_proc=\d+\))?:\s+\d+%|"
+    r"Generating \w+ split|Grouping texts|\bDownloading\b|\bEvaluat(?:ing|ion)\b|"
+    r"\bSaving (?:model )?checkpoint|save_pretrained")
+
+
+def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A plain timeout becomes a rank busy alone when the log shows that work under way."""
+    timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
+    if not timeouts:
+        return found
+    hint = next((r for r in records if SOLO_STEP.search(r.text)), None)
+    if hint is None:
+        return found
+    out = []
+    for e in found:
+        if e in timeouts:
+            p = e.problem
+            busy = f"{hint.source}:{hint.lineno}: {hint.text.strip()[:160]}"
+            e = replace(e, problem=RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
+                f"{p.observed} | meanwhile: {busy}",
+                cause=ALONE.format(what="the collective that timed out") + f" ({busy})",
+                ranks=p.ranks, hosts=p.hosts),
+                evidence=(*e.evidence, f"{hint.source}:{hint.lineno}"))
+        out.append(e)
+    return out
+
+
+def combine_fingerprints(hits: Sequence[Hit]) -> Problem:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL's check (ProcessGroupWrapper.cpp): op type or shapes."""
+    g = hits[0].match.groupdict()
+    observed = observed_lines(hits)
+    if g["op_a"] != g["op_b"]:
+        return COLLECTIVE_DESYNC.problem(
+            observed, cause=f"rank {g['a']} ran {g['op_a']} while rank {g['b']} ran "
+            f"{g['op_b']} as the same collective: a rank skipped, added or reordered one",
+            **where(hits))
+    return COLLECTIVE_SIZE_MISMATCH.problem(observed, **where(hits))
+
+
 PATTERNS = [
+    pattern(COLLECTIVE_DESYNC,
+            r"Detected mismatch between collectives on ranks\. Rank (?P<a>\d+) is running "
+            r"collective: CollectiveFingerPrint\(SequenceNumber=\d+, OpType=(?P<op_a>\w+).*"
+            r"but Rank (?P<b>\d+) is running collective: CollectiveFingerPrint\("
+            r"SequenceNumber=\d+, OpType=(?P<op_b>\w+)", NEXT, combine=combine_fingerprints),
+    # ProcessGroupGloo::monitoredBarrier names the ranks that did not arrive.
+    pattern(RANK_NEVER_JOINED,
+            r"Ranks? (?P<ranks>[\d, ]+) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
+            NEXT, cause="rank {ranks} did not reach the monitored barrier within {ms} ms: "
+            "they were busy elsewhere (a long step of their own), stuck, or dead"),
+    # NCCL's socket transport: a peer sent more bytes than this rank posted for the same
+    # step, the mark of ranks running different collectives or sizes (NCCL troubleshooting).
+    pattern(COLLECTIVE_SIZE_MISMATCH,
+            r"[Mm]essage truncated ?: receiv(?:ing|ed) \d+ bytes instead of \d+", NEXT,
+            cause="a peer sent a message of another size than this rank expected: the ranks "
+                  "ran different collectives, or the same one with different sizes"),
     pattern(COLLECTIVE_TIMEOUT,
             r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
-            r"OpType=(?P<op>\w+)", NEXT, root=False, combine=combine),
+            r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?", NEXT, root=False,
+            combine=combine),
+    pattern(COLLECTIVE_TIMEOUT,
+            r"Watchdog caught collective operation timeout", NEXT,
+            root=False, combine=combine),
+    # ProcessGroupNCCL's first collective fetches rank 0's ncclUniqueId from the store: a
+    # timeout there means rank 0 had not reached its first collective (busy alone).
+    pattern(RANK_ZERO_ONLY_STEP_TIMEOUT,
+            r"retrieving ncclUniqueId from \[0\] via c10d key-value store.*"
+            r"(?:Socket Timeout|timed out|Timeout)", NEXT, root=False,
+            cause="rank 0 had not reached its first NCCL collective when the others asked "
+                  "for its ncclUniqueId: it was busy with a step of its own (dataset "
+                  "preprocessing, loading) longer than the timeout"),
 ]

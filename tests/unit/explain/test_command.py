@@ -62,3 +62,34 @@ def test_a_script_that_does_not_read_local_rank_is_named(capsys, monkeypatch):
     problems = json.loads(capsys.readouterr().out)["problems"]
     assert problems[0]["code"] == "local-rank-arg-unread"
     assert "--local-rank=1" in problems[0]["observed"]
+
+
+def test_a_directory_of_per_rank_logs_one_gzipped_names_the_cause_with_file_and_line(
+        tmp_path, capsys):
+    import gzip
+
+    (tmp_path / "rank0.log").write_text(
+        "epoch 1\n[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=98, NumelOut=98, "
+        "Timeout(ms)=1800000) ran for 1800572 milliseconds before timing out.\n")
+    (tmp_path / "rank1.log.gz").write_bytes(gzip.compress(
+        b"epoch 1\nstep 7\n[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to "
+        b"allocate 2.00 GiB\n"))
+    assert main(["explain", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL  cuda-out-of-memory   rank 1")
+    assert f"  from      {tmp_path / 'rank1.log.gz'}:3" in out
+    assert "collective-timeout on rank 0: SeqNum=808" in out
+    assert f"[{tmp_path / 'rank0.log'}:2]" in out
+
+
+def test_flight_recorder_dumps_and_a_log_together(tmp_path, capsys):
+    import shutil
+
+    shutil.copytree(DATA / "flightrec" / "desync", tmp_path / "fr")
+    (tmp_path / "job.out").write_text("training...\n")
+    assert main(["explain", str(tmp_path / "fr"), str(tmp_path / "job.out"),
+                 "--json", "-"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["problems"][0]["code"] == "collective-desync"
+    assert "rank 1: #3 broadcast" in data["notes"][0]

@@ -48,3 +48,16 @@ def test_error_file_json_becomes_records_with_its_timestamp():
     recs = read_text("error.json", json.dumps(data))
     assert recs[0].text == "RuntimeError: CUDA error: invalid device ordinal"
     assert {r.time for r in recs} == {17.0}
+
+
+def test_the_root_cause_block_gives_its_exitcode_line_a_rank_and_a_host():
+    from ddpcheck.explain.reader import read_text
+
+    block = ("Root Cause (first observed failure):\n[0]:\n  time      : 2024-05-01_10:00:00\n"
+             "  host      : gpu-node-07\n  rank      : 3 (local_rank: 3)\n"
+             "  exitcode  : -9 (pid: 123)\n  error_file: <N/A>\n"
+             "============================================================\nafter\n")
+    recs = read_text("job.err", block)
+    exitcode = next(r for r in recs if "exitcode" in r.text)
+    assert (exitcode.rank, exitcode.host) == (3, "gpu-node-07")
+    assert recs[-1].rank is None and recs[-1].host == ""

@@ -1,0 +1,130 @@
+"""How often ``ddpcheck explain`` names the confirmed root cause: right / abstained / wrong.
+
+Reads every ``corpus-*.json`` manifest in the corpus directories (default
+``tests/data/explain``; ``--corpus DIR`` as often as needed, e.g. a collector's worktree) and
+the old ``tests/data/logs/CORPUS.json`` as its own "old (tuned)" set, runs the real explain
+engine on each log (the command's own input reader: directories, gzip) and prints the score
+for the development set, the held-out set and each family.
+
+- right: the first root cause is the confirmed code (cause "none": explain exits 0);
+- abstained: explain says it cannot tell (``unexplained``, or the generic ``nccl-error`` where
+  that is not the confirmed code);
+- wrong: any other first cause, a confident wrong answer (or "no failure" on a failed job).
+
+Held-out cases are scored, never printed: only their counts appear, per family. Nothing here
+may show a held-out log (that would end the held-out set's use as a measure).
+Target on the held-out set: at least 85% right, at most 3% wrong.
+
+Usage: python -m bench.explain_score [--corpus DIR ...] [--no-old] [--show-dev-misses]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddpcheck.explain.engine import explain_inputs
+from ddpcheck.explain.inputs import read_inputs
+from tests.helpers.paths import DATA
+
+HEDGED = frozenset({"unexplained", "nccl-error"})
+VERDICTS = ("right", "abstained", "wrong")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One scored log: its set, family, confirmed cause and where it lies."""
+
+    id: str
+    split: str  # "dev", "heldout" or "old (tuned)"
+    family: str
+    cause: str
+    path: Path
+
+
+def load_cases(dirs: list[Path], old: bool) -> list[Case]:
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for d in dirs:
+        for manifest in sorted(d.glob("corpus-*.json")):
+            for c in json.loads(manifest.read_text())["cases"]:
+                if c["id"] in seen:
+                    continue
+                seen.add(c["id"])
+                cases.append(Case(c["id"], c["split"], c.get("family", "?"), c["cause"],
+                                  d / c["file"]))
+    if old:
+        logs = DATA / "logs"
+        for c in json.loads((logs / "CORPUS.json").read_text())["logs"]:
+            cases.append(Case(c["file"], "old (tuned)", c["file"].split("/")[0],
+                              c["expected"], logs / c["file"]))
+    return cases
+
+
+def judge(case: Case) -> tuple[str, str]:
+    """(verdict, the first cause explain gave) for one case."""
+    explanation = explain_inputs(read_inputs([str(case.path)], None))
+    causes = [p.code for p in explanation.problems if not p.consequence_of]
+    got = causes[0] if causes else "none"
+    if got == case.cause or (case.cause == "none" and explanation.exit_code == 0):
+        return "right", got
+    if got in HEDGED:
+        return "abstained", got
+    return "wrong", got
+
+
+def line(name: str, counts: Counter[str]) -> str:
+    n = sum(counts.values())
+    cells = "  ".join(f"{v} {counts[v]:3d} ({100 * counts[v] / n:5.1f}%)" for v in VERDICTS)
+    return f"  {name:<26} n={n:3d}  {cells}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", action="append", type=Path, default=None,
+                    help="a directory holding corpus-*.json (default tests/data/explain)")
+    ap.add_argument("--no-old", action="store_true", help="leave out tests/data/logs")
+    ap.add_argument("--show-dev-misses", action="store_true",
+                    help="list each dev case that is not right (never a held-out one)")
+    args = ap.parse_args(argv)
+    dirs = args.corpus or [DATA / "explain"]
+    cases = load_cases(dirs, not args.no_old)
+    t0 = time.monotonic()
+    by_split: dict[str, Counter[str]] = defaultdict(Counter)
+    by_family: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    misses: list[str] = []
+    for case in cases:
+        verdict, got = judge(case)
+        by_split[case.split][verdict] += 1
+        by_family[(case.split, case.family)][verdict] += 1
+        if case.split == "dev" and verdict != "right":
+            misses.append(f"  {verdict:<9} {case.id}: want {case.cause}, got {got}")
+    elapsed = time.monotonic() - t0
+    print(f"explain score over {len(cases)} cases from "
+          f"{', '.join(str(d) for d in dirs)}{'' if args.no_old else ' + tests/data/logs'} "
+          f"({elapsed:.1f} s)")
+    for split in ("dev", "heldout", "old (tuned)"):
+        if split not in by_split:
+            continue
+        print(f"\n{split}:")
+        print(line("ALL", by_split[split]))
+        for (s, family), counts in sorted(by_family.items()):
+            if s == split:
+                print(line(family, counts))
+    held = by_split.get("heldout")
+    if held:
+        n = sum(held.values())
+        ok = held["right"] / n >= 0.85 and held["wrong"] / n <= 0.03
+        print(f"\nheld-out target (>=85% right, <=3% wrong): {'MET' if ok else 'NOT MET'}")
+    if args.show_dev_misses and misses:
+        print("\ndev misses:\n" + "\n".join(misses))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Python tracebacks in a log: the exception that ended a rank, and the user's frame.
+
+Runs wherever ``ddpcheck explain`` runs. A traceback is ``Traceback (most recent call
+last):``, ``File "path", line N, in func`` frames, then the exception line; in a chained
+traceback ("During handling ...", "The above exception was the direct cause ...") the last
+one is what ended the process. The user's frame is the innermost one outside Python's and
+the libraries' own files (site-packages, dist-packages, the standard library). Ranks'
+lines may interleave: each rank's records are read on their own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ddpcheck.explain.reader import Record
+
+START = re.compile(r"Traceback \(most recent call last\):")
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+EXCEPTION = re.compile(r"^\s*(?P<type>(?:[\w]+\.)*\w*(?:Error|Exception|Interrupt|Exit|"
+                       r"Warning|Failure))(?::\s?(?P<msg>.*))?$")
+LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen |\\lib\\")
+
+
+@dataclass(frozen=True)
+class Crash:
+    """The last exception of one rank's traceback, with where the user's code was."""
+
+    rank: int | None
+    exception: str  # "RuntimeError: ..."
+    user_frame: str  # "train.py:42 in main", or "" when every frame is a library's
+    record: Record  # the exception line
+
+
+def crashes(records: Sequence[Record]) -> list[Crash]:
+    """One Crash per traceback, per rank, in log order."""
+    out: list[Crash] = []
+    open_: dict[int | None, str | None] = {}  # rank -> user frame so far (None: no traceback)
+    for r in records:
+        text = r.text
+        if START.search(text):
+            open_[r.rank] = ""
+            continue
+        if r.rank not in open_ or open_[r.rank] is None:
+            continue
+        if m := FRAME.match(text):
+            if not LIBRARY.search(m["path"]):
+                open_[r.rank] = f"{m['path']}:{m['line']} in {m['func']}"
+            continue
+        if m := EXCEPTION.match(text):
+            out.append(Crash(r.rank, text.strip()[:300], open_[r.rank] or "", r))
+            open_[r.rank] = None
+    return out
+
+
+def summary(records: Sequence[Record]) -> str:
+    """The earliest rank's last exception and its user frame, for an abstention's quote."""
+    found = crashes(records)
+    if not found:
+        return ""
+    first = min(found, key=lambda c: c.record.order)
+    where = f" (user code: {first.user_frame})" if first.user_frame else ""
+    rank = f"rank {first.rank}: " if first.rank is not None else ""
+    return (f"{rank}{first.exception}{where} "
+            f"[{first.record.source}:{first.record.lineno}]")

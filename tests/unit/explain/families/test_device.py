@@ -1,0 +1,48 @@
+"""CUDA, Xid, DDP usage and NCCL plugin lines; warnings are not failures."""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+
+
+def test_cuda_and_gpu_health():
+    assert first_cause("RuntimeError: No CUDA GPUs are available") == \
+        "cuda-visible-devices-invalid"
+    assert first_cause("NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE (double bit error)") == \
+        "gpu-ecc-error"
+    assert first_cause("RuntimeError: Distributed package doesn't have NCCL built in") == \
+        "backend-unavailable"
+    assert first_cause("node:1:1 [0] NCCL WARN Cuda failure 'out of memory'") == \
+        "cuda-out-of-memory"
+
+
+def test_ddp_usage_errors():
+    assert first_cause("RuntimeError: Expected to mark a variable ready only once.") == \
+        "ddp-param-ready-twice"
+    assert first_cause("Parameter indices which did not receive grad for rank 1: 17 18") == \
+        "ddp-unused-parameters"
+    assert first_cause("RuntimeError: Tensors must be CUDA and dense") == "nccl-cpu-tensor"
+
+
+def test_an_unloadable_net_plugin_but_not_an_absent_one():
+    assert first_cause("[0] NCCL INFO NET/Plugin : dlerror=/opt/efa/lib/libfabric.so.1: "
+                       "version `FABRIC_1.7' not found (required by libnccl-net.so)") == \
+        "nccl-net-plugin-unusable"
+    assert first_cause("[0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open "
+                       "shared object file: No such file or directory") == "none"
+
+
+def test_warnings_and_nccl_info_are_a_healthy_log():
+    e = explain_texts([("ok.log", "[W reducer.cpp:1303] Warning: find_unused_parameters=True "
+                        "was specified in DDP constructor, but did not find any unused "
+                        "parameters in the forward pass.\nnode:1:1 [0] NCCL INFO TUNER/Plugin: "
+                        "Failed to find ncclTunerPlugin_v3 symbol.\nepoch 3 loss 0.12\n")])
+    assert e.exit_code == 0 and e.verdict().startswith("NO FAILURE FOUND")
+
+
+def test_a_torch_build_without_kernels_for_the_gpu_and_a_busy_gpu():
+    assert first_cause("RuntimeError: CUDA error: no kernel image is available for execution "
+                       "on the device") == "cuda-unusable"
+    assert first_cause("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or "
+                       "unavailable") == "cuda-unusable"

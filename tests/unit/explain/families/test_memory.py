@@ -1,0 +1,54 @@
+"""Host OOM kills, DataLoader worker deaths and /dev/shm, as the kernel, Slurm and torch say."""
+
+from __future__ import annotations
+
+from tests.unit.explain.families.helpers import first_cause
+
+
+def test_sigkill_of_a_worker_is_host_out_of_memory():
+    # torch/distributed/elastic/multiprocessing/api.py
+    assert first_cause("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: "
+                       "-9) local_rank: 0 (pid: 5343) of binary: /usr/bin/python") == \
+        "host-out-of-memory"
+
+
+def test_the_root_cause_block_of_torchrun_gives_the_signal():
+    assert first_cause("Root Cause (first observed failure):", "[0]:",
+                       "  time      : 2024-05-01_10:00:00", "  host      : node7",
+                       "  rank      : 3 (local_rank: 3)", "  exitcode  : -9 (pid: 123)",
+                       "  error_file: <N/A>") == "host-out-of-memory"
+
+
+def test_dataloader_worker_deaths():
+    # torch/utils/data/_utils/signal_handling.py and dataloader.py
+    assert first_cause("RuntimeError: DataLoader worker (pid 19597) is killed by signal: "
+                       "Killed.") == "host-out-of-memory"
+    assert first_cause("RuntimeError: DataLoader worker (pid(s) 25) exited unexpectedly") == \
+        "dev-shm-too-small"
+    assert first_cause("ERROR: Unexpected bus error encountered in worker. This might be "
+                       "caused by insufficient shared memory (shm).") == "dev-shm-too-small"
+
+
+def test_a_sigsegv_stays_a_rank_killed():
+    assert first_cause("failed (exitcode: -11) local_rank: 0 (pid: 1) of binary: python") == \
+        "rank-killed"
+
+
+def test_cpu_allocator_and_container_oom_and_shared_memory_files():
+    assert first_cause("RuntimeError: [enforce fail at alloc_cpu.cpp:83] err == 0. "
+                       "DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                       "268435456 bytes. Error code 12 (Cannot allocate memory)") == \
+        "host-out-of-memory"
+    assert first_cause("/bin/bash: line 1:  4242 Killed                  python train.py") \
+        == "host-out-of-memory"
+    assert first_cause("RuntimeError: unable to write to file </torch_1234_567_0>: No space "
+                       "left on device (28)") == "dev-shm-too-small"
+    assert first_cause("RuntimeError: received 0 items of ancdata") == "open-file-limit"
+
+
+def test_slurm_cgroup_oom_and_a_shells_killed_are_host_out_of_memory():
+    assert first_cause("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1.0. Some "
+                       "of your processes may have been killed by the cgroup out-of-memory "
+                       "handler.") == "host-out-of-memory"
+    assert first_cause("Loading checkpoint shards:  38%|#####     | 3/8 [00:02<00:03]Killed") \
+        == "host-out-of-memory"

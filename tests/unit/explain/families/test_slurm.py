@@ -1,0 +1,23 @@
+"""Slurm: cancellations explain the kills after them; a batch script without srun."""
+
+from __future__ import annotations
+
+from tests.unit.explain.families.helpers import first_cause
+
+
+def test_kills_after_a_slurm_time_limit_are_the_schedulers_not_an_oom():
+    assert first_cause(
+        "failed (exitcode: -9) local_rank: 0 (pid: 5343) of binary: /usr/bin/python",
+        "slurmstepd: error: *** JOB 4242 ON node07 CANCELLED AT 2024-05-01T10:00:00 DUE TO "
+        "TIME LIMIT ***") == "slurm-job-cancelled"
+
+def test_a_multi_node_batch_script_without_srun_is_named_before_the_wait():
+    assert first_cause(
+        "#!/bin/bash", "#SBATCH --nodes=2", "#SBATCH --gres=gpu:8",
+        "torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint n1 t.py",
+        "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError") == \
+        "slurm-without-srun"
+    assert first_cause(
+        "#SBATCH --nodes=2", "srun torchrun --nnodes 2 --nproc-per-node 8 t.py",
+        "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError") == \
+        "rendezvous-timeout"

@@ -1,0 +1,68 @@
+"""Watchdog lines compared across ranks: a barrier wait, a desync, DETAIL fingerprints."""
+
+from __future__ import annotations
+
+from tests.unit.explain.families.helpers import first_cause
+
+# torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, WorkNCCL::checkTimeout
+WD = ("[E ProcessGroupNCCL.cpp:475] [Rank {r}] Watchdog caught collective operation timeout: "
+      "WorkNCCL(SeqNum={s}, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=1800000) ran "
+      "for 1800572 milliseconds before timing out.")
+
+
+def test_a_barrier_timeout_is_a_rank_busy_alone():
+    # ProcessGroupNCCL::barrier all-reduces one element
+    lines = [WD.format(r=r, s=12, op="ALLREDUCE", n=1) for r in (1, 2, 3)]
+    assert first_cause(*lines) == "rank-zero-only-step-timeout"
+
+
+def test_a_timeout_in_the_first_collectives_is_a_rank_busy_alone():
+    assert first_cause(WD.format(r=1, s=1, op="BROADCAST", n=9801523)) == \
+        "rank-zero-only-step-timeout"
+
+
+def test_a_large_allreduce_late_in_training_stays_a_collective_timeout():
+    lines = [WD.format(r=r, s=808, op="ALLREDUCE", n=9801523) for r in (0, 1)]
+    assert first_cause(*lines) == "collective-timeout"
+
+
+def test_ranks_in_different_ops_are_a_desync():
+    assert first_cause(WD.format(r=0, s=80078, op="ALLREDUCE", n=5),
+                       WD.format(r=1, s=80078, op="BROADCAST", n=5)) == "collective-desync"
+
+
+def test_a_rank_zero_timeout_after_another_ranks_crash_is_its_consequence():
+    assert first_cause(
+        "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        WD.format(r=0, s=3, op="ALLREDUCE", n=1)) == "cuda-out-of-memory"
+
+
+def test_detail_fingerprints_tell_a_desync_from_a_size_mismatch():
+    # torch/csrc/distributed/c10d/ProcessGroupWrapper.cpp
+    fp = ("Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+          "CollectiveFingerPrint(SequenceNumber=3, OpType={a}, TensorShape=[{sa}], "
+          "TensorDtypes=Float), but Rank 1 is running collective: CollectiveFingerPrint("
+          "SequenceNumber=3, OpType={b}, TensorShape=[{sb}], TensorDtypes=Float).")
+    assert first_cause(fp.format(a="ALLREDUCE", sa=8, b="BROADCAST", sb=3)) == \
+        "collective-desync"
+    assert first_cause(fp.format(a="ALLREDUCE", sa=8, b="ALLREDUCE", sb=3)) == \
+        "collective-size-mismatch"
+
+
+def test_monitored_barrier_names_the_ranks_that_never_arrived():
+    # ProcessGroupGloo::monitoredBarrier
+    assert first_cause("RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier "
+                       "in 5000 ms") == "rank-never-joined"
+
+
+def test_rank_zero_missing_from_the_nccl_unique_id_exchange():
+    assert first_cause(
+        "RuntimeError: [6] is setting up NCCL communicator and retrieving ncclUniqueId from "
+        "[0] via c10d key-value store by key '0', but store->get('0') got error: Socket "
+        "Timeout") == "rank-zero-only-step-timeout"
+
+
+def test_a_timeout_while_one_rank_tokenises_is_that_rank_busy_alone():
+    assert first_cause(
+        "Running tokenizer on dataset:   9%|###  | 280000/2969526 [29:55<4:48:08]",
+        WD.format(r=1, s=808, op="ALLREDUCE", n=9801523)) == "rank-zero-only-step-timeout"
