@@ -76,6 +76,7 @@ class NodeCard:
     first_rank: int | None = None  # --launch spawn: this node's first rank (else None)
     world_size: int = 0  # --launch spawn: the world size this node starts its ranks with
     launch: str = ""  # how this node starts its ranks: "torchrun", "spawn env://", ...
+    mtus: dict[str, int] = field(default_factory=dict)  # interface -> MTU (up interfaces)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
