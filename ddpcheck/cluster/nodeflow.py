@@ -140,6 +140,7 @@ def probe_peers_step(st: ClusterState) -> bool:
     st.figures["names_resolved"] = len(dial)
     answers = {h: names.get(n, {"addresses": [], "error": "lookup did not finish"})
                for h, n in dial.items()}
+    st.peers = {st.me.host: mine}  # the host replaces it with every node's
     board.post_results(st.store, index, {"peers": mine, "names": answers})
     return True
 
@@ -171,12 +172,22 @@ def decide_peers(st: ClusterState, port: int, wait: float = PEER_STEP + 5) -> No
 
 
 def receive_peers(st: ClusterState, wait: float = PEER_STEP + 15) -> None:
-    assert st.verdict is not None
-    raw = board.await_key(st.store, PEER_VERDICT, time.monotonic() + wait)
-    problems = Verdict.from_json(raw).problems if raw is not None else [STORE_LOST.problem(
-        f"the endpoint node published no peer-probe verdict within {wait:g} s",
-        hosts=[st.verdict.host])]
-    _peers_done(st, problems)
+    """The host's verdict; without it, this node's own payload stalls are still named: a
+    path that drops large frames can drop the verdict too (a store reply above the MTU)."""
+    assert st.verdict is not None and st.me is not None
+    try:
+        raw = board.await_key(st.store, PEER_VERDICT, time.monotonic() + wait)
+        why = f"within {wait:g} s"
+    except (RuntimeError, ValueError, TimeoutError) as exc:
+        raw, why = None, f"({str(exc).splitlines()[0][:120]})"
+    if raw is not None:
+        _peers_done(st, Verdict.from_json(raw).problems)
+        return
+    own = judge_bulk(st.peers, [st.me])
+    _peers_done(st, [*own, STORE_LOST.problem(
+        f"the endpoint node published no peer-probe verdict {why}"
+        + (": a reply larger than the path passes is dropped too" if own else ""),
+        hosts=[st.verdict.host])])
 
 
 def _peers_done(st: ClusterState, problems: list[Problem]) -> None:

@@ -147,7 +147,8 @@ def probe_peers(me: tuple[str, str, int], targets: Sequence[tuple[str, str, int]
                           source_addr=source or None)
         if not res.ok:
             return res, None
-        return res, bulkprobe.exchange(res.address, t[2], bulk_deadline, source or None)
+        until = min(bulk_deadline, time.monotonic() + bulk_timeout)
+        return res, bulkprobe.exchange(res.address, t[2], until, source or None)
 
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(todo))) as pool:
         done = list(pool.map(one, todo))
