@@ -69,3 +69,8 @@ def test_nothing_arriving_at_all_is_not_called_an_mtu_problem() -> None:
 
 def test_cluster_mtus_take_the_interface_of_the_advertised_address() -> None:
     assert cluster_mtus([card("a", "10.0.0.1", 9000, dev="ib0")]) == {"a": ("ib0", 9000)}
+
+
+def test_a_stall_after_full_frames_went_both_ways_is_a_slow_link_not_a_path_fault() -> None:
+    cards = [card("a", "10.0.0.1", 1500), card("b", "10.0.0.2", 1500)]
+    assert judge_bulk({"a": {"b": stalled(largest_ok=64 << 10)}}, cards) == []
