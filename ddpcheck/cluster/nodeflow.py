@@ -196,6 +196,7 @@ def _peers_done(st: ClusterState, problems: list[Problem]) -> None:
     st.figures["peer_verdict_at"] = time.time()
     if st.listener:
         st.figures["connections_in"] = st.listener.accepted
+        st.figures["exchanges_in"] = st.listener.exchanges
     st.close()
 
 
