@@ -36,6 +36,8 @@ FULL_MESH_MAX = 32  # up to this many nodes every node probes every other
 RANDOM_PEERS = 2
 MAX_PARALLEL = 64  # connects in flight per node
 BULK_TIMEOUT = 4.0  # the payload exchanges, after the connects: seconds for all targets
+MAX_SERVED = 512  # connections a listener serves at once (each node is probed by ~log2 N + 4,
+# or N - 1 <= 31 in a full mesh); beyond it a connection is closed: the store's trust model
 
 
 PEER_PORTS_BLOCKED = register(
@@ -79,6 +81,7 @@ class Listener:
         self.accepted = 0  # connect probes
         self.exchanges = 0  # payload exchanges (bulkprobe)
         self._count = threading.Lock()
+        self._serving = threading.BoundedSemaphore(MAX_SERVED)
         self._open = True
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
@@ -91,10 +94,16 @@ class Listener:
                 continue
             except OSError:
                 return
+            if not self._serving.acquire(blocking=False):  # no real job opens this many
+                conn.close()
+                continue
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
-        rounds = bulkprobe.serve(conn)
+        try:
+            rounds = bulkprobe.serve(conn)
+        finally:
+            self._serving.release()
         with self._count:
             if rounds:
                 self.exchanges += 1
