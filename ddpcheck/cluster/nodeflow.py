@@ -175,15 +175,17 @@ def receive_peers(st: ClusterState, wait: float = PEER_STEP + 15) -> None:
     """The host's verdict; without it, this node's own payload stalls are still named: a
     path that drops large frames can drop the verdict too (a store reply above the MTU)."""
     assert st.verdict is not None and st.me is not None
+    own = judge_bulk(st.peers, [st.me])
     try:
         raw = board.await_key(st.store, PEER_VERDICT, time.monotonic() + wait)
         why = f"within {wait:g} s"
     except (RuntimeError, ValueError, TimeoutError) as exc:
+        if not own:
+            raise  # the store's host went away: the caller names it
         raw, why = None, f"({str(exc).splitlines()[0][:120]})"
     if raw is not None:
         _peers_done(st, Verdict.from_json(raw).problems)
         return
-    own = judge_bulk(st.peers, [st.me])
     _peers_done(st, [*own, STORE_LOST.problem(
         f"the endpoint node published no peer-probe verdict {why}"
         + (": a reply larger than the path passes is dropped too" if own else ""),
