@@ -184,9 +184,13 @@ def node_list(cards: Sequence[NodeCard]) -> list[tuple[str, str, int]]:
 
 
 def dial_names(cards: Sequence[NodeCard]) -> dict[str, str]:
-    """host -> the name other nodes' workers dial when it gets rank 0: its FQDN under c10d
-    torchrun (spawn and srun dial MASTER_ADDR, checked on every node by mastercheck)."""
-    return {c.host: c.fqdn for c in cards if c.fqdn and c.launch == "--launch torchrun"}
+    """host -> the name the workers dial to reach rank 0 on it: under c10d torchrun every
+    node's FQDN (any node can get rank 0); under spawn/srun the master host of the node that
+    starts rank 0 (MASTER_ADDR or the tcp:// host; mastercheck checks it against that node
+    there, this against every other node's resolver)."""
+    names = {c.host: c.fqdn for c in cards if c.fqdn and c.launch == "--launch torchrun"}
+    names.update({c.host: c.master for c in cards if c.master and c.first_rank == 0})
+    return names
 
 
 def publish_verdict(store: Any, verdict: Verdict, key: str = VERDICT_KEY) -> None:

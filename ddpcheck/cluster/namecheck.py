@@ -8,8 +8,10 @@ and ``RendezvousStoreInfo.build`` in torch/distributed/elastic/rendezvous), and 
 get rank 0. So each node resolves its own FQDN and those of the peers it probes (every peer
 up to FULL_MESH_MAX nodes, a sample above: :func:`peerprobe.peer_targets`); the endpoint node
 alone resolving them (as before) missed the node whose own resolver lacks a name.
-(Static torchrun dials the endpoint host, which every node has resolved to join the check-in;
-spawn and srun dial MASTER_ADDR, which ``launcher.mastercheck`` resolves on every node.)
+Under spawn and srun every rank dials the master host (MASTER_ADDR or the tcp:// host):
+every node resolves it, and it must give an address of the node that starts rank 0
+(``launcher.mastercheck`` checks it there). Static torchrun dials the endpoint host, which
+every node has resolved to join the check-in.
 
 A name that fails on most of the nodes that tried it is the name's fault (its owner is named:
 ``advertised-name-unresolvable`` / ``-wrong-address``); the others are the resolving node's
@@ -84,7 +86,7 @@ def judge_resolutions(answers: Mapping[str, Mapping[str, Mapping[str, Any]]],
                       names: Mapping[str, str],
                       addresses: Mapping[str, Sequence[str]]) -> list[Problem]:
     """Problems from {resolver: {owner: answer}}; each answer must give an owner's address."""
-    bad: dict[str, list[tuple[str, str, str]]] = defaultdict(list)  # owner -> (resolver,..)
+    bad: dict[str, list[tuple[str, str, str, str]]] = defaultdict(list)  # owner -> fails
     tried: dict[str, int] = defaultdict(int)
     for resolver, row in sorted(answers.items()):
         for owner, ans in sorted(row.items()):
@@ -92,30 +94,31 @@ def judge_resolutions(answers: Mapping[str, Mapping[str, Mapping[str, Any]]],
                 continue
             tried[owner] += 1
             verdict = _verdict(resolver, owner, ans, addresses.get(owner, ()))
-            if verdict:
-                bad[owner].append((resolver, *verdict))
+            if verdict:  # the name this node dialed: its own master under spawn/srun
+                bad[owner].append((resolver, *verdict, str(ans.get("name") or names[owner])))
     problems: list[Problem] = []
-    per_resolver: list[tuple[str, str, str, str]] = []
+    per_resolver: list[tuple[str, str, str, str, str]] = []
     for owner, fails in sorted(bad.items()):
         if len(fails) >= 2 and 2 * len(fails) >= tried[owner]:  # the name itself is broken
-            kinds = {k for _, k, _ in fails}
+            kinds = {k for _, k, _, _ in fails}
             diag = NAME_UNRESOLVABLE if "unresolvable" in kinds else NAME_WRONG_ADDRESS
             problems.append(diag.problem(
                 f"{owner} advertises {names[owner]!r}; {len(fails)} of {tried[owner]} nodes "
                 f"that resolved it got no address of {owner}: "
-                + "; ".join(f"on {r}: {text}" for r, _, text in fails[:SHOWN]), hosts=[owner]))
+                + "; ".join(f"on {r}: {n!r} {text}" for r, _, text, n in fails[:SHOWN]),
+                hosts=[owner]))
         else:
-            per_resolver += [(r, owner, k, text) for r, k, text in fails]
+            per_resolver += [(r, owner, k, text, n) for r, k, text, n in fails]
     for kind, diag in (("unresolvable", DIAL_UNRESOLVABLE), ("wrong", DIAL_WRONG_ADDRESS)):
         rows = [f for f in per_resolver if f[2] == kind]
         if not rows:
             continue
-        resolvers = sorted({r for r, _, _, _ in rows})
+        resolvers = sorted({r for r, _, _, _, _ in rows})
         problems.append(diag.problem(
-            "; ".join(f"on {r}, {o}'s advertised name {names[o]!r} {text}"
-                      for r, o, _, text in rows[:SHOWN])
+            "; ".join(f"on {r}, the name {n!r} its ranks dial to reach {o} {text}"
+                      for r, o, _, text, n in rows[:SHOWN])
             + (f"; and {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""),
-            fix=_fix(kind, rows, names, addresses), hosts=resolvers))
+            fix=_fix(kind, rows, addresses), hosts=resolvers))
     return problems
 
 
@@ -134,12 +137,12 @@ def _verdict(resolver: str, owner: str, ans: Mapping[str, Any],
                      f"({', '.join(a for a in owned if not is_loopback(a)) or '?'})")
 
 
-def _fix(kind: str, rows: Sequence[tuple[str, str, str, str]], names: Mapping[str, str],
+def _fix(kind: str, rows: Sequence[tuple[str, str, str, str, str]],
          addresses: Mapping[str, Sequence[str]]) -> str:
     lines = []
-    for r, o, _, _ in rows[:4]:
+    for r, o, _, _, name in rows[:4]:
         addr = next((a for a in addresses.get(o, ()) if not is_loopback(a)), "<its IP>")
-        lines.append(f"on {r}: add `{addr} {names[o]}` to /etc/hosts")
+        lines.append(f"on {r}: add `{addr} {name}` to /etc/hosts")
     tail = (", or add the name's domain to the DNS search list there (resolv.conf `search`); "
             "or start your own torchrun with --local-addr <each node's IP> so the agents "
             "advertise addresses" if kind == "unresolvable"

@@ -130,7 +130,11 @@ def probe_peers_step(st: ClusterState) -> bool:
     ep = hosts.index(st.verdict.host) if st.verdict.host in hosts else 0
     targets = [nodes[j] for j in peer_targets(index, len(nodes), ep, st.me.run_id)]
     # The names first, at once with the connects: both run under their own deadlines.
-    dial = names_to_resolve(st.me.host, st.verdict.names, [t[0] for t in targets])
+    spawned = st.me.launch != "--launch torchrun"
+    if spawned:  # this node's ranks dial its own master host, which must be rank 0's node
+        dial = {h: st.me.master for h in st.verdict.names if st.me.master}
+    else:
+        dial = names_to_resolve(st.me.host, st.verdict.names, [t[0] for t in targets])
     names: dict[str, dict] = {}
     lookup = Thread(target=lambda: names.update(resolve_all(list(dial.values()))), daemon=True)
     lookup.start()
@@ -138,8 +142,10 @@ def probe_peers_step(st: ClusterState) -> bool:
     lookup.join(RESOLVE_TIMEOUT + 1)
     st.figures["connections_out"] = len(mine)
     st.figures["names_resolved"] = len(dial)
-    answers = {h: names.get(n, {"addresses": [], "error": "lookup did not finish"})
-               for h, n in dial.items()}
+    answers = {h: {**names.get(n, {"addresses": [], "error": "lookup did not finish"}),
+                   "name": n} for h, n in dial.items()}
+    if spawned:  # one that does not resolve is mastercheck's master-addr-unresolvable
+        answers = {h: a for h, a in answers.items() if a["addresses"]}
     st.peers = {st.me.host: mine}  # the host replaces it with every node's
     board.post_results(st.store, index, {"peers": mine, "names": answers})
     return True

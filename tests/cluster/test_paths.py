@@ -95,3 +95,27 @@ def test_jumbo_hosts_behind_a_1500_byte_switch_are_named_as_an_mtu_path(make_clu
         assert "on node1: ip link set dev eth0 mtu 1500" in problem["fix"]
     assert _no_rank_ran(tmp_path, runs)
     print(f"\nMTU fault: exit code, seconds to verdict per node: {timed}\n{runs[1].out}")
+
+
+def test_a_spawn_master_name_that_resolves_elsewhere_on_node1_is_named(make_cluster, tmp_path):
+    # --launch spawn: every rank dials MASTER_ADDR. node1's hosts file sends "node0" to an
+    # address nobody has; the check-in endpoint is given by address, so node1 still joins.
+    cluster = make_cluster(2)
+    hosts = ETC_NETNS / cluster[1].ns / "hosts"
+    wrong = cluster[0].addr.rsplit(".", 1)[0] + ".250"
+    text = hosts.read_text().replace(f"{cluster[0].addr}\tnode0", f"{wrong}\tnode0")
+    with open(hosts, "w") as fh:
+        fh.write(text)
+    began = time.monotonic()
+    runs = start_runs(cluster.hosts, tmp_path, "--launch", "spawn", *ARGS, results=True,
+                      endpoint=cluster[0].addr, port=29751, node_ranks=True,
+                      env={"MASTER_ADDR": "node0", "MASTER_PORT": "29750"})
+    timed = _timed(runs, began)
+    assert [c for c, _ in timed] == [1, 1], runs[0].out + runs[1].out
+    for run in runs:
+        problem = run.problem("dial-name-wrong-address")
+        assert problem["hosts"] == ["node1"], run.out
+        assert f"'node0' its ranks dial to reach node0 resolves to {wrong}" in problem["observed"]
+        assert f"on node1: add `{cluster[0].addr} node0`" in problem["fix"]
+    assert _no_rank_ran(tmp_path, runs)
+    print(f"\nspawn master fault: exit code, seconds to verdict per node: {timed}")

@@ -165,3 +165,8 @@ def test_the_verdict_carries_the_names_torchrun_nodes_dial() -> None:
     got = Verdict.from_json(Verdict([], [("a", "10.0.0.1", 1)], "a", names=names).to_json())
     assert got.names == {"a": "a.x"}
     assert Verdict.from_json('{"problems": [], "nodes": []}').names == {}
+    spawn = [NodeCard("a", 2, "j", 1, 1, launch="--launch spawn env://", first_rank=0,
+                      master="head"),
+             NodeCard("b", 2, "j", 1, 1, launch="--launch spawn env://", first_rank=1,
+                      master="head")]
+    assert board.dial_names(spawn) == {"a": "head"}  # the node starting rank 0: its master

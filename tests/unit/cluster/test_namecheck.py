@@ -28,7 +28,8 @@ def test_a_node_that_cannot_resolve_one_name_is_named_with_the_name_and_the_fix(
                "n1": {"n1": good("n1"), "n0": bad()}}
     [p] = judge_resolutions(answers, NAMES, ADDRS)
     assert p.code == "dial-name-unresolvable" and p.hosts == ("n1",)
-    assert "on n1, n0's advertised name 'n0.cluster' does not resolve" in p.observed
+    assert "on n1, the name 'n0.cluster' its ranks dial to reach n0 does not resolve" \
+        in p.observed
     assert GAI in p.observed
     assert "on n1: add `10.0.0.1 n0.cluster` to /etc/hosts" in p.fix
     assert "search" in p.fix and "--local-addr" in p.fix
@@ -81,3 +82,13 @@ def test_real_lookups_of_localhost_and_a_name_that_cannot_exist() -> None:
     got = resolve_all(["localhost", "no-such-host.invalid"], timeout=5)
     assert "127.0.0.1" in got["localhost"]["addresses"]
     assert got["no-such-host.invalid"]["addresses"] == []
+
+
+def test_under_spawn_each_node_is_judged_on_the_master_name_it_dials_itself() -> None:
+    names = {"n0": "master"}  # the rank-0 node's MASTER_ADDR
+    answers = {"n1": {"n0": {"addresses": ["10.0.0.1"], "name": "master", "error": ""}},
+               "n2": {"n0": {"addresses": ["10.0.0.7"], "name": "old-master", "error": ""}}}
+    [p] = judge_resolutions(answers, names, ADDRS)
+    assert p.code == "dial-name-wrong-address" and p.hosts == ("n2",)
+    assert "'old-master' its ranks dial to reach n0 resolves to 10.0.0.7" in p.observed
+    assert "on n2: add `10.0.0.1 old-master` to /etc/hosts" in p.fix
