@@ -134,7 +134,7 @@ def _verdict(resolver: str, owner: str, ans: Mapping[str, Any],
     why = " (loopback, on another node)" if resolver != owner and all(
         is_loopback(a) for a in got) else ""
     return "wrong", (f"resolves to {', '.join(got)}{why}, not an address of {owner} "
-                     f"({', '.join(a for a in owned if not is_loopback(a)) or '?'})")
+                     f"({', '.join(dict.fromkeys(a for a in owned if not is_loopback(a))) or '?'})")
 
 
 def _fix(kind: str, rows: Sequence[tuple[str, str, str, str, str]],

@@ -25,5 +25,5 @@ def test_a_name_that_resolves_to_the_wrong_machine_is_named_before_torchrun(make
     for run in runs:  # node0's own hosts file is wrong (node1 resolves its name right)
         problem = run.problem("dial-name-wrong-address")
         assert problem["hosts"] == ["node0"] and wrong in problem["observed"], run.out
-        assert "node1's advertised name 'node1'" in problem["observed"], run.out
+        assert "the name 'node1' its ranks dial to reach node1" in problem["observed"], run.out
         assert not list((tmp_path / f"results-{run.host.name}").glob("rank-*.jsonl"))
