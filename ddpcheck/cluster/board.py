@@ -49,17 +49,21 @@ class Verdict:
     nodes: list[tuple[str, str, int]] = field(default_factory=list)
     host: str = ""
     stopped: bool = False  # the host stopped on its own problems before the check-in
+    names: dict[str, str] = field(default_factory=dict)  # host -> name its ranks' peers dial
 
     def to_json(self) -> str:
         return json.dumps({"problems": [p.to_dict() for p in self.problems],
-                           "nodes": self.nodes, "host": self.host, "stopped": self.stopped})
+                           "nodes": self.nodes, "host": self.host, "stopped": self.stopped,
+                           "names": self.names})
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Verdict:
         data = json.loads(text)
+        names = data.get("names") or {}
         return cls([Problem.from_dict(p) for p in data["problems"]],
                    [(str(h), str(a), int(p)) for h, a, p in data["nodes"]],
-                   str(data.get("host", "")), bool(data.get("stopped", False)))
+                   str(data.get("host", "")), bool(data.get("stopped", False)),
+                   {str(k): str(v) for k, v in names.items()} if isinstance(names, dict) else {})
 
 
 class CountedStore:
@@ -169,7 +173,7 @@ class Board:
             # problems wait for every node, so that each one learns all of them.
             decisive = len(problems) > sum(len(c.problems) for c in same)
             if decisive or len(same) >= self.me.nodes or final:
-                return Verdict(problems, node_list(same), self.me.host)
+                return Verdict(problems, node_list(same), self.me.host, names=dial_names(same))
             sleep(pause)
             pause = min(pause * 1.5, 0.25)  # O(deadline / 0.25 s) polls, whatever N
 
@@ -177,6 +181,16 @@ class Board:
 def node_list(cards: Sequence[NodeCard]) -> list[tuple[str, str, int]]:
     """(host, advertised address, probe port) of each node, sorted by host: one order for all."""
     return sorted((c.host, c.advertised, c.probe_port) for c in cards)
+
+
+def dial_names(cards: Sequence[NodeCard]) -> dict[str, str]:
+    """host -> the name the workers dial to reach rank 0 on it: under c10d torchrun every
+    node's FQDN (any node can get rank 0); under spawn/srun the master host of the node that
+    starts rank 0 (MASTER_ADDR or the tcp:// host; mastercheck checks it against that node
+    there, this against every other node's resolver)."""
+    names = {c.host: c.fqdn for c in cards if c.fqdn and c.launch == "--launch torchrun"}
+    names.update({c.host: c.master for c in cards if c.master and c.first_rank == 0})
+    return names
 
 
 def publish_verdict(store: Any, verdict: Verdict, key: str = VERDICT_KEY) -> None:

@@ -76,6 +76,8 @@ class NodeCard:
     first_rank: int | None = None  # --launch spawn: this node's first rank (else None)
     world_size: int = 0  # --launch spawn: the world size this node starts its ranks with
     launch: str = ""  # how this node starts its ranks: "torchrun", "spawn env://", ...
+    mtus: dict[str, int] = field(default_factory=dict)  # interface -> MTU (up interfaces)
+    master: str = ""  # --launch spawn/srun: the host its ranks dial (MASTER_ADDR, tcp:// host)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -12,20 +12,34 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from threading import Thread
 from typing import Any
 
 from ddpcheck.cluster import board, peerprobe
 from ddpcheck.cluster.board import Board, Verdict
 from ddpcheck.cluster.checkin import ENDPOINT_NODE_STOPPED, NodeCard
-from ddpcheck.cluster.peerprobe import Listener, judge_addresses, judge_peers, peer_targets
+from ddpcheck.cluster.namecheck import (
+    RESOLVE_TIMEOUT,
+    judge_resolutions,
+    names_to_resolve,
+    resolve_all,
+)
+from ddpcheck.cluster.pathjudge import judge_bulk
+from ddpcheck.cluster.peerprobe import (
+    BULK_TIMEOUT,
+    Listener,
+    judge_addresses,
+    judge_peers,
+    peer_targets,
+)
 from ddpcheck.cluster.store import CONNECT_TIMEOUT as PEER_TIMEOUT
 from ddpcheck.cluster.store import hold
-from ddpcheck.cluster.userjob import judge_names, resolve_ipv4
 from ddpcheck.diagnoses import Problem, register
 
 FINAL_WAIT = 10.0
 VERDICT_SLACK = 5.0  # beyond the host's own deadline, for clocks and a slow host
 PEER_VERDICT = "ddpcheck/peers/verdict"
+PEER_STEP = PEER_TIMEOUT + BULK_TIMEOUT  # a node's connects, then its payload exchanges
 
 STORE_LOST = register(
     "rendezvous-store-lost", "the rendezvous store went away during check-in",
@@ -115,43 +129,73 @@ def probe_peers_step(st: ClusterState) -> bool:
     index = hosts.index(st.me.host)
     ep = hosts.index(st.verdict.host) if st.verdict.host in hosts else 0
     targets = [nodes[j] for j in peer_targets(index, len(nodes), ep, st.me.run_id)]
+    # The names first, at once with the connects: both run under their own deadlines.
+    spawned = st.me.launch != "--launch torchrun"
+    if spawned:  # this node's ranks dial its own master host, which must be rank 0's node
+        dial = {h: st.me.master for h in st.verdict.names if st.me.master}
+    else:
+        dial = names_to_resolve(st.me.host, st.verdict.names, [t[0] for t in targets])
+    names: dict[str, dict] = {}
+    lookup = Thread(target=lambda: names.update(resolve_all(list(dial.values()))), daemon=True)
+    lookup.start()
     mine = peerprobe.probe_peers((st.me.host, st.me.advertised, st.me.probe_port), targets)
+    lookup.join(RESOLVE_TIMEOUT + 1)
     st.figures["connections_out"] = len(mine)
-    board.post_results(st.store, index, mine)
+    st.figures["names_resolved"] = len(dial)
+    answers = {h: {**names.get(n, {"addresses": [], "error": "lookup did not finish"}),
+                   "name": n} for h, n in dial.items()}
+    if spawned:  # one that does not resolve is mastercheck's master-addr-unresolvable
+        answers = {h: a for h, a in answers.items() if a["addresses"]}
+    st.peers = {st.me.host: mine}  # the host replaces it with every node's
+    board.post_results(st.store, index, {"peers": mine, "names": answers})
     return True
 
 
-def advertised_names(me: str, cards: Sequence[NodeCard]) -> list[Problem]:
-    """The host resolves every node's FQDN (what a user's torchrun advertises as
-    MASTER_ADDR when that node gets rank 0): O(N) lookups on one node, once."""
-    fqdns = {c.host: c.fqdn for c in cards if c.fqdn}
+def dial_problems(docs: dict[str, dict], cards: Sequence[NodeCard],
+                  names: dict[str, str]) -> list[Problem]:
+    """Every node's answers for the names its ranks would dial, judged once on the host."""
     addrs = {c.host: [a for v in c.addresses.values() for a in v] + [c.advertised]
              for c in cards}
-    return judge_names(me, fqdns, addrs, resolve_ipv4, limit=len(fqdns) + 1, include_self=True)
+    answers = {h: d.get("names") or {} for h, d in docs.items()}
+    return judge_resolutions(answers, names, addrs)
 
 
-def decide_peers(st: ClusterState, port: int, wait: float = PEER_TIMEOUT + 5) -> None:
+def decide_peers(st: ClusterState, port: int, wait: float = PEER_STEP + 5) -> None:
     """The host: every node's results, judged once, published as one verdict."""
     assert st.me is not None and st.verdict is not None
     nodes = st.verdict.nodes
     hosts = [h for h, _, _ in nodes]
-    st.peers = board.collect_results(st.store, nodes, time.monotonic() + wait)
+    docs = board.collect_results(st.store, nodes, time.monotonic() + wait)
+    st.peers = {h: d.get("peers") or {} for h, d in docs.items()}
     silent = [h for h in hosts if h not in st.peers]
-    problems = judge_addresses([c for c in st.cards
-                                if c.host in hosts and c.run_id == st.me.run_id])
+    cards = [c for c in st.cards if c.host in hosts and c.run_id == st.me.run_id]
+    problems = judge_addresses(cards)
     problems += judge_peers(st.peers, port, silent)
-    problems += advertised_names(st.me.host, [c for c in st.cards if c.host in hosts])
+    problems += judge_bulk(st.peers, cards)
+    problems += dial_problems(docs, cards, st.verdict.names)
     board.publish_verdict(st.store, Verdict(problems, nodes, st.me.host), PEER_VERDICT)
     _peers_done(st, problems)
 
 
-def receive_peers(st: ClusterState, wait: float = PEER_TIMEOUT + 15) -> None:
-    assert st.verdict is not None
-    raw = board.await_key(st.store, PEER_VERDICT, time.monotonic() + wait)
-    problems = Verdict.from_json(raw).problems if raw is not None else [STORE_LOST.problem(
-        f"the endpoint node published no peer-probe verdict within {wait:g} s",
-        hosts=[st.verdict.host])]
-    _peers_done(st, problems)
+def receive_peers(st: ClusterState, wait: float = PEER_STEP + 15) -> None:
+    """The host's verdict; without it, this node's own payload stalls are still named: a
+    path that drops large frames can drop the verdict too (a store reply above the MTU)."""
+    assert st.verdict is not None and st.me is not None
+    own = judge_bulk(st.peers, [st.me])
+    try:
+        raw = board.await_key(st.store, PEER_VERDICT, time.monotonic() + wait)
+        why = f"within {wait:g} s"
+    except (RuntimeError, ValueError, TimeoutError) as exc:
+        if not own:
+            raise  # the store's host went away: the caller names it
+        raw, why = None, f"({str(exc).splitlines()[0][:120]})"
+    if raw is not None:
+        _peers_done(st, Verdict.from_json(raw).problems)
+        return
+    _peers_done(st, [*own, STORE_LOST.problem(
+        f"the endpoint node published no peer-probe verdict {why}"
+        + (": a reply larger than the path passes is dropped too" if own else ""),
+        hosts=[st.verdict.host])])
 
 
 def _peers_done(st: ClusterState, problems: list[Problem]) -> None:
@@ -160,6 +204,7 @@ def _peers_done(st: ClusterState, problems: list[Problem]) -> None:
     st.figures["peer_verdict_at"] = time.time()
     if st.listener:
         st.figures["connections_in"] = st.listener.accepted
+        st.figures["exchanges_in"] = st.listener.exchanges
     st.close()
 
 

@@ -9,7 +9,9 @@ set above it (:func:`peer_targets`, O(N log N) connections in all). A firewall t
 only the rendezvous port through is named in seconds (torchrun would spend minutes in SYN
 retries), and failures are blamed on the end they have in common (:func:`judge_peers`).
 Also catches advertised addresses that peers cannot use: loopback, or the same address on
-two hosts (docker0's 172.17.0.1).
+two hosts (docker0's 172.17.0.1). Each target that accepts a connection then gets real
+payloads, small to a few MiB, both ways (:mod:`ddpcheck.cluster.bulkprobe`), under a
+deadline of its own: a path that passes handshakes but drops large frames is named here.
 """
 
 from __future__ import annotations
@@ -23,15 +25,19 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ddpcheck.cluster import bulkprobe
 from ddpcheck.cluster.checkin import NodeCard
 from ddpcheck.cluster.store import CONNECT_TIMEOUT
 from ddpcheck.diagnoses import Problem, register
-from ddpcheck.node.interfaces import is_loopback
+from ddpcheck.node.interfaces import interfaces, is_loopback, route_interface
 from ddpcheck.node.netprobe import ConnectResult, tcp_connect
 
 FULL_MESH_MAX = 32  # up to this many nodes every node probes every other
 RANDOM_PEERS = 2
 MAX_PARALLEL = 64  # connects in flight per node
+BULK_TIMEOUT = 4.0  # the payload exchanges, after the connects: seconds for all targets
+MAX_SERVED = 512  # connections a listener serves at once (each node is probed by ~log2 N + 4,
+# or N - 1 <= 31 in a full mesh); beyond it a connection is closed: the store's trust model
 
 
 PEER_PORTS_BLOCKED = register(
@@ -58,7 +64,8 @@ PEER_RESULTS_MISSING = register(
 
 
 class Listener:
-    """An ephemeral TCP listener that accepts (and closes) connections in a daemon thread.
+    """An ephemeral TCP listener that accepts connections in a daemon thread and serves
+    each one (:func:`bulkprobe.serve`: a connect-only probe just closes) in a thread of its own.
 
     Accepting matters at scale: with ``listen(n)`` alone the backlog fills after ~n peers
     and every later connect times out, a false ``peer-ports-blocked``.
@@ -71,7 +78,10 @@ class Listener:
         self.sock.listen(socket.SOMAXCONN)
         self.sock.settimeout(0.2)  # the accept loop checks for close() this often
         self.port = self.sock.getsockname()[1]
-        self.accepted = 0
+        self.accepted = 0  # connect probes
+        self.exchanges = 0  # payload exchanges (bulkprobe)
+        self._count = threading.Lock()
+        self._serving = threading.BoundedSemaphore(MAX_SERVED)
         self._open = True
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
@@ -84,8 +94,21 @@ class Listener:
                 continue
             except OSError:
                 return
-            conn.close()
-            self.accepted += 1
+            if not self._serving.acquire(blocking=False):  # no real job opens this many
+                conn.close()
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            rounds = bulkprobe.serve(conn)
+        finally:
+            self._serving.release()
+        with self._count:
+            if rounds:
+                self.exchanges += 1
+            else:
+                self.accepted += 1  # a connect probe
 
     def close(self) -> None:
         self._open = False
@@ -114,23 +137,43 @@ def peer_targets(index: int, n: int, endpoint: int = 0, seed: str = "") -> list[
 
 
 def probe_peers(me: tuple[str, str, int], targets: Sequence[tuple[str, str, int]],
-                timeout: float = CONNECT_TIMEOUT) -> dict[str, dict[str, Any]]:
-    """Connect to every target's listener at once, under one deadline: {host: outcome}."""
+                timeout: float = CONNECT_TIMEOUT, bulk_timeout: float = BULK_TIMEOUT,
+                ) -> dict[str, dict[str, Any]]:
+    """Connect to every target's listener at once, under one deadline, then exchange
+    payloads with each one that answered, under a second: {host: outcome}.
+
+    A target whose payloads stalled also gets the local end of the path: the interface
+    the kernel routes it through and that interface's MTU."""
     host, source, _ = me
     todo = [t for t in targets if t[0] != host and t[2]]
     if not todo:
         return {}
     deadline = time.monotonic() + timeout
+    bulk_deadline = deadline + bulk_timeout
 
-    def one(t: tuple[str, str, int]) -> ConnectResult:
-        return tcp_connect(t[1], t[2], max(0.05, deadline - time.monotonic()),
-                           source_addr=source or None)
+    def one(t: tuple[str, str, int]) -> tuple[ConnectResult, bulkprobe.BulkResult | None]:
+        res = tcp_connect(t[1], t[2], max(0.05, deadline - time.monotonic()),
+                          source_addr=source or None)
+        if not res.ok:
+            return res, None
+        until = min(bulk_deadline, time.monotonic() + bulk_timeout)
+        return res, bulkprobe.exchange(res.address, t[2], until, source or None)
 
     with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(todo))) as pool:
         done = list(pool.map(one, todo))
-    return {t[0]: {"address": f"{t[1]}:{t[2]}", "outcome": r.outcome,
-                   "elapsed": round(r.elapsed, 3), "error": r.error}
-            for t, r in zip(todo, done)}
+    out = {t[0]: {"address": f"{t[1]}:{t[2]}", "outcome": r.outcome,
+                  "elapsed": round(r.elapsed, 3), "error": r.error}
+           for t, (r, _) in zip(todo, done)}
+    moved = [(t, r, b) for t, (r, b) in zip(todo, done) if b is not None]
+    mtus = {i.name: i.mtu for i in interfaces()} if any(b.outcome != "ok"
+                                                        for _, _, b in moved) else {}
+    for t, r, b in moved:
+        bulk = b.to_dict()
+        if b.outcome != "ok":
+            dev = route_interface(r.address) or ""
+            bulk.update(dev=dev, mtu=mtus.get(dev, 0))
+        out[t[0]]["bulk"] = bulk
+    return out
 
 
 def judge_addresses(cards: Sequence[NodeCard]) -> list[Problem]:

@@ -16,14 +16,14 @@ every difference):
   MASTER_ADDR (``RendezvousStoreInfo.build``, ``_NodeDescGenerator.generate`` in
   torch/distributed/elastic/rendezvous), and every worker of every node connects to it.
   Any node can become rank 0, so every node's FQDN must resolve, on the other nodes,
-  to an address of that node.
+  to an address of that node: every node resolves them (``cluster.namecheck``), the
+  codes for a name that is broken everywhere are registered here.
 """
 
 from __future__ import annotations
 
-import random
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 
 from ddpcheck.cluster.store import torch_would_host
 from ddpcheck.diagnoses import Problem, register
@@ -52,9 +52,6 @@ NAME_WRONG_ADDRESS = register(
     "machines: workers would connect to the wrong machine",
     "correct DNS or /etc/hosts so the FQDN resolves to the node's cluster address everywhere")
 
-FULL_CHECK_NODES = 32  # above this, each node resolves a sample of its peers' names
-
-
 def hosting_problem(endpoint: str, node: str, endpoint_is_here: bool,
                     would_host: Callable[[str], bool] = torch_would_host) -> Problem | None:
     """The problem when torch's choice of store host differs from the endpoint node."""
@@ -70,50 +67,3 @@ def hosting_problem(endpoint: str, node: str, endpoint_is_here: bool,
             "endpoint's address is not on it: its torchrun would try to host the store too",
             hosts=[node])
     return None
-
-
-def peers_to_check(me: str, hosts: Sequence[str], limit: int = FULL_CHECK_NODES,
-                   seed: int = 0) -> list[str]:
-    """Whose names this node resolves: all peers up to ``limit`` nodes, else ring neighbours
-    and a few random peers (every name is still checked by several nodes: O(N) lookups)."""
-    others = [h for h in hosts if h != me]
-    if len(hosts) <= limit:
-        return others
-    ordered = sorted(hosts)
-    i = ordered.index(me) if me in ordered else 0
-    chosen = {ordered[(i + k) % len(ordered)] for k in (1, 2, -1, -2)}
-    rng = random.Random(f"{seed}/{me}")
-    chosen.update(rng.sample(others, min(4, len(others))))
-    return sorted(chosen - {me})
-
-
-def judge_names(me: str, fqdns: Mapping[str, str], addresses: Mapping[str, Sequence[str]],
-                resolve: Callable[[str], list[str]], limit: int = FULL_CHECK_NODES,
-                include_self: bool = False) -> list[Problem]:
-    """Resolve peers' advertised FQDNs here; each must give an address of that peer."""
-    problems = []
-    targets = peers_to_check(me, list(fqdns), limit)
-    for host in ([me] if include_self and me in fqdns else []) + targets:
-        name = fqdns[host]
-        try:
-            got = resolve(name)
-        except OSError as exc:
-            got, err = [], str(exc)
-        else:
-            err = "no address"
-        if not got:
-            problems.append(NAME_UNRESOLVABLE.problem(
-                f"{host} advertises {name!r}; on {me} it does not resolve ({err})",
-                hosts=[host]))
-        elif not set(got) & set(addresses.get(host, ())):
-            problems.append(NAME_WRONG_ADDRESS.problem(
-                f"{host} advertises {name!r}; on {me} it resolves to {', '.join(got)}, none "
-                f"of which is an address of {host} ({', '.join(addresses.get(host, ())) or '?'})",
-                hosts=[host]))
-    return problems
-
-
-def resolve_ipv4(name: str) -> list[str]:
-    """Every IPv4 address ``name`` resolves to here (raises OSError when it does not)."""
-    infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
-    return sorted({str(i[4][0]) for i in infos})

@@ -47,7 +47,7 @@ def torchrun_argv(cfg: Config, nproc: int, run_id: str) -> list[str]:
     (see checkin), so every agent joins it as a client (is_host=false). Nothing else is
     chosen for the user: the agents advertise their FQDN as a user's torchrun does (no
     --local-addr), so a name the other nodes cannot resolve fails here too, and is named
-    beforehand by the check-in (userjob.judge_names). docs/user-job.md lists every
+    beforehand by the check-in, on every node (cluster.namecheck). docs/user-job.md lists every
     difference from the user's torchrun and how each is covered.
     """
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(cfg.nodes),

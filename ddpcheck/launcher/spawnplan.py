@@ -59,7 +59,8 @@ class SpawnPlan:
     def checkin_hooks(self) -> dict[str, Any]:
         """lifecycle.connect's extras: the layout on the card, the share check before it."""
         return {"card_fields": {"first_rank": self.spec.first_rank,
-                                "world_size": self.spec.world_size},
+                                "world_size": self.spec.world_size,
+                                "master": self.spec.master[0] if self.spec.master else ""},
                 "before_card": self.before_card}
 
     def before_card(self, st: Any) -> list[Problem]:

@@ -155,3 +155,18 @@ def test_a_nodes_own_problem_waits_for_every_node_so_each_learns_all() -> None:
     board.publish(store, card("b"))
     v = Board(store, a).collect(time.monotonic() + 30)  # b is in: at once, with a's problem
     assert v.nodes == [("a", "", 0), ("b", "", 0)] and v.problems[0].code == "master-port-in-use"
+
+
+def test_the_verdict_carries_the_names_torchrun_nodes_dial() -> None:
+    cards = [NodeCard("a", 2, "j", 1, 1, fqdn="a.x", launch="--launch torchrun"),
+             NodeCard("b", 2, "j", 1, 1, fqdn="b.x", launch="--launch spawn env://")]
+    names = board.dial_names(cards)
+    assert names == {"a": "a.x"}  # spawn's ranks dial MASTER_ADDR (mastercheck), not FQDNs
+    got = Verdict.from_json(Verdict([], [("a", "10.0.0.1", 1)], "a", names=names).to_json())
+    assert got.names == {"a": "a.x"}
+    assert Verdict.from_json('{"problems": [], "nodes": []}').names == {}
+    spawn = [NodeCard("a", 2, "j", 1, 1, launch="--launch spawn env://", first_rank=0,
+                      master="head"),
+             NodeCard("b", 2, "j", 1, 1, launch="--launch spawn env://", first_rank=1,
+                      master="head")]
+    assert board.dial_names(spawn) == {"a": "head"}  # the node starting rank 0: its master
