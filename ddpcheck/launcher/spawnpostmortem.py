@@ -11,12 +11,13 @@ exits into one problem per node, with what each rank saw, instead of bare exit c
 
 from __future__ import annotations
 
-from ddpcheck.diagnoses import Problem, register
+from ddpcheck.diagnoses import LAUNCH_FAILED, RANK_EXITED, Problem, register
 from ddpcheck.ranges import format_ranks
 from ddpcheck.results import ExitStatus
+from ddpcheck.verdicts.readiness import SESSION_ERROR
 
 CONNECT_MARK = "cannot reach the control store at "  # the worker's message (plugin.py)
-GENERIC = ("launch-failed", "rank-exited", "session-error")  # what it replaces
+GENERIC = (LAUNCH_FAILED.code, RANK_EXITED.code, SESSION_ERROR.code)  # what it replaces
 
 WORLD_NOT_FORMED = register(
     "world-not-formed", "the ranks could not form the world through the init method",
