@@ -73,7 +73,8 @@ class Explanation:
         return "\n\n".join(parts) + "\n"
 
     def to_json(self) -> dict[str, Any]:
-        return {"explained": bool(self.found) and self.found[0].problem.code != codes.UNEXPLAINED.code,
+        explained = bool(self.found) and self.found[0].problem.code != codes.UNEXPLAINED.code
+        return {"explained": explained,
                 "exit_code": self.exit_code, "verdict": self.verdict(), "sources": self.sources,
                 "problems": [e.problem.to_dict() for e in self.found],
                 "next": {e.problem.code: e.next_run for e in self.found}}
