@@ -7,6 +7,8 @@ so the user never sees a bare torchrun error.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ddpcheck.diagnoses import (
     LAUNCH_FAILED,
     PROBE_TIMEOUT,
@@ -23,8 +25,23 @@ from ddpcheck.results import End, Event, ExitStatus, Probe, ProbeStart, Start
 from ddpcheck.verdicts.readiness import SESSION_ERROR
 
 
-def last_activity(events: list[Event]) -> tuple[str, str]:
-    """(stage, probe) the rank was in when its log stops: a started probe with no result."""
+@dataclass(frozen=True)
+class Activity:
+    """Where a rank's log stops: its stage, the probe, and whether it was inside that probe
+    (started, no result) or after it (the last probe with a result)."""
+
+    stage: str = "startup"
+    probe: str = ""
+    inside: bool = False
+
+    def describe(self) -> str:
+        if self.inside:
+            return f"during probe {self.probe} (stage {self.stage})"
+        return f"in stage {self.stage}" + (f", after {self.probe}" if self.probe else "")
+
+
+def activity(events: list[Event]) -> Activity:
+    """What the rank was doing when its log stops."""
     last_start: ProbeStart | None = None
     for e in events:
         if isinstance(e, ProbeStart):
@@ -32,9 +49,15 @@ def last_activity(events: list[Event]) -> tuple[str, str]:
         elif isinstance(e, Probe) and last_start and e.nodeid == last_start.nodeid:
             last_start = None
     if last_start:
-        return last_start.stage or "?", last_start.nodeid.split("::")[-1]
+        return Activity(last_start.stage or "?", last_start.nodeid.split("::")[-1], True)
     done = [e for e in events if isinstance(e, Probe)]
-    return (done[-1].stage or "?", "after " + done[-1].name) if done else ("startup", "")
+    return Activity(done[-1].stage or "?", done[-1].name) if done else Activity()
+
+
+def last_activity(events: list[Event]) -> tuple[str, str]:
+    """(stage, probe) the rank was in when its log stops: a started probe with no result."""
+    a = activity(events)
+    return a.stage, a.probe if a.inside or not a.probe else f"after {a.probe}"
 
 
 def _pid(events: list[Event]) -> int | None:
@@ -42,10 +65,8 @@ def _pid(events: list[Event]) -> int | None:
 
 
 def _where(events: list[Event]) -> tuple[str, str]:
-    stage, probe = last_activity(events)
-    text = f"during probe {probe} (stage {stage})" if probe and not probe.startswith("after") \
-        else f"in stage {stage}" + (f", {probe}" if probe else "")
-    return stage, text
+    a = activity(events)
+    return a.stage, a.describe()
 
 
 def diagnose_ranks(events: dict[int, list[Event]], exits: dict[int, ExitStatus],
@@ -79,8 +100,8 @@ def diagnose_ranks(events: dict[int, list[Event]], exits: dict[int, ExitStatus],
     if not causes and (problems or outcome.deadline_hit or outcome.interrupted):  # ended by us
         unfinished = {}
     for rank, ex in (causes or unfinished).items():
-        stage, where = _where(events.get(rank, []))
-        problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex, where, stage))
+        problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex,
+                                      activity(events.get(rank, []))))
     problems += _session_errors(exits, hosts, exclude=set(causes or unfinished))
     if not (outcome.deadline_hit or outcome.interrupted or outcome.killed_after_end):
         problems += _lost_wrappers(events, exits, outcome, hosts, local or set())
@@ -118,7 +139,7 @@ def _session_errors(exits: dict[int, ExitStatus], hosts: dict[int, str],
         host = hosts.get(rank, "?")
         tail = _evidence(ex)
         fix = ""
-        if "ddpcheck.checks" in tail or "No module named 'ddpcheck" in tail:
+        if ex.probes_missing:
             fix = ("the workers' python cannot import ddpcheck's probes: install ddpcheck with "
                    "`pip install .` (or `pip install ddpcheck`) into the environment that runs "
                    "torchrun on every node, and do not set PYTHONPATH to a source checkout")
@@ -135,13 +156,14 @@ def _evidence(ex: ExitStatus, limit: int = 4) -> str:
     return ("; its last output: " + " | ".join(lines)) if lines else ""
 
 
-def _exit_problem(rank: int, host: str, ex: ExitStatus, where: str, stage: str) -> Problem:
+def _exit_problem(rank: int, host: str, ex: ExitStatus, at: Activity) -> Problem:
+    where, stage = at.describe(), at.stage
     if ex.signal_name:
         hint = " (the OOM killer sends SIGKILL)" if ex.signal_name == "SIGKILL" else ""
         return RANK_KILLED.problem(
             f"rank {rank} (pid {ex.pid}) on {host} was killed by {ex.signal_name}"
             f"{hint} {where}", ranks=[rank], hosts=[host], stage=stage)
-    if ex.returncode == 1 and "during probe" in where:
+    if ex.returncode == 1 and at.inside:
         return PROBE_TIMEOUT.problem(
             f"rank {rank} on {host} exited {where}: the probe ran past its deadline and "
             "pytest-timeout ended the process", ranks=[rank], hosts=[host], stage=stage)
