@@ -13,6 +13,7 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from ddpcheck import storekeys
 from ddpcheck.cluster import board
 from ddpcheck.cluster import nodeflow as flow
 from ddpcheck.cluster.board import Verdict
@@ -201,7 +202,7 @@ def announce_stop(cfg: Config, problems: list[Problem]) -> None:
     try:
         store = host_store(port, timeout=FINAL_WAIT)
         board.publish_verdict(store, Verdict(problems, [], socket.gethostname(), stopped=True))
-        hold(store, f"ddpcheck/settled/{cfg.rdzv_id}", cfg.nodes - 1, FINAL_WAIT)
+        hold(store, storekeys.settled(cfg.rdzv_id), cfg.nodes - 1, FINAL_WAIT)
     except (RuntimeError, ValueError):  # lost the port: the others see a refused or odd port
         return
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddpcheck import storekeys
 from ddpcheck.cluster import board, peerprobe
 from ddpcheck.cluster.board import Board, Verdict
 from ddpcheck.cluster.checkin import ENDPOINT_NODE_STOPPED, NodeCard
@@ -25,7 +26,6 @@ from ddpcheck.diagnoses import Problem, register
 
 FINAL_WAIT = 10.0
 VERDICT_SLACK = 5.0  # beyond the host's own deadline, for clocks and a slow host
-PEER_VERDICT = "ddpcheck/peers/verdict"
 
 STORE_LOST = register(
     "rendezvous-store-lost", "the rendezvous store went away during check-in",
@@ -141,13 +141,13 @@ def decide_peers(st: ClusterState, port: int, wait: float = PEER_TIMEOUT + 5) ->
                                 if c.host in hosts and c.run_id == st.me.run_id])
     problems += judge_peers(st.peers, port, silent)
     problems += advertised_names(st.me.host, [c for c in st.cards if c.host in hosts])
-    board.publish_verdict(st.store, Verdict(problems, nodes, st.me.host), PEER_VERDICT)
+    board.publish_verdict(st.store, Verdict(problems, nodes, st.me.host), storekeys.PEER_VERDICT)
     _peers_done(st, problems)
 
 
 def receive_peers(st: ClusterState, wait: float = PEER_TIMEOUT + 15) -> None:
     assert st.verdict is not None
-    raw = board.await_key(st.store, PEER_VERDICT, time.monotonic() + wait)
+    raw = board.await_key(st.store, storekeys.PEER_VERDICT, time.monotonic() + wait)
     problems = Verdict.from_json(raw).problems if raw is not None else [STORE_LOST.problem(
         f"the endpoint node published no peer-probe verdict within {wait:g} s",
         hosts=[st.verdict.host])]
@@ -180,7 +180,7 @@ def settle(st: ClusterState) -> None:
     still reading the cards that explain why.
     """
     assert st.me is not None
-    key = f"ddpcheck/settled/{st.me.run_id}"
+    key = storekeys.settled(st.me.run_id)
     st.store.add(key, 1)
     if not st.is_host:
         return

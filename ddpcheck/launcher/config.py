@@ -18,7 +18,7 @@ from ddpcheck import parsing
 from ddpcheck.launcher import launchspec
 from ddpcheck.launcher.launchspec import InitMethod
 from ddpcheck.parsing import UsageError
-from ddpcheck.stages import parse_stages
+from ddpcheck.stages import PREFLIGHT, parse_stages
 from ddpcheck.worker.settings import DEFAULT_PROBE_TIMEOUT, DEFAULT_SLOW_LINK_RATIO
 
 T = TypeVar("T")
@@ -117,7 +117,7 @@ QUIET_ENV = "DDPCHECK_QUIET"
 
 
 
-NETWORK_ONLY = ("preflight",)
+NETWORK_ONLY = (PREFLIGHT,)
 
 
 def parse_run_stages(text: str) -> tuple[str, ...]:
@@ -127,9 +127,9 @@ def parse_run_stages(text: str) -> tuple[str, ...]:
     after preflight, check-in and peer probes: no torchrun, no worker.
     """
     names = [s.strip() for s in text.split(",") if s.strip()]
-    if names == ["preflight"]:
+    if names == [PREFLIGHT]:
         return NETWORK_ONLY
-    return parse_stages(",".join(n for n in names if n != "preflight") or "all")
+    return parse_stages(",".join(n for n in names if n != PREFLIGHT) or "all")
 
 
 def _nonempty(raw: str, what: str) -> str:

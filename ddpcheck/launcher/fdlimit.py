@@ -16,6 +16,7 @@ from __future__ import annotations
 import resource
 
 from ddpcheck.diagnoses import Problem, register
+from ddpcheck.stages import PREFLIGHT
 
 BASE_FILES = 256  # a torch worker's own files: libraries, pipes, the store, rank files
 
@@ -57,4 +58,4 @@ def open_files_problems(world: int, nproc: int, node: str,
         fix=f"raise the hard limit of open files to at least {need} on {node} (ulimit -Hn "
         f"{need} as root; /etc/security/limits.conf: * hard nofile {need}; LimitNOFILE={need} "
         "in slurmd's unit; Slurm: srun --propagate=NOFILE)",
-        hosts=[node], stage="preflight")]
+        hosts=[node], stage=PREFLIGHT)]

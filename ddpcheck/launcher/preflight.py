@@ -18,6 +18,7 @@ from ddpcheck.node import devices, gpu, gpustate
 from ddpcheck.node.interfaces import interfaces
 from ddpcheck.node.netprobe import resolve
 from ddpcheck.node.socketifname import check_socket_ifname
+from ddpcheck.stages import PREFLIGHT
 
 IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 CPU_RANKS = 2  # --nproc-per-node auto without GPUs
@@ -54,7 +55,7 @@ def node_preflight(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Prob
         if env.get(var):
             problems += check_socket_ifname(var, env[var], ifaces, ep, node=node)
     problems += _gpu_problems(cfg, env, nproc)
-    return [p.where(stage=p.stage or "preflight", hosts=p.hosts or (node,)) for p in problems]
+    return [p.where(stage=p.stage or PREFLIGHT, hosts=p.hosts or (node,)) for p in problems]
 
 
 def _gpu_problems(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Problem]:

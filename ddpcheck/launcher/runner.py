@@ -46,9 +46,8 @@ from ddpcheck.report.build import (
 from ddpcheck.report.text import render_text
 from ddpcheck.scheduler.contradictions import shape_problems
 from ddpcheck.scheduler.detect import JobEnv
+from ddpcheck.stages import PREFLIGHT
 from ddpcheck.verdicts.readiness import Expected
-
-PREFLIGHT = "preflight"
 
 
 def run(cfg: Config, job: JobEnv) -> int:

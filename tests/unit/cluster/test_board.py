@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch.distributed as dist
 
+from ddpcheck import storekeys
 from ddpcheck.cluster import board
 from ddpcheck.cluster.board import Board, Verdict
 from ddpcheck.cluster.checkin import NodeCard
@@ -81,7 +82,7 @@ def test_oversized_or_foreign_cards_are_refused_by_index(raw: bytes) -> None:
     store = dist.HashStore()
     a = card("a")
     board.publish(store, a)
-    store.set(f"{board.PREFIX}/1", raw)
+    store.set(storekeys.checkin_card(1), raw)
     store.add(board.COUNT_KEY, 1)
     v = Board(store, a).collect(time.monotonic() + 0.3)
     refused = [p for p in v.problems if p.code == "checkin-refused"]
@@ -93,7 +94,7 @@ def test_a_huge_card_of_our_own_is_trimmed_to_fit() -> None:
     big = card("a", addresses={f"eth{i}": ["10.0.0.1"] * 50 for i in range(100)},
                problems=[{"code": "x", "observed": "y" * 100}] * 200)
     board.publish(store, big)
-    raw = store.get(f"{board.PREFIX}/0")
+    raw = store.get(storekeys.checkin_card(0))
     assert len(raw) <= board.MAX_CARD_BYTES
     assert NodeCard.from_json(raw).host == "a"
 
@@ -114,7 +115,7 @@ def test_collect_results_names_nothing_for_a_silent_node_but_returns_the_others(
     board.post_results(store, 0, {"b": {"outcome": "ok"}})
     got = board.collect_results(store, nodes, time.monotonic() + 0.2)
     assert got == {"a": {"b": {"outcome": "ok"}}}
-    assert json.loads(store.get(f"{board.PEERS}/0")) == got["a"]
+    assert json.loads(store.get(storekeys.peer_result(0))) == got["a"]
 
 
 @pytest.mark.parametrize("n", [4, 48])
