@@ -19,9 +19,10 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ddpcheck import storekeys
+from ddpcheck.cluster import messages
 from ddpcheck.cluster.checkin import NodeCard, judge
 from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import Problem, register
@@ -44,21 +45,21 @@ CHECKIN_REFUSED = register(
 class Verdict:
     """What the store's host decided: problems, and the nodes (host, address, probe port)."""
 
+    KIND: ClassVar[str] = "checkin-decision"
     problems: list[Problem] = field(default_factory=list)
     nodes: list[tuple[str, str, int]] = field(default_factory=list)
     host: str = ""
     stopped: bool = False  # the host stopped on its own problems before the check-in
 
     def to_json(self) -> str:
-        return json.dumps({"problems": [p.to_dict() for p in self.problems],
-                           "nodes": self.nodes, "host": self.host, "stopped": self.stopped})
+        return messages.encode(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Verdict:
-        data = json.loads(text)
-        return cls([Problem.from_dict(p) for p in data["problems"]],
-                   [(str(h), str(a), int(p)) for h, a, p in data["nodes"]],
-                   str(data.get("host", "")), bool(data.get("stopped", False)))
+        verdict = messages.decode(cls, text, {"nodes": lambda nodes: [
+            (str(h), str(a), int(p)) for h, a, p in nodes]})
+        verdict.problems = list(verdict.problems)  # the endpoint node prepends to them
+        return verdict
 
 
 class CountedStore:

@@ -9,11 +9,12 @@ every node prints the same verdict. The store's host stays up until all have rea
 
 from __future__ import annotations
 
-import json
 import socket
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ddpcheck import storekeys
+from ddpcheck.cluster import messages
 from ddpcheck.cluster.nodeflow import FINAL_WAIT, ClusterState
 from ddpcheck.cluster.store import gather_keys, hold
 from ddpcheck.diagnoses import Problem, register
@@ -34,19 +35,17 @@ VERDICT_UNKNOWN = register(
 class Outcome:
     """What one node's launcher saw of its part of the run, shared at the end."""
 
+    KIND: ClassVar[str] = "run-outcome"
     host: str
     ready: bool
-    problems: tuple[Problem, ...]
+    problems: tuple[Problem, ...] = ()
 
     def to_json(self) -> str:
-        return json.dumps({"host": self.host, "ready": self.ready,
-                           "problems": [p.to_dict() for p in self.problems]})
+        return messages.encode(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Outcome:
-        data = json.loads(text)
-        return cls(str(data["host"]), bool(data["ready"]),
-                   tuple(Problem.from_dict(p) for p in data.get("problems", [])))
+        return messages.decode(cls, text, {"host": str, "ready": bool})
 
 
 def _run_id(st: ClusterState) -> str:

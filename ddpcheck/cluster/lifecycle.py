@@ -135,7 +135,7 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
     st.me = NodeCard(node, cfg.nodes, cfg.rdzv_id, nproc, os.getpid(), cfg.node_rank,
                      st.advertised, st.listener.port,
                      {i.name: [a.address for a in i.ipv4] for i in ifaces if i.is_up},
-                     [p.to_dict() for p in local], socket.getfqdn(), launch=launch_text(cfg),
+                     tuple(local), socket.getfqdn(), launch=launch_text(cfg),
                      **(card_fields or {}))
     try:
         flow.check_in(st, deadline, cfg.rdzv_timeout, expected_hosts)

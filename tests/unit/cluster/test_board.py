@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 import torch.distributed as dist
 
-from ddpcheck import storekeys
+from ddpcheck import diagnoses, storekeys
 from ddpcheck.cluster import board
 from ddpcheck.cluster.board import Board, Verdict
 from ddpcheck.cluster.checkin import NodeCard
+from ddpcheck.diagnoses import Problem
 from tests.helpers import simnodes
 from tests.helpers.counting_store import CountingStore
 
@@ -92,7 +93,7 @@ def test_oversized_or_foreign_cards_are_refused_by_index(raw: bytes) -> None:
 def test_a_huge_card_of_our_own_is_trimmed_to_fit() -> None:
     store = dist.HashStore()
     big = card("a", addresses={f"eth{i}": ["10.0.0.1"] * 50 for i in range(100)},
-               problems=[{"code": "x", "observed": "y" * 100}] * 200)
+               problems=(diagnoses.BAD_SOCKET_IFNAME.problem("y" * 100),) * 200)
     board.publish(store, big)
     raw = store.get(storekeys.checkin_card(0))
     assert len(raw) <= board.MAX_CARD_BYTES
@@ -146,8 +147,7 @@ def test_a_node_that_died_between_its_index_and_its_card_does_not_hide_later_car
 
 def test_a_nodes_own_problem_waits_for_every_node_so_each_learns_all() -> None:
     store = dist.HashStore()
-    a = card("a", problems=[{"code": "master-port-in-use", "summary": "s", "observed": "o",
-                             "cause": "c", "fix": "f", "hosts": ["a"]}])
+    a = card("a", problems=(Problem("master-port-in-use", "s", "o", "c", "f", hosts=("a",)),))
     board.publish(store, a)
     start = time.monotonic()
     v = Board(store, a).collect(start + 0.4)  # b never comes: the deadline, not at once
