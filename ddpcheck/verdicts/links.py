@@ -6,7 +6,8 @@ FULL_MATRIX_MAX nodes the :func:`round_robin` tournament here (every pair once, 
 in two measurements at a time), O(log N) planned rounds above. The probe measures GB/s in
 each direction and hands the matrix to :func:`link_verdicts`. Absolute expectations are
 ``ddpcheck.verdicts.expectations``, stragglers ``ddpcheck.verdicts.straggler``; DDP runs at
-several world sizes go to :func:`scaling_table`. The report renders these figures (:mod:`ddpcheck.report.tables`).
+several world sizes go to :func:`scaling_table`. The report renders these figures
+(:mod:`ddpcheck.report.tables`).
 
 GB/s means 10^9 bytes per second, as in nccl-tests and :mod:`ddpcheck.verdicts.bandwidth`.
 """
