@@ -78,7 +78,7 @@ def run(cfg: Config, job: JobEnv) -> int:
         lifecycle.announce_stop(cfg, shape)  # the endpoint node says why, then stops
     node = NodeRun(socket.gethostname(), tuple(cfg.stages), world, preflight=tuple(pre),
                    checked_in=tuple(sorted({c.host for c in st.cards})))
-    extra = None
+    extra, interrupted = None, ""
     if cfg.stages == NETWORK_ONLY:  # check-in and peer probes only: no torchrun
         st.close()
         node = node.with_(mode=NETWORK_CHECK, world=nproc * cfg.nodes)
@@ -91,15 +91,14 @@ def run(cfg: Config, job: JobEnv) -> int:
         finally:
             st.close()
         node = _observe(cfg, node, results_dir, nproc, outcome, log_tail, plan)
+        interrupted = outcome.interrupted
         if cfg.nodes > 1 and node.rank0_here and st.me is not None:
             node = node.with_(peer_problems=tuple(ending.collect_outcomes(st)))
     node = _judge(cfg, node.with_(elapsed=time.monotonic() - start), results_dir)
     if node.mode == LAUNCHED:
         node = _exchange(cfg, st, node)
     code = _publish(cfg, node_report(node), results_dir, nproc, extra)
-    if node.mode == LAUNCHED and outcome.interrupted:
-        return 128 + signal.Signals[outcome.interrupted]
-    return code
+    return 128 + signal.Signals[interrupted] if interrupted else code
 
 
 def _observe(cfg: Config, node: NodeRun, results_dir: Path, nproc: int,
