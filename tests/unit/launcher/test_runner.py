@@ -224,3 +224,18 @@ def test_a_preflight_problem_stops_before_the_launch_and_the_exchange(
     assert runner.run(cfg, JobEnv("none")) == 1 and peers.calls == []
     data = results.read_json(tmp_path / "report.json")
     assert [s["status"] for s in data["stages"]] == ["FAIL", *["BLOCKED"] * len(STAGES)]
+
+
+def test_an_interrupted_run_still_reports_and_exits_128_plus_the_signal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "node_preflight", lambda cfg, env, nproc: [])
+    monkeypatch.setattr(runner, "open_files_problems", lambda world, nproc, node: [])
+
+    def interrupted(cfg, results_dir, nproc, start, plan=None):  # type: ignore[no-untyped-def]
+        return LaunchOutcome(None, 0.5, interrupted="SIGTERM"), ""
+    monkeypatch.setattr(runner, "_launch", interrupted)
+    cfg = Config(nodes=1, nproc_per_node=2, stages=STAGES, results_dir=tmp_path / "res",
+                 json_path=tmp_path / "report.json")
+    assert runner.run(cfg, JobEnv("none")) == 128 + 15
+    data = results.read_json(tmp_path / "report.json")
+    assert not data["ready"] and "run-interrupted" in [p["code"] for p in data["problems"]]
