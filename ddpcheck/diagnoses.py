@@ -11,6 +11,7 @@ or neither (the default: a problem of its own).
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import asdict, dataclass, field, replace
 
 # Problem.role: what the report does with it (report.build.mark_consequences).
@@ -98,9 +99,71 @@ def _d(code: str, summary: str, cause: str, fix: str, role: str = "") -> Diagnos
     return CATALOGUE[code]
 
 
-def register(code: str, summary: str, cause: str, fix: str) -> Diagnosis:
-    """Add a diagnosis to the catalogue next to the code that raises it (idempotent)."""
-    return CATALOGUE.setdefault(code, Diagnosis(code, summary, cause, fix))
+def register(code: str, summary: str, cause: str, fix: str, role: str = "") -> Diagnosis:
+    """Add a diagnosis to the catalogue next to the code that raises it.
+
+    Registering the same code with the same text again returns the first entry (a module
+    imported twice); the same code with other text is a conflict and raises ValueError, so
+    two modules can never silently share a code. A module that calls this is named in
+    CATALOGUE_MODULES (tests/unit/test_problem_docs.py checks the list is complete)."""
+    entry = Diagnosis(code, summary, cause, fix, role=role)
+    known = CATALOGUE.get(code)
+    if known is None:
+        CATALOGUE[code] = entry
+        return entry
+    if (known.summary, known.cause, known.fix, known.role) != (summary, cause, fix, role):
+        raise ValueError(f"diagnosis code {code!r} is already registered with other text "
+                         f"({known.summary!r}); pick another code or reuse the constant")
+    return known
+
+
+# Every module that registers diagnoses next to the code that raises them, besides this one:
+# the catalogue is this module plus these. A new module calling ``register`` adds its name
+# here; tests/unit/test_problem_docs.py fails when one is missing or one registers nothing.
+CATALOGUE_MODULES: tuple[str, ...] = (
+    "ddpcheck.cluster.board",
+    "ddpcheck.cluster.checkin",
+    "ddpcheck.cluster.ending",
+    "ddpcheck.cluster.lifecycle",
+    "ddpcheck.cluster.namecheck",
+    "ddpcheck.cluster.nodeflow",
+    "ddpcheck.cluster.pathjudge",
+    "ddpcheck.cluster.peerprobe",
+    "ddpcheck.cluster.userjob",
+    "ddpcheck.explain.codes",
+    "ddpcheck.launcher.fdlimit",
+    "ddpcheck.launcher.initfile",
+    "ddpcheck.launcher.mastercheck",
+    "ddpcheck.launcher.postmortem",
+    "ddpcheck.launcher.spawnpostmortem",
+    "ddpcheck.node.diskspace",
+    "ddpcheck.node.gpuhealth",
+    "ddpcheck.node.gpustate",
+    "ddpcheck.node.infiniband",
+    "ddpcheck.node.nccl",
+    "ddpcheck.node.ncclinfo",
+    "ddpcheck.node.ncclstack",
+    "ddpcheck.node.netprobe",
+    "ddpcheck.node.nvlinkfabric",
+    "ddpcheck.node.socketifname",
+    "ddpcheck.node.xid",
+    "ddpcheck.scheduler.contradictions",
+    "ddpcheck.scheduler.detect",
+    "ddpcheck.scheduler.gpubinding",
+    "ddpcheck.verdicts.compare",
+    "ddpcheck.verdicts.expectations",
+    "ddpcheck.verdicts.links",
+    "ddpcheck.verdicts.ranklayout",
+    "ddpcheck.verdicts.readiness",
+    "ddpcheck.verdicts.straggler",
+)
+
+
+def load_catalogue() -> dict[str, Diagnosis]:
+    """The whole catalogue: import every module of CATALOGUE_MODULES (none imports torch)."""
+    for name in CATALOGUE_MODULES:
+        importlib.import_module(name)
+    return CATALOGUE
 
 
 # --- node stage -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar, Union
 
@@ -26,8 +27,48 @@ from ddpcheck.diagnoses import Problem
 
 RESULTS_DIR_ENV = "DDPCHECK_RESULTS_DIR"
 
-# Status of a probe or a stage, worst last.
-PASS, SKIP, FAIL, BLOCKED = "PASS", "SKIP", "FAIL", "BLOCKED"
+class Status(str, Enum):
+    """Status of a probe, a stage or a report cell; ``order`` says which is worse.
+
+    A str so that it is its own JSON value and compares equal to the text a file holds.
+    Over probes and ranks the worst wins: a stage is SKIP only when nothing in it ran."""
+
+    SKIP = "SKIP"
+    PASS = "PASS"
+    BLOCKED = "BLOCKED"
+    FAIL = "FAIL"
+    NOT_RUN = "-"  # a stage no rank reported (before it is found blocked)
+    NO_RESULT = "NO RESULT"  # a report cell: this rank reported nothing for the stage
+
+    @property
+    def order(self) -> int:
+        return _STATUS_ORDER[self]
+
+    @classmethod
+    def worst(cls, statuses: Iterable[str]) -> Status:
+        """The worst of the statuses (a text no Status spells counts as NO_RESULT)."""
+        return max((cls.of(s) for s in statuses), key=lambda s: s.order)
+
+    @classmethod
+    def of(cls, text: str) -> Status:
+        try:
+            return cls(text)
+        except ValueError:
+            return cls.NO_RESULT
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    def __hash__(self) -> int:  # as its text hashes, so it finds and is found in str keys
+        return hash(self.value)
+
+
+_STATUS_ORDER = {Status.SKIP: 0, Status.PASS: 1, Status.BLOCKED: 2, Status.FAIL: 3,
+                 Status.NOT_RUN: 4, Status.NO_RESULT: 4}
+PASS, SKIP, FAIL, BLOCKED = Status.PASS, Status.SKIP, Status.FAIL, Status.BLOCKED
 
 
 @dataclass(frozen=True)
@@ -84,6 +125,7 @@ class Probe:
     figure: str = ""
     measurements: Mapping[str, Any] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
+    blocked_by: str = ""  # status BLOCKED: the stage whose failure blocked this probe
 
 
 @dataclass(frozen=True)
@@ -143,6 +185,8 @@ def parse_event(record: Mapping[str, Any]) -> Event | None:
             value = tuple(int(r) for r in value)
         elif f.name == "doc":
             value = tuple(value)
+        elif f.name in ("status", "agreed") and value:
+            value = Status.of(str(value))
         values[f.name] = value
     return kind(**values)
 
@@ -164,6 +208,9 @@ class ExitStatus:
     session_error: str = ""  # pytest's own failure (collection, usage...), if any
     tail: tuple[str, ...] = ()  # the last lines it printed, as evidence
     time: float = 0.0
+    # The session's own word on why it stopped (its SessionFailure file), typed:
+    world_connect: str = ""  # the init method it could not reach the store through, and why
+    probes_missing: str = ""  # why the rank's python cannot import ddpcheck's probes, if so
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ExitStatus:
@@ -174,6 +221,41 @@ class ExitStatus:
     def to_dict(self) -> dict[str, Any]:
         return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
                 for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class SessionFailure:
+    """Why a rank's probe session stopped before its probes, in its own words (written by
+    the plugin the way torchrun's ``@record`` writes an error file; the wrapper copies it
+    into the rank's ExitStatus, so the launcher never reads it back out of printed text)."""
+
+    world_connect: str = ""  # "env:// (node0:29790) within 8 s: Timed out ..."
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SessionFailure:
+        return cls(**{f.name: str(data[f.name]) for f in fields(cls) if data.get(f.name)})
+
+
+def rank_from_env(environ: Mapping[str, str]) -> int:
+    """This process's global rank before any world exists (srun sets no RANK)."""
+    return int(environ.get("RANK") or environ.get("SLURM_PROCID") or "0")
+
+
+def failure_file(results_dir: Path, rank: int) -> Path:
+    return results_dir / f"failure-{rank}.json"
+
+
+def write_failure(results_dir: Path, rank: int, failure: SessionFailure) -> None:
+    results_dir.mkdir(parents=True, exist_ok=True)
+    write_json(failure_file(results_dir, rank), failure.to_dict())
+
+
+def read_failure(results_dir: Path, rank: int) -> SessionFailure:
+    data = read_json(failure_file(results_dir, rank))
+    return SessionFailure.from_dict(data) if isinstance(data, dict) else SessionFailure()
 
 
 def rank_file(results_dir: Path, rank: int) -> Path:

@@ -13,6 +13,11 @@ F = TypeVar("F", bound=Callable[..., object])
 
 MARKER = "ddpcheck_stage"
 
+# The launcher's own stage, before any rank starts: no probe is in it, so it is not one of
+# STAGES (what ranks run and --stages selects); a report's stages are REPORT_STAGES.
+PREFLIGHT = "preflight"
+PREFLIGHT_DOC = "this node's own checks before any rank starts (network, ports, limits, GPUs)"
+
 STAGES: dict[str, str] = {
     "node": "this node's torch build, GPUs, NCCL and shared memory",
     "rendezvous": "the world forms and every rank runs the same stack",
@@ -22,6 +27,8 @@ STAGES: dict[str, str] = {
     "placement": "the rank-to-device plan for --gpus-per-replica is valid and runs",
     "checkpoint": "a checkpoint saved by rank 0 loads on every rank (--checkpoint-dir)",
 }
+
+REPORT_STAGES: dict[str, str] = {PREFLIGHT: PREFLIGHT_DOC, **STAGES}
 
 
 def stage(name: str) -> Callable[[F], F]:

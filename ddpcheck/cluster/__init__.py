@@ -9,5 +9,7 @@ checks what the user's own torchrun would hit there: who hosts the store, which 
 agents advertise), and at the end
 (``ending``) post this node's outcome so every node prints the same verdict. ``store`` opens
 torch's TCPStore (the only torch import on the launcher side, lazy) and holds the "gather
-with a deadline" and "hold the store until the others have read it" helpers.
+with a deadline" and "hold the store until the others have read it" helpers. What the
+launchers tell each other (card, check-in decision, run outcome) crosses as ``messages``:
+typed, versioned, read leniently, like the ranks' events.
 """

@@ -19,16 +19,16 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
+from ddpcheck import storekeys
+from ddpcheck.cluster import messages
 from ddpcheck.cluster.checkin import NodeCard, judge
 from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import Problem, register
 
-PREFIX = "ddpcheck/checkin"
-COUNT_KEY = f"{PREFIX}/count"
-VERDICT_KEY = f"{PREFIX}/verdict"
-PEERS = "ddpcheck/peers"
+COUNT_KEY = storekeys.CHECKIN_COUNT
+VERDICT_KEY = storekeys.CHECKIN_VERDICT
 MAX_CARD_BYTES = 16 << 10  # a real card is ~1 KiB: host, addresses, a few problems
 MAX_RESULT_BYTES = 256 << 10  # one node's peer results: a few hundred bytes per target
 EXTRA_CARDS = 8  # cards read beyond --nodes, to name who joined too many
@@ -45,6 +45,7 @@ CHECKIN_REFUSED = register(
 class Verdict:
     """What the store's host decided: problems, and the nodes (host, address, probe port)."""
 
+    KIND: ClassVar[str] = "checkin-decision"
     problems: list[Problem] = field(default_factory=list)
     nodes: list[tuple[str, str, int]] = field(default_factory=list)
     host: str = ""
@@ -52,18 +53,14 @@ class Verdict:
     names: dict[str, str] = field(default_factory=dict)  # host -> name its ranks' peers dial
 
     def to_json(self) -> str:
-        return json.dumps({"problems": [p.to_dict() for p in self.problems],
-                           "nodes": self.nodes, "host": self.host, "stopped": self.stopped,
-                           "names": self.names})
+        return messages.encode(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Verdict:
-        data = json.loads(text)
-        names = data.get("names") or {}
-        return cls([Problem.from_dict(p) for p in data["problems"]],
-                   [(str(h), str(a), int(p)) for h, a, p in data["nodes"]],
-                   str(data.get("host", "")), bool(data.get("stopped", False)),
-                   {str(k): str(v) for k, v in names.items()} if isinstance(names, dict) else {})
+        verdict = messages.decode(cls, text, {"nodes": lambda nodes: [
+            (str(h), str(a), int(p)) for h, a, p in nodes]})
+        verdict.problems = list(verdict.problems)  # the endpoint node prepends to them
+        return verdict
 
 
 class CountedStore:
@@ -91,7 +88,7 @@ def publish(store: Any, card: NodeCard) -> int:
         text = NodeCard(**{**card.__dict__, "addresses": {}, "problems": card.problems[:5]}
                         ).to_json()[:MAX_CARD_BYTES]
     index = int(store.add(COUNT_KEY, 1)) - 1
-    store.set(f"{PREFIX}/{index}", text)
+    store.set(storekeys.checkin_card(index), text)
     return index
 
 
@@ -131,11 +128,11 @@ class Board:
         self.read = max(self.read, upto)
         if not todo:
             return
-        keys = [f"{PREFIX}/{i}" for i in todo]
+        keys = [storekeys.checkin_card(i) for i in todo]
         if not self.store.check(keys):  # a card is set just after its index: or never, if
             # that node died in between; read the others, and retry the missing ones later
             todo = [i for i, k in zip(todo, keys) if self.store.check([k])]
-            keys = [f"{PREFIX}/{i}" for i in todo]
+            keys = [storekeys.checkin_card(i) for i in todo]
         self.pending = self.pending | set(range(self.read)) - set(todo) - self.taken
         for i, raw in zip(todo, self.store.multi_get(keys) if keys else []):
             self._take(i, bytes(raw))
@@ -200,18 +197,18 @@ def publish_verdict(store: Any, verdict: Verdict, key: str = VERDICT_KEY) -> Non
 # --- peer-probe results ------------------------------------------------------------------
 def post_results(store: Any, index: int, results: dict[str, Any]) -> None:
     """Post this node's peer-probe results under its index (2 store operations)."""
-    store.set(f"{PEERS}/{index}", json.dumps(results)[:MAX_RESULT_BYTES])
-    store.add(f"{PEERS}/count", 1)
+    store.set(storekeys.peer_result(index), json.dumps(results)[:MAX_RESULT_BYTES])
+    store.add(storekeys.PEER_COUNT, 1)
 
 
 def collect_results(store: Any, nodes: Sequence[tuple[str, str, int]], deadline: float,
                     sleep: Callable[[float], None] = time.sleep) -> dict[str, dict]:
     """The host reads every node's results once all are posted (or at the deadline)."""
     pause = 0.02
-    while int(store.add(f"{PEERS}/count", 0)) < len(nodes) and time.monotonic() < deadline:
+    while int(store.add(storekeys.PEER_COUNT, 0)) < len(nodes) and time.monotonic() < deadline:
         sleep(pause)
         pause = min(pause * 1.5, 0.25)
-    keys = [f"{PEERS}/{i}" for i in range(len(nodes))]
+    keys = [storekeys.peer_result(i) for i in range(len(nodes))]
     present = [k for k in keys if store.check([k])] if not store.check(keys) else keys
     got: dict[str, dict] = {}
     for key, raw in zip(present, store.multi_get(present) if present else []):

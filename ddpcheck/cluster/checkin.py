@@ -11,11 +11,11 @@ diagnosis on every node, within the rendezvous deadline instead of torchrun's 60
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import ClassVar
 
+from ddpcheck.cluster import messages
 from ddpcheck.diagnoses import Problem, register
 from ddpcheck.ranges import format_ranks
 from ddpcheck.verdicts.consistency import odd_ranks
@@ -60,8 +60,9 @@ ENDPOINT_NODE_STOPPED = register(
 
 @dataclass(frozen=True)
 class NodeCard:
-    """What one node's launcher tells the others before torchrun starts."""
+    """What one node's launcher tells the others before torchrun starts (a message)."""
 
+    KIND: ClassVar[str] = "node-card"
     host: str
     nodes: int
     run_id: str
@@ -71,7 +72,7 @@ class NodeCard:
     advertised: str = ""  # the address peers should use to reach this node
     probe_port: int = 0  # this node's ephemeral test listener (see peerprobe)
     addresses: dict[str, list[str]] = field(default_factory=dict)
-    problems: list[dict[str, Any]] = field(default_factory=list)  # this node's preflight
+    problems: tuple[Problem, ...] = ()  # this node's preflight
     fqdn: str = ""  # the name a user's torchrun agent advertises (socket.getfqdn())
     first_rank: int | None = None  # --launch spawn: this node's first rank (else None)
     world_size: int = 0  # --launch spawn: the world size this node starts its ranks with
@@ -80,19 +81,18 @@ class NodeCard:
     master: str = ""  # --launch spawn/srun: the host its ranks dial (MASTER_ADDR, tcp:// host)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return messages.encode(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> NodeCard:
-        data = json.loads(text)
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        return messages.decode(cls, text)
 
 
 def judge(cards: Sequence[NodeCard], me: NodeCard, expected_hosts: Sequence[str] = (),
           final: bool = False) -> list[Problem]:
     """Problems the cards show; ``final`` adds the nodes still missing at the deadline."""
     same = [c for c in cards if c.run_id == me.run_id]
-    problems = [Problem.from_dict(p) for c in same for p in c.problems]
+    problems = [p for c in same for p in c.problems]
     others = [c for c in cards if c.run_id != me.run_id]
     if others:
         problems.append(RUN_ID_MISMATCH.problem(

@@ -9,10 +9,12 @@ every node prints the same verdict. The store's host stays up until all have rea
 
 from __future__ import annotations
 
-import json
 import socket
 from dataclasses import dataclass
+from typing import ClassVar
 
+from ddpcheck import storekeys
+from ddpcheck.cluster import messages
 from ddpcheck.cluster.nodeflow import FINAL_WAIT, ClusterState
 from ddpcheck.cluster.store import gather_keys, hold
 from ddpcheck.diagnoses import Problem, register
@@ -33,24 +35,22 @@ VERDICT_UNKNOWN = register(
 class Outcome:
     """What one node's launcher saw of its part of the run, shared at the end."""
 
+    KIND: ClassVar[str] = "run-outcome"
     host: str
     ready: bool
-    problems: tuple[Problem, ...]
+    problems: tuple[Problem, ...] = ()
 
     def to_json(self) -> str:
-        return json.dumps({"host": self.host, "ready": self.ready,
-                           "problems": [p.to_dict() for p in self.problems]})
+        return messages.encode(self)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Outcome:
-        data = json.loads(text)
-        return cls(str(data["host"]), bool(data["ready"]),
-                   tuple(Problem.from_dict(p) for p in data.get("problems", [])))
+        return messages.decode(cls, text, {"host": str, "ready": bool})
 
 
-def _final_key(st: ClusterState) -> str:
+def _run_id(st: ClusterState) -> str:
     assert st.me is not None
-    return f"ddpcheck/final/{st.me.run_id}"
+    return st.me.run_id
 
 
 def _hosts(st: ClusterState) -> list[str]:
@@ -63,7 +63,7 @@ def post_outcome(st: ClusterState, outcome: Outcome) -> bool:
     if st.store is None or st.me is None:
         return False
     try:
-        st.store.set(f"{_final_key(st)}/node/{outcome.host}", outcome.to_json())
+        st.store.set(storekeys.final_node(_run_id(st), outcome.host), outcome.to_json())
         return True
     except (RuntimeError, ValueError, TimeoutError):
         return False
@@ -74,9 +74,10 @@ def collect_outcomes(st: ClusterState, wait: float = FINAL_WAIT) -> list[Problem
     if st.store is None or st.me is None:
         return []
     others = [h for h in _hosts(st) if h != st.me.host]
-    key = _final_key(st)
+    run_id = _run_id(st)
     try:
-        got, _ = gather_keys(st.store, {h: f"{key}/node/{h}" for h in others}, wait)
+        got, _ = gather_keys(st.store, {h: storekeys.final_node(run_id, h) for h in others},
+                             wait)
     except (RuntimeError, ValueError, TimeoutError):  # the store's host went away
         got = {}
     problems = [p for raw in got.values() for p in Outcome.from_json(raw).problems]
@@ -93,7 +94,7 @@ def publish_verdict(st: ClusterState, outcome: Outcome) -> None:
     if st.store is None or st.me is None:
         return
     try:
-        st.store.set(f"{_final_key(st)}/verdict", outcome.to_json())
+        st.store.set(storekeys.final_verdict(_run_id(st)), outcome.to_json())
     except (RuntimeError, ValueError, TimeoutError):
         pass
 
@@ -101,7 +102,7 @@ def publish_verdict(st: ClusterState, outcome: Outcome) -> None:
 def await_verdict(st: ClusterState, wait: float = 2 * FINAL_WAIT + 5) -> Outcome | Problem:
     """On the other nodes: the rank-0 node's verdict, or the problem of not learning it."""
     if st.store is not None and st.me is not None:
-        key = f"{_final_key(st)}/verdict"
+        key = storekeys.final_verdict(_run_id(st))
         try:
             got, _ = gather_keys(st.store, {"verdict": key}, wait)
         except (RuntimeError, ValueError, TimeoutError):  # the store's host went away
@@ -118,7 +119,7 @@ def release(st: ClusterState, wait: float = FINAL_WAIT) -> None:
     """Say this node is done with the store; its host keeps it up until all are (bounded)."""
     if st.store is None or st.me is None:
         return
-    key = f"{_final_key(st)}/read"
+    key = storekeys.final_read(_run_id(st))
     try:
         st.store.add(key, 1)
         if st.is_host:  # the others read through our store: keep it up until they have

@@ -13,6 +13,7 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from ddpcheck import storekeys
 from ddpcheck.cluster import board
 from ddpcheck.cluster import nodeflow as flow
 from ddpcheck.cluster.board import Verdict
@@ -134,7 +135,7 @@ def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
     st.me = NodeCard(node, cfg.nodes, cfg.rdzv_id, nproc, os.getpid(), cfg.node_rank,
                      st.advertised, st.listener.port,
                      {i.name: [a.address for a in i.ipv4] for i in ifaces if i.is_up},
-                     [p.to_dict() for p in local], socket.getfqdn(), launch=launch_text(cfg),
+                     tuple(local), socket.getfqdn(), launch=launch_text(cfg),
                      mtus={i.name: i.mtu for i in ifaces if i.is_up and i.ipv4},
                      **(card_fields or {}))
     try:
@@ -202,7 +203,7 @@ def announce_stop(cfg: Config, problems: list[Problem]) -> None:
     try:
         store = host_store(port, timeout=FINAL_WAIT)
         board.publish_verdict(store, Verdict(problems, [], socket.gethostname(), stopped=True))
-        hold(store, f"ddpcheck/settled/{cfg.rdzv_id}", cfg.nodes - 1, FINAL_WAIT)
+        hold(store, storekeys.settled(cfg.rdzv_id), cfg.nodes - 1, FINAL_WAIT)
     except (RuntimeError, ValueError):  # lost the port: the others see a refused or odd port
         return
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from threading import Thread
 from typing import Any
 
+from ddpcheck import storekeys
 from ddpcheck.cluster import board, peerprobe
 from ddpcheck.cluster.board import Board, Verdict
 from ddpcheck.cluster.checkin import ENDPOINT_NODE_STOPPED, NodeCard
@@ -38,7 +39,6 @@ from ddpcheck.diagnoses import Problem, register
 
 FINAL_WAIT = 10.0
 VERDICT_SLACK = 5.0  # beyond the host's own deadline, for clocks and a slow host
-PEER_VERDICT = "ddpcheck/peers/verdict"
 PEER_STEP = PEER_TIMEOUT + BULK_TIMEOUT  # a node's connects, then its payload exchanges
 
 STORE_LOST = register(
@@ -173,7 +173,7 @@ def decide_peers(st: ClusterState, port: int, wait: float = PEER_STEP + 5) -> No
     problems += judge_peers(st.peers, port, silent)
     problems += judge_bulk(st.peers, cards)
     problems += dial_problems(docs, cards, st.verdict.names)
-    board.publish_verdict(st.store, Verdict(problems, nodes, st.me.host), PEER_VERDICT)
+    board.publish_verdict(st.store, Verdict(problems, nodes, st.me.host), storekeys.PEER_VERDICT)
     _peers_done(st, problems)
 
 
@@ -183,7 +183,7 @@ def receive_peers(st: ClusterState, wait: float = PEER_STEP + 15) -> None:
     assert st.verdict is not None and st.me is not None
     own = judge_bulk(st.peers, [st.me])
     try:
-        raw = board.await_key(st.store, PEER_VERDICT, time.monotonic() + wait)
+        raw = board.await_key(st.store, storekeys.PEER_VERDICT, time.monotonic() + wait)
         why = f"within {wait:g} s"
     except (RuntimeError, ValueError, TimeoutError) as exc:
         if not own:
@@ -225,7 +225,7 @@ def settle(st: ClusterState) -> None:
     still reading the cards that explain why.
     """
     assert st.me is not None
-    key = f"ddpcheck/settled/{st.me.run_id}"
+    key = storekeys.settled(st.me.run_id)
     st.store.add(key, 1)
     if not st.is_host:
         return

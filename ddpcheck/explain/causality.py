@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ddpcheck.diagnoses import Problem
+from ddpcheck.diagnoses import RANK_EXITED, Problem
+from ddpcheck.explain.codes import NCCL_ERROR
 from ddpcheck.explain.reader import Record
 
 # Codes too generic to stand next to a specific cause: they follow from it.
-GENERIC = frozenset({"nccl-error", "rank-exited"})
+GENERIC = frozenset({NCCL_ERROR.code, RANK_EXITED.code})
 
 
 @dataclass(frozen=True)

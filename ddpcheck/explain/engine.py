@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpcheck.diagnoses import Problem
+from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
 from ddpcheck.explain import codes, tracebacks
 from ddpcheck.explain.causality import Explained, order
 from ddpcheck.explain.families import PATTERNS, network, slurm, watchdog
@@ -24,7 +24,6 @@ from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
 from ddpcheck.explain.inputs import Inputs
 from ddpcheck.explain.matching import Hit, default_combine
 from ddpcheck.explain.reader import Record, read_text
-from ddpcheck.report import catalog
 from ddpcheck.report.text import render_problem
 
 # Lines that show something failed, quoted when no pattern explains the log.
@@ -88,7 +87,8 @@ class Explanation:
         return "\n\n".join(parts) + "\n"
 
     def to_json(self) -> dict[str, Any]:
-        return {"explained": bool(self.found) and self.found[0].problem.code != "unexplained",
+        explained = bool(self.found) and self.found[0].problem.code != codes.UNEXPLAINED.code
+        return {"explained": explained,
                 "exit_code": self.exit_code, "verdict": self.verdict(), "sources": self.sources,
                 "problems": [e.problem.to_dict() for e in self.found],
                 "next": {e.problem.code: e.next_run for e in self.found},
@@ -161,7 +161,7 @@ def _match(records: list[Record]) -> list[Explained]:
     for hits in groups.values():
         pat = hits[0].pattern
         problem = (pat.combine or default_combine)(hits)
-        root = pat.root and not (problem.code == "rank-killed"
+        root = pat.root and not (problem.code == RANK_KILLED.code
                                  and any(s in problem.cause[:8] for s in ECHO_SIGNALS))
         first = min((h.record for h in hits), key=lambda r: r.order)
         out.append(Explained(problem, first, root, pat.next_run, _evidence(hits)))
@@ -202,7 +202,4 @@ def _own_json(text: str) -> list[Problem] | None:
 
 def _load_catalogue() -> None:
     """Import every module that registers codes, so any report's code is known."""
-    import importlib
-
-    for name in catalog.diagnosis_modules():
-        importlib.import_module(name)
+    load_catalogue()

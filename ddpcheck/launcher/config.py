@@ -18,7 +18,7 @@ from ddpcheck import parsing
 from ddpcheck.launcher import launchspec
 from ddpcheck.launcher.launchspec import InitMethod
 from ddpcheck.parsing import UsageError
-from ddpcheck.stages import parse_stages
+from ddpcheck.stages import PREFLIGHT, parse_stages
 from ddpcheck.worker.settings import DEFAULT_PROBE_TIMEOUT, DEFAULT_SLOW_LINK_RATIO
 
 T = TypeVar("T")
@@ -121,7 +121,7 @@ STRICT_HEALTH_ENV = "DDPCHECK_STRICT_HEALTH"
 
 
 
-NETWORK_ONLY = ("preflight",)
+NETWORK_ONLY = (PREFLIGHT,)
 
 
 def parse_run_stages(text: str) -> tuple[str, ...]:
@@ -131,9 +131,9 @@ def parse_run_stages(text: str) -> tuple[str, ...]:
     after preflight, check-in and peer probes: no torchrun, no worker.
     """
     names = [s.strip() for s in text.split(",") if s.strip()]
-    if names == ["preflight"]:
+    if names == [PREFLIGHT]:
         return NETWORK_ONLY
-    return parse_stages(",".join(n for n in names if n != "preflight") or "all")
+    return parse_stages(",".join(n for n in names if n != PREFLIGHT) or "all")
 
 
 def _nonempty(raw: str, what: str) -> str:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ddpcheck.diagnoses import Problem, register
+from ddpcheck.stages import PREFLIGHT
 
 BASE_FILES = 256  # a torch worker's own files: libraries, pipes, the store, rank files
 NCCL_FILES = 256  # NCCL's bootstrap, proxy, network and IPC descriptors per rank (bounded)
@@ -139,7 +140,7 @@ def open_file_limits(world: int, nproc: int, node: str, *, backend: str = "gloo"
                 f"a world of {world} ranks ({nproc} per node, {kind}) needs about {need} open "
                 f"files for {who} on {node} ({why}), but the job's soft limit is {soft} "
                 f"(hard {'unlimited' if hard == resource.RLIM_INFINITY else hard})",
-                fix=_fix(need, node, hard), hosts=[node], stage="preflight"))
+                fix=_fix(need, node, hard), hosts=[node], stage=PREFLIGHT))
             break
     raised = None
     if not problems and soft < max(own, store) and (hard == resource.RLIM_INFINITY

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ddpcheck import storekeys
 from ddpcheck.diagnoses import Problem, register
 
 INIT_FILE_STALE = register(
@@ -52,7 +53,7 @@ INIT_FILE_UNUSABLE = register(
     "create the directory on shared storage with write access for the job's user, or fix "
     "the path in --init-method")
 
-TOKEN_KEY = "ddpcheck/initfile/token"
+TOKEN_KEY = storekeys.INITFILE_TOKEN
 Locker = Callable[[int, int], Any]
 
 

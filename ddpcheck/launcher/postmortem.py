@@ -7,6 +7,8 @@ so the user never sees a bare torchrun error.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ddpcheck.diagnoses import (
     CONSEQUENCE,
     LAUNCH_FAILED,
@@ -47,8 +49,23 @@ def aborted_by_watchdog(ex: ExitStatus, events: list[Event]) -> bool:
     return nccl or any(w in ln for ln in ex.tail for w in WATCHDOG_WORDS)
 
 
-def last_activity(events: list[Event]) -> tuple[str, str]:
-    """(stage, probe) the rank was in when its log stops: a started probe with no result."""
+@dataclass(frozen=True)
+class Activity:
+    """Where a rank's log stops: its stage, the probe, and whether it was inside that probe
+    (started, no result) or after it (the last probe with a result)."""
+
+    stage: str = "startup"
+    probe: str = ""
+    inside: bool = False
+
+    def describe(self) -> str:
+        if self.inside:
+            return f"during probe {self.probe} (stage {self.stage})"
+        return f"in stage {self.stage}" + (f", after {self.probe}" if self.probe else "")
+
+
+def activity(events: list[Event]) -> Activity:
+    """What the rank was doing when its log stops."""
     last_start: ProbeStart | None = None
     for e in events:
         if isinstance(e, ProbeStart):
@@ -56,9 +73,15 @@ def last_activity(events: list[Event]) -> tuple[str, str]:
         elif isinstance(e, Probe) and last_start and e.nodeid == last_start.nodeid:
             last_start = None
     if last_start:
-        return last_start.stage or "?", last_start.nodeid.split("::")[-1]
+        return Activity(last_start.stage or "?", last_start.nodeid.split("::")[-1], True)
     done = [e for e in events if isinstance(e, Probe)]
-    return (done[-1].stage or "?", "after " + done[-1].name) if done else ("startup", "")
+    return Activity(done[-1].stage or "?", done[-1].name) if done else Activity()
+
+
+def last_activity(events: list[Event]) -> tuple[str, str]:
+    """(stage, probe) the rank was in when its log stops: a started probe with no result."""
+    a = activity(events)
+    return a.stage, a.probe if a.inside or not a.probe else f"after {a.probe}"
 
 
 def _pid(events: list[Event]) -> int | None:
@@ -66,10 +89,8 @@ def _pid(events: list[Event]) -> int | None:
 
 
 def _where(events: list[Event]) -> tuple[str, str]:
-    stage, probe = last_activity(events)
-    text = f"during probe {probe} (stage {stage})" if probe and not probe.startswith("after") \
-        else f"in stage {stage}" + (f", {probe}" if probe else "")
-    return stage, text
+    a = activity(events)
+    return a.stage, a.describe()
 
 
 def diagnose_ranks(events: dict[int, list[Event]], exits: dict[int, ExitStatus],
@@ -108,8 +129,8 @@ def diagnose_ranks(events: dict[int, list[Event]], exits: dict[int, ExitStatus],
     if not causes and (problems or aborted or outcome.deadline_hit or outcome.interrupted):
         unfinished = {}  # ended by us, or by torchrun after the watchdog's abort
     for rank, ex in (causes or unfinished).items():
-        stage, where = _where(events.get(rank, []))
-        problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex, where, stage))
+        problems.append(_exit_problem(rank, hosts.get(rank, "?"), ex,
+                                      activity(events.get(rank, []))))
     if aborted:
         problems.append(_watchdog_problem(aborted, events, hosts))
     problems += _session_errors(exits, hosts, exclude=set(causes or unfinished))
@@ -162,7 +183,7 @@ def _session_errors(exits: dict[int, ExitStatus], hosts: dict[int, str],
         host = hosts.get(rank, "?")
         tail = _evidence(ex)
         fix = ""
-        if "ddpcheck.checks" in tail or "No module named 'ddpcheck" in tail:
+        if ex.probes_missing:
             fix = ("the workers' python cannot import ddpcheck's probes: install ddpcheck with "
                    "`pip install .` (or `pip install ddpcheck`) into the environment that runs "
                    "torchrun on every node, and do not set PYTHONPATH to a source checkout")
@@ -179,13 +200,14 @@ def _evidence(ex: ExitStatus, limit: int = 4) -> str:
     return ("; its last output: " + " | ".join(lines)) if lines else ""
 
 
-def _exit_problem(rank: int, host: str, ex: ExitStatus, where: str, stage: str) -> Problem:
+def _exit_problem(rank: int, host: str, ex: ExitStatus, at: Activity) -> Problem:
+    where, stage = at.describe(), at.stage
     if ex.signal_name:
         hint = " (the OOM killer sends SIGKILL)" if ex.signal_name == "SIGKILL" else ""
         return RANK_KILLED.problem(
             f"rank {rank} (pid {ex.pid}) on {host} was killed by {ex.signal_name}"
             f"{hint} {where}", ranks=[rank], hosts=[host], stage=stage)
-    if ex.returncode == 1 and "during probe" in where:
+    if ex.returncode == 1 and at.inside:
         return PROBE_TIMEOUT.problem(
             f"rank {rank} on {host} exited {where}: the probe ran past its deadline and "
             "pytest-timeout ended the process", ranks=[rank], hosts=[host], stage=stage)

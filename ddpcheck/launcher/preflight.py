@@ -19,6 +19,7 @@ from ddpcheck.node.diskspace import space_problems
 from ddpcheck.node.interfaces import interfaces
 from ddpcheck.node.netprobe import resolve
 from ddpcheck.node.socketifname import check_socket_ifname
+from ddpcheck.stages import PREFLIGHT
 
 IFNAME_VARS = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 CPU_RANKS = 2  # --nproc-per-node auto without GPUs
@@ -57,7 +58,7 @@ def node_preflight(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Prob
     problems += _gpu_problems(cfg, env, nproc)
     if cfg.checkpoint_dir is not None:  # before anything is written: the space one needs
         problems += space_problems(cfg.checkpoint_dir, cfg.checkpoint_size, node)
-    return [p.where(stage=p.stage or "preflight", hosts=p.hosts or (node,)) for p in problems]
+    return [p.where(stage=p.stage or PREFLIGHT, hosts=p.hosts or (node,)) for p in problems]
 
 
 def _gpu_problems(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Problem]:

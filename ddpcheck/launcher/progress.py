@@ -26,7 +26,6 @@ from typing import Callable, TextIO
 
 from ddpcheck import results
 from ddpcheck.ranges import format_ranks
-from ddpcheck.report.build import ORDER
 
 CLEAR = "\r\x1b[K"  # carriage return, erase to the end of the line (ECMA-48 EL)
 
@@ -166,7 +165,7 @@ class Progress:
             if st.reported or not self._finished(st):
                 continue
             st.reported = True
-            status = max(st.statuses, key=lambda s: ORDER.get(s, 4)) if st.statuses else "?"
+            status = results.Status.worst(st.statuses) if st.statuses else "?"
             codes = sorted({c for c in st.codes if c})
             why = f"  ({', '.join(codes)})" if codes else ""
             done = self._total() if self.world_scope else len(st.done)

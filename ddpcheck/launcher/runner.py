@@ -2,7 +2,10 @@
 
 Runs in the launcher. Always ends with a report: preflight problems stop the run before
 torchrun (the stages are then reported as blocked by preflight), and every torchrun
-failure is turned into a diagnosis by postmortem.
+failure is turned into a diagnosis by postmortem. Each step adds what it learns to one
+record (``noderun.NodeRun``): preflight and check-in, the launch (``_observe``), the
+node-side judgement with --baseline (``_judge``), then the exchange with the other nodes
+(``_exchange``); the report is built from the record once, at the end (``node_report``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ from ddpcheck.launcher.launch import (
     worker_env,
 )
 from ddpcheck.launcher.nodehealth import node_health
+from ddpcheck.launcher.noderun import (
+    LAUNCHED,
+    NETWORK_CHECK,
+    NodeRun,
+    adopt,
+    node_outcome,
+    node_report,
+)
 from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, torchrun_failed
 from ddpcheck.launcher.preflight import auto_nproc, node_preflight
 from ddpcheck.launcher.progress import Progress, read_appended
@@ -37,20 +48,11 @@ from ddpcheck.launcher.spawn import run_spawned
 from ddpcheck.launcher.spawnplan import SpawnPlan
 from ddpcheck.node.nccl import parse_nccl_debug_transport
 from ddpcheck.report.as_json import to_json
-from ddpcheck.report.build import (
-    Report,
-    StageResult,
-    build_report,
-    hosts_of_events,
-    mark_consequences,
-    merge_problems,
-)
+from ddpcheck.report.build import Report, hosts_of_events, merge_problems
 from ddpcheck.report.text import render_text
 from ddpcheck.scheduler.contradictions import shape_problems
 from ddpcheck.scheduler.detect import JobEnv
 from ddpcheck.verdicts.readiness import Expected
-
-PREFLIGHT = "preflight"
 
 
 def run(cfg: Config, job: JobEnv) -> int:
@@ -82,94 +84,100 @@ def run(cfg: Config, job: JobEnv) -> int:
         pre = merge_problems([*pre, *st.problems])
     elif cfg.nodes > 1:
         lifecycle.announce_stop(cfg, shape)  # the endpoint node says why, then stops
-    if cfg.stages == NETWORK_ONLY:
-        return _network_only(cfg, st, pre, results_dir, nproc, start, health.notes)
-    if pre:
-        report = build_report({}, cfg.stages, pre, time.monotonic() - start, world)
-        report.nodes = sorted({c.host for c in st.cards} | {socket.gethostname()})
-        _prepend_preflight(report, results.FAIL)
+    node = NodeRun(socket.gethostname(), tuple(cfg.stages), world, preflight=tuple(pre),
+                   checked_in=tuple(sorted({c.host for c in st.cards})),
+                   node_notes=(*health.notes, *([files.note()] if files else [])))
+    extra, interrupted = None, ""
+    if cfg.stages == NETWORK_ONLY:  # check-in and peer probes only: no torchrun
         st.close()
-        return _finish(cfg, report, results_dir, nproc, notes=health.notes)
-    try:
-        outcome, log_tail = _launch(cfg, results_dir, nproc, start, plan)
-    finally:
+        node = node.with_(mode=NETWORK_CHECK, world=nproc * cfg.nodes)
+        extra = {"network": st.figures}
+    elif pre:
         st.close()
-    report = _judge(cfg, st, results_dir, nproc, outcome, log_tail, start, world, plan)
-    report.notes += [files.note()] if files else []
-    code = _finish(cfg, report, results_dir, nproc, notes=health.notes)
-    return 128 + signal.Signals[outcome.interrupted] if outcome.interrupted else code
+    else:
+        try:
+            outcome, log_tail = _launch(cfg, results_dir, nproc, start, plan)
+        finally:
+            st.close()
+        node = _observe(cfg, node, results_dir, nproc, outcome, log_tail, plan)
+        interrupted = outcome.interrupted
+        if cfg.nodes > 1 and node.rank0_here and st.me is not None:
+            node = node.with_(peer_problems=tuple(ending.collect_outcomes(st)))
+    node = _judge(cfg, node.with_(elapsed=time.monotonic() - start), results_dir)
+    if node.mode == LAUNCHED:
+        node = _exchange(cfg, st, node)
+    code = _publish(cfg, node_report(node), results_dir, nproc, extra)
+    return 128 + signal.Signals[interrupted] if interrupted else code
 
 
-def _judge(cfg: Config, st: ClusterState, results_dir: Path, nproc: int,
-           outcome: LaunchOutcome, log_tail: str, start: float, world: int,
-           plan: SpawnPlan | None = None) -> Report:
-    """This node's report after torchrun; on several nodes, the whole run's one verdict.
-
-    The rank-0 node collects every node's outcome before judging and publishes its
-    verdict; the other nodes adopt it (or say they could not learn it), so no node says
-    READY while another saw a failure.
-    """
+def _observe(cfg: Config, node: NodeRun, results_dir: Path, nproc: int,
+             outcome: LaunchOutcome, log_tail: str, plan: SpawnPlan | None = None) -> NodeRun:
+    """What this node's ranks left after the launch: events, exits, diagnosed problems."""
     events = results.rank_events(results_dir)
     exits = results.exit_statuses(results_dir)
     problems = diagnose_launch(events, outcome, cfg.timeout, log_tail)
     local = _local_ranks(results_dir) | set(exits)
     # exit files are this node's: a rank that died before its first event is still placed
-    hosts = {**{r: socket.gethostname() for r in exits}, **hosts_of_events(events)}
+    hosts = {**{r: node.node for r in exits}, **hosts_of_events(events)}
     problems += diagnose_ranks(events, exits, outcome, hosts, _local_ranks(results_dir))
     problems = problems or torchrun_failed(events, outcome, log_tail)
     if plan:  # no agent: a world that never formed is named from the ranks' own lines
         problems = plan.explain_exits(exits, problems)
     rank0_here = 0 in local
-    multi = cfg.nodes > 1 and st.me is not None
-    if multi and rank0_here:
-        problems += ending.collect_outcomes(st)
-    expected = (Expected.whole(world) if rank0_here or cfg.nodes == 1
-                else Expected.node_part(world, local, nproc))
-    evidence = [*_exit_tails(exits), *log_tail.splitlines()[-6:]]
-    report = build_report(events, cfg.stages, problems, time.monotonic() - start,
-                          world, expected, evidence)
-    _prepend_preflight(report, results.PASS)
+    expected = (Expected.whole(node.world) if rank0_here or cfg.nodes == 1
+                else Expected.node_part(node.world, local, nproc))
     transport = parse_nccl_debug_transport(_tail(results_dir / "torchrun.log", 1 << 20))
-    if transport:  # only with NCCL_DEBUG=INFO: NET/Socket where IB was expected is common
-        report.notes.append(f"NCCL's network transport (from NCCL_DEBUG=INFO): {transport}")
-    if multi:
-        me = ending.Outcome(socket.gethostname(), report.ready, tuple(report.problems))
-        if rank0_here:
-            ending.publish_verdict(st, me)
-        else:
-            ending.post_outcome(st, me)
-            _adopt(report, ending.await_verdict(st))
-        ending.release(st)
-    if cfg.nodes > 1 and not rank0_here:
-        report.notes.append(f"this is {socket.gethostname()}'s part; the whole report is printed "
-                            f"on the node hosting rank 0 ({_rank0_host(events)})")
-    return report
+    return node.with_(
+        mode=LAUNCHED, events=events, exits=exits, launch_problems=tuple(problems),
+        expected=expected, rank0_here=rank0_here,
+        evidence=(*_exit_tails(exits), *log_tail.splitlines()[-6:]),
+        rank0_host=_rank0_host(events) if cfg.nodes > 1 else "", nccl_transport=transport or "")
 
 
-def _adopt(report: Report, whole: ending.Outcome | Problem) -> None:
-    """Take the rank-0 node's verdict: its problems are this node's story too."""
-    found = [whole] if isinstance(whole, Problem) else list(whole.problems)
-    report.problems = mark_consequences(merge_problems([*report.problems, *found]))
+def _judge(cfg: Config, node: NodeRun, results_dir: Path) -> NodeRun:
+    """The whole node-side judgement: --baseline, plots and where the results are."""
+    draft = node_report(node)
+    base = None
+    if cfg.baseline:  # regressions become problems of this report (exit 1)
+        from ddpcheck.launcher.compare_command import against_baseline
+        from ddpcheck.verdicts.compare import load_report
+
+        found, notes = against_baseline(to_json(draft), cfg.baseline, cfg.regression_ratio)
+        node = node.with_(baseline_problems=tuple(found), baseline_notes=tuple(notes))
+        base = load_report(cfg.baseline, "--baseline")
+    if cfg.plot_dir and draft.measurements:
+        from ddpcheck.report.plots import compare_plots, write_plots
+
+        cfg.plot_dir.mkdir(parents=True, exist_ok=True)
+        paths = write_plots(draft.measurements, cfg.plot_dir)
+        if base:
+            paths += compare_plots(base["measurements"], draft.measurements, cfg.plot_dir)
+        node = node.with_(plots=tuple(str(p) for p in paths))
+    log = "torchrun.log" if cfg.launch == "torchrun" else "ranks.log"
+    return node.with_(results_note=f"results: {results_dir}  (rank files, {log})")
+
+
+def _exchange(cfg: Config, st: ClusterState, node: NodeRun) -> NodeRun:
+    """On several nodes, the whole run's one verdict, after each node's own judgement.
+
+    The rank-0 node has collected every node's outcome before judging and publishes its
+    verdict; the other nodes adopt it (or say they could not learn it), so no node says
+    READY while another saw a failure.
+    """
+    if cfg.nodes == 1 or st.me is None:
+        return node
+    if node.rank0_here:
+        ending.publish_verdict(st, node_outcome(node))
+    else:
+        ending.post_outcome(st, node_outcome(node))
+        node = adopt(node, ending.await_verdict(st))
+    ending.release(st)
+    return node
 
 
 def _exit_tails(exits: dict[int, results.ExitStatus]) -> list[str]:
     return [f"rank {r}: {ln}" for r, ex in sorted(exits.items())
             if not ex.finished or ex.session_error for ln in ex.tail[-3:]]
-
-
-def _network_only(cfg: Config, st: ClusterState, problems: list[Problem], results_dir: Path,
-                  nproc: int, start: float, notes: tuple[str, ...] = ()) -> int:
-    """``--stages preflight``: the report of preflight, check-in and peer probes; no torchrun."""
-    no_ranks = Expected(nproc * cfg.nodes, frozenset())  # this mode starts no rank at all
-    report = build_report({}, (), problems, time.monotonic() - start, nproc * cfg.nodes,
-                          no_ranks)
-    report.nodes = sorted({c.host for c in st.cards} | {socket.gethostname()})
-    _prepend_preflight(report, results.FAIL if problems else results.PASS)
-    st.close()
-    nodes = len({c.host for c in st.cards}) or 1
-    report.notes.append(f"network-only mode (--stages preflight): {nodes} node"
-                        f"{'s' if nodes != 1 else ''} checked in and probed; no torchrun")
-    return _finish(cfg, report, results_dir, nproc, {"network": st.figures}, notes)
 
 
 def _shape_problems(cfg: Config, job: JobEnv, nproc: int) -> list[Problem]:
@@ -238,28 +246,9 @@ def _tail(path: Path, limit: int = 4000) -> str:
     return data[-limit:]
 
 
-def _prepend_preflight(report: Report, status: str) -> None:
-    pre = StageResult(PREFLIGHT, status)
-    if status == results.FAIL:
-        for s in report.stages:
-            s.status, s.blocked_by = results.BLOCKED, PREFLIGHT
-    report.stages.insert(0, pre)
-
-
-def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
-            extra: dict | None = None, notes: tuple[str, ...] = ()) -> int:
-    report.notes.extend(notes)  # node health shown, not failed (nodehealth)
-    base = _compare_with_baseline(cfg, report)
-    if cfg.plot_dir and report.measurements:
-        from ddpcheck.report.plots import compare_plots, write_plots
-
-        cfg.plot_dir.mkdir(parents=True, exist_ok=True)
-        paths = write_plots(report.measurements, cfg.plot_dir)
-        if base:
-            paths += compare_plots(base["measurements"], report.measurements, cfg.plot_dir)
-        report.notes.append("plots: " + ", ".join(str(p) for p in paths))
-    log = "torchrun.log" if cfg.launch == "torchrun" else "ranks.log"
-    report.notes.append(f"results: {results_dir}  (rank files, {log})")
+def _publish(cfg: Config, report: Report, results_dir: Path, nproc: int,
+             extra: dict | None = None) -> int:
+    """Write the finished report where it was asked for (JUnit, stdout, --json)."""
     if cfg.junit_path:
         from ddpcheck.report import junit
 
@@ -274,16 +263,3 @@ def _finish(cfg: Config, report: Report, results_dir: Path, nproc: int,
             print(f"ddpcheck: error: --json {cfg.json_path}: {exc.strerror}", file=sys.stderr)
             return 2
     return report.exit_code
-
-
-def _compare_with_baseline(cfg: Config, report: Report) -> dict | None:
-    """--baseline: regressions become problems of this report (exit 1)."""
-    if not cfg.baseline:
-        return None
-    from ddpcheck.launcher.compare_command import against_baseline
-    from ddpcheck.verdicts.compare import load_report
-
-    found, notes = against_baseline(to_json(report), cfg.baseline, cfg.regression_ratio)
-    report.problems.extend(found)
-    report.notes.extend(notes)
-    return load_report(cfg.baseline, "--baseline")

@@ -5,18 +5,19 @@ over the exit files the per-rank wrappers wrote). Without a torchrun agent nothi
 holds the world together at its start: rank 0 hosts the store and waits for every rank
 (env:// and tcp://: TCPStore with ``wait_for_workers``), the others connect to the master
 address. A dropped master port or a rank that never started ends each rank's connect at
-its deadline (worker/plugin.py: "cannot reach the control store at ..."); this turns those
-exits into one problem per node, with what each rank saw, instead of bare exit codes.
+its deadline, and the rank's session records what it saw in its exit file
+(``ExitStatus.world_connect``); this turns those exits into one problem per node, with what
+each rank saw, instead of bare exit codes.
 """
 
 from __future__ import annotations
 
-from ddpcheck.diagnoses import Problem, register
+from ddpcheck.diagnoses import LAUNCH_FAILED, RANK_EXITED, Problem, register
 from ddpcheck.ranges import format_ranks
 from ddpcheck.results import ExitStatus
+from ddpcheck.verdicts.readiness import SESSION_ERROR
 
-CONNECT_MARK = "cannot reach the control store at "  # the worker's message (plugin.py)
-GENERIC = ("launch-failed", "rank-exited", "session-error")  # what it replaces
+GENERIC = (LAUNCH_FAILED.code, RANK_EXITED.code, SESSION_ERROR.code)  # what it replaces
 
 WORLD_NOT_FORMED = register(
     "world-not-formed", "the ranks could not form the world through the init method",
@@ -52,8 +53,5 @@ def replace_generic(problems: list[Problem], found: Problem) -> list[Problem]:
 
 
 def _reason(ex: ExitStatus) -> str:
-    """The worker's own line: "env:// (node0:29790) within 8 s: Timed out after ..."."""
-    for line in reversed(ex.tail):
-        if CONNECT_MARK in line:
-            return line.split(CONNECT_MARK, 1)[1].rstrip(" !").strip()
-    return ""
+    """What the rank saw: "env:// (node0:29790) within 8 s: Timed out after ..."."""
+    return ex.world_connect

@@ -18,8 +18,8 @@ from ddpcheck.diagnoses import CONSEQUENCE, ROOT_CAUSE, Problem
 from ddpcheck.verdicts.readiness import Expected, exit_code, explain, is_incomplete, is_ready
 
 # How statuses combine over probes and ranks: a stage is SKIP only when nothing in it ran.
-ORDER = {results.SKIP: 0, results.PASS: 1, results.BLOCKED: 2, results.FAIL: 3}
-NO_RESULT = "-"
+ORDER = {s: s.order for s in results.Status}
+NO_RESULT = results.Status.NOT_RUN
 
 
 @dataclass
@@ -115,9 +115,9 @@ def _stage(name: str, events: dict[int, list[results.Event]]) -> StageResult:
         probes = [e for e in evs if isinstance(e, results.Probe) and e.stage == name]
         if not probes:
             continue
-        status = max((p.status for p in probes), key=ORDER.__getitem__)
+        status = results.Status.worst(p.status for p in probes)
         if status == results.BLOCKED:
-            res.blocked_by = probes[0].message.replace("blocked by stage ", "")
+            res.blocked_by = next((p.blocked_by for p in probes if p.blocked_by), "")
         res.per_rank[rank] = status
         res.figures[rank] = next((p.figure for p in probes if p.figure), "")
         if status == results.SKIP and not res.figures[rank]:
@@ -126,7 +126,7 @@ def _stage(name: str, events: dict[int, list[results.Event]]) -> StageResult:
             res.probes = [{"name": p.name, "doc": " ".join(p.doc), "status": p.status,
                            "duration": p.duration, "message": p.message} for p in probes]
     if res.per_rank:
-        res.status = max(res.per_rank.values(), key=ORDER.__getitem__)
+        res.status = results.Status.worst(res.per_rank.values())
     return res
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from ddpcheck import results
 from ddpcheck.diagnoses import OWN_FAILURE, Problem
 from ddpcheck.ranges import format_ranks
-from ddpcheck.report.build import ORDER, Report
+from ddpcheck.report.build import Report
 from ddpcheck.report.text import MAX_RANK_COLUMNS, MISSING, render_problem, verdict
 
 FAILING = (results.FAIL, MISSING)
@@ -39,7 +39,7 @@ def _units(report: Report) -> list[tuple[str, list[int]]]:
 
 
 def _worst(statuses: Sequence[str]) -> str:
-    return max(statuses, key=lambda s: ORDER.get(s, 4))
+    return results.Status.worst(statuses)
 
 
 def build(report: Report, events: dict[int, list[results.Event]]) -> ET.Element:

@@ -12,10 +12,10 @@ from tabulate import tabulate
 from ddpcheck import results
 from ddpcheck.diagnoses import OWN_FAILURE, Problem
 from ddpcheck.ranges import format_ranks, ranks_with_hosts
-from ddpcheck.report.build import ORDER, Report, StageResult
+from ddpcheck.report.build import Report, StageResult
 from ddpcheck.report.tables import render_measurements
 
-MISSING = "NO RESULT"
+MISSING = results.Status.NO_RESULT
 MAX_RANK_COLUMNS = 8  # above this, one column per host
 
 
@@ -69,7 +69,7 @@ def _host_table(report: Report) -> str:
         cells = []
         for rs in by_host.values():
             statuses = {r: _status(s, r) for r in rs}
-            worst = max(statuses.values(), key=lambda st: ORDER.get(st, 4))
+            worst = results.Status.worst(statuses.values())
             odd = [r for r, st in statuses.items() if st == worst]
             who = f" on {format_ranks(odd)}" if len(odd) < len(rs) else ""
             cells.append(_cell(worst, s.figures.get(rs[0], "") if not who else "",

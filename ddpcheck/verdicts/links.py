@@ -1,11 +1,13 @@
-"""Node-to-node links and scaling: the pairing, the slow-link/slow-node verdicts.
+"""Node-to-node links and scaling: the round-robin pairing, the slow-link/slow-node verdicts.
 
-Pure (no torch), used by the worker's bandwidth probes and the launcher's report. The
-worker pairs nodes with :func:`round_robin` so every pair is measured once and no node is
-in two measurements at a time; it measures GB/s in each direction and hands the matrix to
-:func:`link_verdicts`. Absolute expectations are ``ddpcheck.verdicts.expectations``,
-stragglers ``ddpcheck.verdicts.straggler``; DDP runs at several world sizes go to
-:func:`scaling_table`. The report renders these figures (:mod:`ddpcheck.report.tables`).
+Pure (no torch), used by the worker's link probe and the launcher's report. Which pairs
+are measured, round by round, is ``ddpcheck.cluster.linkplan``'s choice: up to its
+FULL_MATRIX_MAX nodes the :func:`round_robin` tournament here (every pair once, no node
+in two measurements at a time), O(log N) planned rounds above. The probe measures GB/s in
+each direction and hands the matrix to :func:`link_verdicts`. Absolute expectations are
+``ddpcheck.verdicts.expectations``, stragglers ``ddpcheck.verdicts.straggler``; DDP runs at
+several world sizes go to :func:`scaling_table`. The report renders these figures
+(:mod:`ddpcheck.report.tables`).
 
 GB/s means 10^9 bytes per second, as in nccl-tests and :mod:`ddpcheck.verdicts.bandwidth`.
 """

@@ -82,8 +82,11 @@ class RankSession:
             self.world = connect(timeout=s.probe_timeout, settings=s)
         except Exception as exc:  # the store is unreachable: nothing can be agreed, stop here
             where = initmethod.describe(s.init_method, os.environ)
-            pytest.exit(f"ddpcheck: cannot reach the control store at {where} within "
-                        f"{s.probe_timeout:g} s: {first_line(exc)}", returncode=3)
+            seen = f"{where} within {s.probe_timeout:g} s: {first_line(exc)}"
+            if s.results_dir:
+                results.write_failure(s.results_dir, results.rank_from_env(os.environ),
+                                      results.SessionFailure(world_connect=seen))
+            pytest.exit(f"ddpcheck: cannot reach the control store at {seen}", returncode=3)
         self.log = results.RankLog(s.results_dir, self.world.rank)
         w = self.world
         me = {"host": w.host, "local_rank": w.local_rank, "node_rank": w.node_rank,
@@ -163,7 +166,8 @@ class RankSession:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if self.blocked_by:
             item.stash[OUTCOME_KEY] = {"status": results.BLOCKED, "problems": [],
-                                       "message": f"blocked by stage {self.blocked_by}"}
+                                       "message": f"blocked by stage {self.blocked_by}",
+                                       "blocked_by": self.blocked_by}
             pytest.skip(f"BLOCKED by stage {self.blocked_by}")
 
     @pytest.hookimpl(hookwrapper=True)
@@ -223,7 +227,8 @@ class RankSession:
             nodeid=item.nodeid, name=item.name, stage=stage, doc=_doc_lines(item),
             status=outcome["status"], agreed=agreed, duration=outcome["duration"],
             message=outcome.get("message", ""), figure=rec.figure,
-            measurements=rec.measurements, problems=tuple(problems)))
+            measurements=rec.measurements, problems=tuple(problems),
+            blocked_by=outcome.get("blocked_by", "")))
         if missing or decision is None or decision["breaks"]:
             self._block(stage, [])
         elif agreed == results.FAIL and not decision.get("own_only"):

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from ddpcheck import storekeys
 from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import COLLECTIVE_FAILED
 from ddpcheck.node import ncclinfo
@@ -206,7 +207,7 @@ def connect(env: dict[str, str] | None = None, timeout: float = 30.0,
 def _connect_store(env: dict[str, str], rank: int, world_size: int, timeout: float,
                    url: str | None = None) -> Any:
     run_id = env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID") or "local"
-    prefix = f"ddpcheck/{run_id}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    prefix = storekeys.world_prefix(run_id, env.get("TORCHELASTIC_RESTART_COUNT", "0"))
     if url:  # --launch spawn: the world forms through the job's own init method
         return dist.PrefixStore(prefix, initmethod.open_store(url, rank, world_size, timeout))
     if world_size == 1 and "MASTER_ADDR" not in env:

@@ -10,6 +10,7 @@ while they are still reporting.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -75,7 +76,7 @@ def split_local_rank(args: list[str]) -> tuple[list[str], str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    rank = int(os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "0")  # srun: no RANK
+    rank = results.rank_from_env(os.environ)
     out_dir = Path(os.environ.get(results.RESULTS_DIR_ENV, ".")).resolve()
     args, local_rank = split_local_rank(list(argv if argv is not None else sys.argv[1:]))
     env = dict(os.environ, **({LOCAL_RANK_ARG_ENV: local_rank} if local_rank is not None else {}))
@@ -100,14 +101,31 @@ def main(argv: list[str] | None = None) -> int:
     code = child.wait()
     relay.join(timeout=2.0)
     finished = _ended(results.rank_file(out_dir, rank))
+    session_error = SESSION_ERRORS.get(code, "")
     results.write_exit(out_dir, results.ExitStatus(
         rank=rank, pid=child.pid, returncode=code, signal=-code if code < 0 else None,
         signal_name=signal.Signals(-code).name if code < 0 else None,
-        finished=finished, session_error=SESSION_ERRORS.get(code, ""),
-        tail=tuple(tail), time=time.time()))
+        finished=finished, session_error=session_error,
+        tail=tuple(tail), time=time.time(),
+        world_connect=results.read_failure(out_dir, rank).world_connect,
+        probes_missing=probes_missing() if session_error else ""))
     if finished:
         return 0
     return 128 - code if code < 0 else (code or 1)
+
+
+def probes_missing() -> str:
+    """Why this python cannot import ddpcheck's plugin or probes ("" when it can): the
+    session runs in this same interpreter and environment, so its failure to collect them is
+    checked here, not read back out of what pytest printed."""
+    for name in ("ddpcheck.plugin", "ddpcheck.checks"):
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError as exc:
+            return f"{name}: {exc}"
+        if not found:
+            return f"No module named {name!r}"
+    return ""
 
 
 def _relay(stream: IO[bytes] | None, tail: deque[str]) -> None:

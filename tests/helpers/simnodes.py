@@ -75,5 +75,5 @@ def _state(store: CountingStore, i: int, n: int) -> ClusterState:
     addr = f"10.{i // 250}.{i % 250}.1"
     st = ClusterState(store=store.client(host), is_host=i == 0, advertised=addr)
     st.me = NodeCard(host, n, "sim", 8, 1000 + i, None, st.advertised, 40000,
-                     {"eth0": [st.advertised]}, [])
+                     {"eth0": [st.advertised]}, ())
     return st

@@ -167,3 +167,32 @@ def test_file_names() -> None:
     d = Path("/r")
     assert (results.rank_file(d, 2), results.exit_file(d, 2), results.world_file(d)) == (
         Path("/r/rank-2.jsonl"), Path("/r/exit-2.json"), Path("/r/world.json"))
+
+
+def test_status_carries_its_order_and_is_its_text() -> None:
+    from ddpcheck.results import Status
+
+    assert [s.order for s in (Status.SKIP, Status.PASS, Status.BLOCKED, Status.FAIL)] == \
+        [0, 1, 2, 3]
+    assert Status.worst(["PASS", "SKIP", "BLOCKED"]) is Status.BLOCKED
+    assert Status.worst(["PASS", "something else"]) is Status.NO_RESULT
+    assert Status.NOT_RUN == "-" and f"{Status.NO_RESULT}" == "NO RESULT"
+    assert json.loads(json.dumps({"s": Status.FAIL})) == {"s": "FAIL"}
+    assert {"-": 1}[Status.NOT_RUN] == 1
+
+
+def test_a_probe_reads_back_with_typed_status_and_blocked_by() -> None:
+    from ddpcheck.results import Probe, Status, parse_event, to_record
+
+    probe = Probe(name="t", stage="ddp", status="BLOCKED", blocked_by="collectives")
+    back = parse_event(json.loads(json.dumps(to_record(probe))))
+    assert isinstance(back, Probe) and back.status is Status.BLOCKED
+    assert back.blocked_by == "collectives"
+
+
+def test_a_session_failure_round_trips_through_its_file(tmp_path: Path) -> None:
+    from ddpcheck.results import SessionFailure, read_failure, write_failure
+
+    assert read_failure(tmp_path, 3) == SessionFailure()  # none written: nothing to say
+    write_failure(tmp_path, 3, SessionFailure(world_connect="env:// (n0:1) within 8 s: x"))
+    assert read_failure(tmp_path, 3).world_connect == "env:// (n0:1) within 8 s: x"

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 import torch.distributed as dist
 
+from ddpcheck import diagnoses, storekeys
 from ddpcheck.cluster import board
 from ddpcheck.cluster.board import Board, Verdict
 from ddpcheck.cluster.checkin import NodeCard
+from ddpcheck.diagnoses import Problem
 from tests.helpers import simnodes
 from tests.helpers.counting_store import CountingStore
 
@@ -81,7 +83,7 @@ def test_oversized_or_foreign_cards_are_refused_by_index(raw: bytes) -> None:
     store = dist.HashStore()
     a = card("a")
     board.publish(store, a)
-    store.set(f"{board.PREFIX}/1", raw)
+    store.set(storekeys.checkin_card(1), raw)
     store.add(board.COUNT_KEY, 1)
     v = Board(store, a).collect(time.monotonic() + 0.3)
     refused = [p for p in v.problems if p.code == "checkin-refused"]
@@ -91,9 +93,9 @@ def test_oversized_or_foreign_cards_are_refused_by_index(raw: bytes) -> None:
 def test_a_huge_card_of_our_own_is_trimmed_to_fit() -> None:
     store = dist.HashStore()
     big = card("a", addresses={f"eth{i}": ["10.0.0.1"] * 50 for i in range(100)},
-               problems=[{"code": "x", "observed": "y" * 100}] * 200)
+               problems=(diagnoses.BAD_SOCKET_IFNAME.problem("y" * 100),) * 200)
     board.publish(store, big)
-    raw = store.get(f"{board.PREFIX}/0")
+    raw = store.get(storekeys.checkin_card(0))
     assert len(raw) <= board.MAX_CARD_BYTES
     assert NodeCard.from_json(raw).host == "a"
 
@@ -114,7 +116,7 @@ def test_collect_results_names_nothing_for_a_silent_node_but_returns_the_others(
     board.post_results(store, 0, {"b": {"outcome": "ok"}})
     got = board.collect_results(store, nodes, time.monotonic() + 0.2)
     assert got == {"a": {"b": {"outcome": "ok"}}}
-    assert json.loads(store.get(f"{board.PEERS}/0")) == got["a"]
+    assert json.loads(store.get(storekeys.peer_result(0))) == got["a"]
 
 
 @pytest.mark.parametrize("n", [4, 48])
@@ -145,8 +147,7 @@ def test_a_node_that_died_between_its_index_and_its_card_does_not_hide_later_car
 
 def test_a_nodes_own_problem_waits_for_every_node_so_each_learns_all() -> None:
     store = dist.HashStore()
-    a = card("a", problems=[{"code": "master-port-in-use", "summary": "s", "observed": "o",
-                             "cause": "c", "fix": "f", "hosts": ["a"]}])
+    a = card("a", problems=(Problem("master-port-in-use", "s", "o", "c", "f", hosts=("a",)),))
     board.publish(store, a)
     start = time.monotonic()
     v = Board(store, a).collect(start + 0.4)  # b never comes: the deadline, not at once

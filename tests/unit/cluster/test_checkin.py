@@ -6,6 +6,7 @@ listening socket on loopback. Deadlines are short, so the whole file runs in a f
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -30,17 +31,25 @@ def test_node_card_survives_a_json_round_trip() -> None:
     problem = diagnoses.BAD_SOCKET_IFNAME.problem("eth9: no such interface", hosts=["a"])
     original = card("a.cluster", node_rank=0, advertised="10.0.0.1", probe_port=40123,
                     addresses={"eth0": ["10.0.0.1"], "lo": ["127.0.0.1"]},
-                    problems=[problem.to_dict()])
+                    problems=(problem,))
     text = original.to_json()
     back = NodeCard.from_json(text.encode())  # store.get returns bytes
     assert NodeCard.from_json(text) == back
-    assert replace(back, problems=[]) == replace(original, problems=[])
-    assert [diagnoses.Problem.from_dict(p) for p in back.problems] == [problem]
+    assert replace(back, problems=()) == replace(original, problems=())
+    assert back.problems == (problem,)  # typed Problems both ways
+    assert json.loads(text)["message"] == "node-card" and json.loads(text)["version"] >= 1
 
 
 def test_node_card_ignores_fields_a_newer_ddpcheck_adds() -> None:
     newer = card("a").to_json()[:-1] + ', "gpu_model": "H100"}'
     assert NodeCard.from_json(newer) == card("a")
+
+
+def test_a_message_of_another_kind_is_refused_not_read_as_a_card() -> None:
+    from ddpcheck.cluster.ending import Outcome
+
+    with pytest.raises(ValueError, match="node-card"):
+        NodeCard.from_json(Outcome("a", True).to_json())
 
 
 # --- judge ---------------------------------------------------------------------------------
@@ -130,14 +139,14 @@ def test_preflight_problems_carried_in_cards_are_surfaced() -> None:
     bad = diagnoses.BAD_SOCKET_IFNAME.problem("GLOO_SOCKET_IFNAME=eth9: no such interface",
                                               hosts=["b"], stage="preflight")
     me = card("a")
-    problems = judge([me, card("b", problems=[bad.to_dict()])], me)
+    problems = judge([me, card("b", problems=(bad,))], me)
     assert problems == [bad]
 
 
 def test_cards_of_another_run_do_not_carry_their_problems_over() -> None:
     bad = diagnoses.BAD_SOCKET_IFNAME.problem("eth9", hosts=["c"])
     me = card("a")
-    cards = [me, card("b"), card("c", run_id="other", problems=[bad.to_dict()])]
+    cards = [me, card("b"), card("c", run_id="other", problems=(bad,))]
     assert codes(judge(cards, me)) == ["run-id-mismatch"]
 
 

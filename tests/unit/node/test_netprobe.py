@@ -44,8 +44,12 @@ def listener() -> Iterator[socket.socket]:
 def test_codes_registered_and_registration_is_idempotent():
     for code in NEW_CODES:
         assert code in diagnoses.CATALOGUE
-    again = diagnoses.register("endpoint-refused", "other", "other", "other")
-    assert again is netprobe.ENDPOINT_REFUSED and again.summary != "other"
+    same = netprobe.ENDPOINT_REFUSED
+    again = diagnoses.register(same.code, same.summary, same.cause, same.fix)
+    assert again is netprobe.ENDPOINT_REFUSED
+    with pytest.raises(ValueError):  # a conflicting redefinition is refused, not dropped
+        diagnoses.register("endpoint-refused", "other", "other", "other")
+    assert diagnoses.CATALOGUE["endpoint-refused"] is netprobe.ENDPOINT_REFUSED
 
 
 def test_never_imports_torch():

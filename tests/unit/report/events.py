@@ -24,15 +24,16 @@ def start(rank: int, host: str = "", backend: str = "gloo") -> results.Start:
 
 def probe(stage: str, name: str, status: str = "PASS", *, agreed: str = "", figure: str = "",
           measurements: dict | None = None, problems: Sequence[Problem] = (),
-          message: str = "") -> results.Probe:
+          message: str = "", blocked_by: str = "") -> results.Probe:
     return results.Probe(nodeid=f"checks/test_{stage}.py::{name}", name=name, stage=stage,
                          doc=(f"{name} works",), status=status, agreed=agreed or status,
                          duration=0.01, message=message, figure=figure,
-                         measurements=measurements or {}, problems=tuple(problems))
+                         measurements=measurements or {}, problems=tuple(problems),
+                         blocked_by=blocked_by)
 
 
 def blocked(stage: str, name: str, by: str) -> results.Probe:
-    return probe(stage, name, "BLOCKED", message=f"blocked by stage {by}")
+    return probe(stage, name, "BLOCKED", message=f"blocked by stage {by}", blocked_by=by)
 
 
 def rank_events(rank: int, *probes: results.Probe, end: bool = True) -> list[results.Event]:

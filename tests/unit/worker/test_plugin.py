@@ -166,6 +166,7 @@ def test_a_failed_stage_blocks_the_later_stages(session: Session) -> None:
         probe = session.probes[name]
         assert (probe["status"], probe["message"]) == ("BLOCKED",
                                                         "blocked by stage collectives")
+        assert probe["blocked_by"] == "collectives"  # typed: the report reads this field
     end = session.events[-1]
     assert (end["event"], end["blocked_by"]) == ("end", "collectives")
 

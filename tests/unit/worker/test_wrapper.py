@@ -125,3 +125,9 @@ def test_the_local_rank_argument_of_torch_distributed_launch_is_read_not_passed_
     assert split_local_rank(["--local-rank=3", "-x"]) == (["-x"], "3")
     assert split_local_rank(["--local_rank", "1"]) == ([], "1")  # torch < 2.0 spelling
     assert split_local_rank(["-k", "ddp"]) == (["-k", "ddp"], None)
+
+
+def test_probes_missing_is_empty_where_ddpcheck_is_installed() -> None:
+    from ddpcheck.worker.wrapper import probes_missing
+
+    assert probes_missing() == ""
