@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from ddpcheck.cluster import deadlines
 from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import COLLECTIVE_FAILED, ProblemFound
 from ddpcheck.node.gpustate import first_device
@@ -91,7 +92,7 @@ class World:
         O(R) once). Costs a non-zero rank 3 store operations (set, wait, get); the missing
         ranks come back only to rank 0 (a part that never came is None, as with ``decide``).
         """
-        wait = self.timeout if timeout is None else timeout
+        wait = self._deadline(timeout)
         mine = json.dumps(payload, default=str)
         self.store.set(f"{key}/{self.rank}", mine)
         if self.rank != 0:
@@ -111,6 +112,12 @@ class World:
                                  [json.dumps(parts.get(r), default=str) for r in others])
         return parts.get(0), ex.missing
 
+    def _deadline(self, timeout: float | None) -> float:
+        """The probe timeout (or the caller's) plus rank 0's share of reading R payloads
+        (``cluster.deadlines.agreement``): it grows with the world."""
+        return deadlines.agreement(self.timeout if timeout is None else timeout,
+                                   self.world_size)
+
     def _gather_at_zero(self, key: str, payload: Any, wait: float) -> Exchange:
         live = [r for r in range(1, self.world_size) if r not in self.lost]
         got, missing = gather_keys(self.store, {r: f"{key}/{r}" for r in live}, wait)
@@ -125,7 +132,7 @@ class World:
         never past the deadline), reads them in one multi_get, and posts one result key
         that the others wait on. Ranks that missed a deadline are never waited for again,
         so one stuck rank costs one deadline; a stuck rank 0 ends every later agreement."""
-        wait = self.timeout if timeout is None else timeout
+        wait = self._deadline(timeout)
         mine = json.dumps(payload, default=str)
         self.store.set(f"{key}/{self.rank}", mine)
         payload = json.loads(mine)  # every rank sees the same JSON form, its own included
