@@ -1,8 +1,10 @@
 """Every rank-side stage at R ranks on N nodes, simulated: store operations and bytes per rank.
 
-Simulated ranks are threads, each with its own ``World`` (ddpcheck.worker.world) on a
-counting view (tests/helpers/counting_store.py) of one fast in-process store
-(tests/helpers/fast_store.py). Each rank runs the session as the plugin does: the hello
+Simulated ranks are greenlets in one thread (``GreenStore`` of tests/helpers/fast_store.py:
+a rank parks in a store wait until the key is set; 8,192 OS threads spent the run in kernel
+hand-offs on this loaded 2-core machine), each with its own ``World``
+(ddpcheck.worker.world) on a counting view (tests/helpers/counting_store.py) of the store.
+Each rank runs the session as the plugin does: the hello
 (layout), the collection check, every probe followed by its agreement (``probe_decision``),
 and the final gather of its own event log (``results.RankLog`` records, with the real
 ``Recorder`` measurements of the probes). The store-facing parts are the real code:
@@ -55,14 +57,19 @@ from ddpcheck import results
 from ddpcheck.cluster import linkplan
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.node import ncclstack, nics
+from ddpcheck.report import junit
+from ddpcheck.report.as_json import to_json
+from ddpcheck.report.build import build_report
+from ddpcheck.report.text import render_text
 from ddpcheck.scheduler.jobidentity import job_identity
+from ddpcheck.stages import STAGES
 from ddpcheck.worker import subgroups, timing
 from ddpcheck.worker.agreement import decode_hosts, encode_hosts, odd_collections, probe_decision
 from ddpcheck.worker.recorder import Recorder
 from ddpcheck.worker.settings import WorkerSettings
 from ddpcheck.worker.world import World
 from tests.helpers.counting_store import CountingStore
-from tests.helpers.fast_store import FastStore
+from tests.helpers.fast_store import GreenStore
 
 REAL = {"nccl_view": test_node._nccl_view, "driver": test_node._driver_version,
         "rounds": linkplan.initial_rounds, "facts": ncclstack.stack_facts}
@@ -217,8 +224,8 @@ class Rank:
 def simulate(ranks: int, nodes: int, workdir: Path) -> dict[str, Any]:
     """Run R simulated ranks on N nodes; the store tallies, the collectives, rank 0's log."""
     per_node = ranks // nodes
-    baton = threading.Lock()
-    counting = CountingStore(FastStore(baton))
+    green = GreenStore()
+    counting = CountingStore(green)
     stand_in = StandIn()
     slow = nodes // 3
     settings = WorkerSettings(checkpoint_dir=workdir / f"ckpt{ranks}", probe_timeout=600.0)
@@ -243,18 +250,12 @@ def simulate(ranks: int, nodes: int, workdir: Path) -> dict[str, Any]:
     errors: list[BaseException] = []
 
     def run(sim: Rank) -> None:
-        with baton:  # one simulated rank runs at a time; it yields the baton in store waits
-            try:
-                sim.run()
-            except BaseException as exc:  # reported after the join
-                errors.append(exc)
-    threading.stack_size(512 << 10)
+        try:
+            sim.run()
+        except BaseException as exc:  # reported after the last rank
+            errors.append(exc)
     start = time.monotonic()
-    threads = [threading.Thread(target=run, args=(s,), daemon=True) for s in sims]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    green.run([functools.partial(run, s) for s in sims])
     secs = time.monotonic() - start
     if errors:
         raise errors[0]
@@ -267,7 +268,7 @@ def simulate(ranks: int, nodes: int, workdir: Path) -> dict[str, Any]:
             "rank0_mib": counting.read["rank0"] / (1 << 20),
             "total_ops": counting.total(),
             "collectives": dict(stand_in.calls),
-            "rank0_log": sims[0].log.records()}
+            "events": {s.w.rank: s.log.events for s in sims}}
 
 
 def line(f: dict[str, Any]) -> str:
@@ -283,6 +284,7 @@ def main() -> None:
     ap.add_argument("--smaller", type=int, nargs="*", default=[64, 512, 2048],
                     help="smaller worlds printed first, same ranks per node")
     ap.add_argument("--details", action="store_true", help="collectives and totals per size")
+    ap.add_argument("--report", type=Path, help="write the largest world's report here")
     args = ap.parse_args()
     if args.ranks % args.nodes:
         sys.exit("bench.world_scale: --ranks must be a multiple of --nodes")
@@ -294,6 +296,25 @@ def main() -> None:
                 print(f"  total ops {f['total_ops']}, collectives "
                       f"{json.dumps(f['collectives'], sort_keys=True)}")
             print(line(f), flush=True)
+        if args.report:
+            write_report(f, args.report)
+
+
+def write_report(f: dict[str, Any], out: Path) -> None:
+    """The report of the largest simulated world, as the launcher writes it: text, JSON and
+    JUnit, from every simulated rank's events (sizes printed above the last line)."""
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    report = build_report(f["events"], STAGES, [], elapsed=f["seconds"],
+                          expected_world=f["ranks"])
+    text = render_text(report)
+    (out / "report.txt").write_text(text)
+    (out / "report.json").write_text(json.dumps(to_json(report), default=str))
+    junit.write(out / "junit.xml", report, f["events"])
+    print(f"report of {f['ranks']} ranks on {f['nodes']} nodes in {out}: text "
+          f"{len(text.splitlines())} lines, JSON {(out / 'report.json').stat().st_size >> 10} "
+          f"KiB, JUnit {(out / 'junit.xml').stat().st_size >> 10} KiB, built in "
+          f"{time.monotonic() - start:.1f} s", flush=True)
 
 
 if __name__ == "__main__":

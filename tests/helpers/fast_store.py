@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 
@@ -100,3 +101,50 @@ class FastStore:
 
     def num_keys(self) -> int:
         return len(self._data)
+
+
+class GreenStore(FastStore):
+    """The same store for simulated ranks run as greenlets in one OS thread (no GIL fight,
+    no kernel hand-off per wake-up): a wait on a missing key parks the rank until a set.
+
+    ``run(calls)`` runs each call as a rank and returns when all have finished. A wait that
+    can never be satisfied (every rank parked) raises RuntimeError in the parked ranks, as a
+    timed-out c10d wait does, so the real code's deadline paths run.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        import greenlet  # test/bench only (the [test] extra)
+
+        self._greenlet = greenlet
+        self._hub = greenlet.getcurrent()
+        self._ready: deque = deque()
+        self._parked: dict[str, list] = {}
+
+    def _put(self, key: str, value: bytes) -> None:
+        self._data[key] = value
+        self._ready.extend(self._parked.pop(key, ()))
+
+    def add(self, key: str, amount: int) -> int:
+        value = int(self._data.get(key, b"0")) + amount
+        self._put(key, str(value).encode())
+        return value
+
+    def wait(self, keys: Sequence[str], timeout: timedelta | None = None) -> None:
+        for key in keys:
+            while key not in self._data:
+                self._parked.setdefault(key, []).append(self._greenlet.getcurrent())
+                self._hub.switch()
+
+    def run(self, calls: Sequence[Callable[[], None]]) -> None:
+        self._ready.extend(self._greenlet.greenlet(c, parent=self._hub) for c in calls)
+        while self._ready or self._parked:
+            if not self._ready:  # every rank waits for a key nobody will set: time them out
+                stuck = [g for waiting in self._parked.values() for g in waiting]
+                self._parked.clear()
+                for g in stuck:
+                    g.throw(RuntimeError("wait timed out: no rank can set the key"))
+                continue
+            g = self._ready.popleft()
+            if not g.dead:
+                g.switch()
