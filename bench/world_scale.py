@@ -295,9 +295,9 @@ def main() -> None:
             if args.details:
                 print(f"  total ops {f['total_ops']}, collectives "
                       f"{json.dumps(f['collectives'], sort_keys=True)}")
+            if args.report and r == args.ranks:  # before the last line, which scripts read
+                write_report(f, args.report)
             print(line(f), flush=True)
-        if args.report:
-            write_report(f, args.report)
 
 
 def write_report(f: dict[str, Any], out: Path) -> None:

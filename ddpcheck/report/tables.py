@@ -106,12 +106,15 @@ def histogram(values: Sequence[float], bins: int = 8, width: int = 40) -> str:
 def format_busbw_summary(intra: Mapping[str, float], inter: float) -> str:
     """Many nodes: the spread of intra-node busbw, its slowest nodes, the cross-node figure."""
     values = sorted(intra.values())
-    slow = sorted(intra.items(), key=lambda kv: kv[1])[:WORST_SHOWN]
+    median = values[len(values) // 2]
+    slow = sorted(((h, v) for h, v in intra.items() if v < median),
+                  key=lambda kv: kv[1])[:WORST_SHOWN]
     return "\n".join([
         f"intra-node busbw over {len(values)} nodes: min {values[0]:.2f}, median "
-        f"{values[len(values) // 2]:.2f}, max {values[-1]:.2f} GB/s",
-        "slowest nodes:\n" + columns([("node", "intra-node busbw (GB/s)"),
-                                       *[[h, f"{v:.2f}"] for h, v in slow]], left=1),
+        f"{median:.2f}, max {values[-1]:.2f} GB/s",
+        ("slowest nodes (below the median):\n" + columns(
+            [("node", "intra-node busbw (GB/s)"), *[[h, f"{v:.2f}"] for h, v in slow]], left=1)
+         if slow else "no node below the median"),
         f"cross-node busbw (one rank per node): {inter:.2f} GB/s"])
 
 
