@@ -22,13 +22,16 @@ from tests.cluster.hosts import finish_all, start_runs
 from tests.cluster.netns import Cluster
 
 
-def run(hosts: int, nproc: int, timeout: float) -> dict:
+def run(hosts: int, nproc: int, timeout: float, stages: str = "",
+        probe_timeout: float = 240.0) -> dict:
     with Cluster(hosts) as cluster, tempfile.TemporaryDirectory() as tmp:
         ckpt = Path(tmp) / "ckpt"
         ckpt.mkdir()
         start = time.time()
         runs = start_runs(cluster.hosts, Path(tmp), "--nproc-per-node", str(nproc),
                           "--checkpoint-dir", str(ckpt), "--timeout", str(timeout),
+                          "--probe-timeout", str(probe_timeout),
+                          *(("--stages", stages) if stages else ()),
                           results=True, output="none")
         codes = finish_all(runs, timeout=timeout + 60)
         wall = time.time() - start
@@ -39,7 +42,8 @@ def run(hosts: int, nproc: int, timeout: float) -> dict:
         "hosts": hosts, "ranks": hosts * nproc, "exit codes": codes,
         "verdicts": sorted({r.get("verdict", "") for r in reports}),
         "stages": {s["name"]: s["status"] for s in first.get("stages", [])},
-        "problems": [(p["code"], p.get("hosts")) for p in first.get("problems", [])],
+        "problems": sorted({(p["code"], p.get("observed", "")[:160])
+                            for p in first.get("problems", [])}),
         "links measured": len(m.get("link_matrix", {})),
         "slowest link GB/s": min(m.get("link_matrix", {}).values(), default=None),
         "intra-node busbw GB/s": m.get("intra_node_busbw"),
@@ -54,8 +58,12 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=4)
     ap.add_argument("--nproc", type=int, default=4)
     ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--stages", default="", help="as ddpcheck run --stages (default: all)")
+    ap.add_argument("--probe-timeout", type=float, default=240.0,
+                    help="16 gloo ranks on 2 shared cores: the 16 MiB sweep alone passes 40 s")
     args = ap.parse_args()
-    print(json.dumps(run(args.hosts, args.nproc, args.timeout), default=str), flush=True)
+    print(json.dumps(run(args.hosts, args.nproc, args.timeout, args.stages,
+                         args.probe_timeout), default=str), flush=True)
 
 
 if __name__ == "__main__":

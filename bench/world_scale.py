@@ -178,7 +178,8 @@ class Rank:
         try:
             step(rec)
         except ProblemFound as exc:
-            status, problems = results.FAIL, exc.problems
+            status = results.FAIL  # located as the plugin's _locate does
+            problems = tuple(p.where(stage=p.stage or stage) for p in exc.problems)
         except pytest.skip.Exception:
             status = results.SKIP
         self.counter += 1
