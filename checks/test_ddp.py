@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -23,7 +24,7 @@ from ddpcheck.diagnoses import DDP_DIVERGED, SAMPLER_SHARDS_WRONG
 from ddpcheck.scheduler.jobidentity import job_identity, judge
 from ddpcheck.stages import stage
 from ddpcheck.verdicts import links
-from ddpcheck.worker import precision
+from ddpcheck.worker import precision, subgroups
 
 STEPS, PER_RANK, LR = 3, 4, 0.1
 SAMPLER_SEED = 7
@@ -137,7 +138,10 @@ def test_ddp_scaling_across_world_sizes(pg, record):
     """DDP step time and samples/s at world sizes 1, 2, 4, ... up to the full world."""
     device = pg.device
     sizes = _scaling_sizes(pg.world_size)
-    groups = {k: dist.new_group(list(range(k))) for k in sizes}  # every rank, same order
+    # Each size's group made once with a group-local barrier and the run's deadline:
+    # log2 R + 1 groups, none a barrier over the whole world (ddpcheck.worker.subgroups).
+    timeout = timedelta(seconds=pg.timeout)
+    groups = {k: subgroups.member_group(pg.rank, list(range(k)), timeout) for k in sizes}
     rows = []
     for k in sizes:
         if pg.rank < k:
@@ -145,8 +149,10 @@ def test_ddp_scaling_across_world_sizes(pg, record):
             rows.append({"world_size": k, "step_time_s": step,
                          "samples_per_s": k * SCALING_BATCH / step})
         dist.barrier()  # ranks outside the subgroup wait here, so sizes never overlap
-    got = pg.exchange("scaling", rows if pg.rank == 0 else [])
-    table = links.scaling_table(got.values.get(0, []))
+    pg.gather("scaling", [])  # every rank finished its sizes; rank 0 alone holds the rows
+    if pg.rank != 0:
+        return
+    table = links.scaling_table(rows)
     record.measure("ddp_scaling", table)
     last = table[-1] if table else None
     if last and last.get("efficiency") is not None:

@@ -21,6 +21,7 @@ from ddpcheck.node import nics
 from ddpcheck.stages import stage
 from ddpcheck.verdicts import expectations, links, straggler
 from ddpcheck.verdicts.bandwidth import allreduce_busbw, judge_rule
+from ddpcheck.worker import subgroups
 from ddpcheck.worker.timing import iterations, link_gbps, time_all_reduce, warm_up
 
 P2P_TRIALS = 5
@@ -31,53 +32,84 @@ ROUND_S = 10.0  # one round of pair tests: 5 transfers each way, with margin
 INTRA_INTER_BYTES = {"nccl": 256 << 20, "gloo": 4 << 20}
 
 
-def _layout(world):
-    """(hosts in leader order, {host: its ranks}); the leader of a host is its lowest rank."""
-    by_host: dict[str, list[int]] = {}
-    for rank in range(world.world_size):
-        by_host.setdefault(world.hosts_by_rank.get(rank, f"rank{rank}"), []).append(rank)
-    hosts = sorted(by_host, key=lambda h: by_host[h][0])
-    return hosts, by_host
-
-
 @stage("bandwidth")
 @pytest.mark.ddpcheck_link_rounds
 def test_links_between_every_pair_of_nodes(pg, settings, record):
     """Point-to-point GB/s between node pairs, both ways; slow links and slow nodes named."""
-    hosts, by_host = _layout(pg)
-    if len(hosts) < 2:
+    lay = subgroups.layout(pg)
+    if len(lay.hosts) < 2:
         pytest.skip("pairwise links need at least 2 nodes")
-    leaders = [by_host[h][0] for h in hosts]
-    group = dist.new_group(leaders)  # every rank must call new_group, leaders or not
-    first = linkplan.initial_rounds(len(hosts))
-    mine: dict[str, float] = {}
+    group = subgroups.node_groups(pg, lay).leaders  # made once, shared with the busbw probe
     start = time.monotonic()
-    played = len(first)
-    if pg.rank in leaders:
-        me = leaders.index(pg.rank)
+    mine, played = play_link_rounds(pg, lay, group, settings.slow_link_ratio)
+    judge_links(pg, lay, mine, played, settings.slow_link_ratio, record, start)
+
+
+def play_link_rounds(pg, lay, group, slow_link_ratio: float) -> tuple[dict[str, float], int]:
+    """This leader's measured links ({"a->b": GB/s}) and the rounds played.
+
+    Cost: O(log N) rounds above 32 nodes (N-1 up to it), one leader group made once; store
+    operations per leader ~14 per pair it plays (handshakes of ddpcheck.worker.timing), and
+    above 32 nodes one ``decide_each`` (3 operations) in which rank 0 plans the follow-up
+    rounds from every leader's figures and each leader reads only its own pairs: O(1) bytes
+    per rank (was an all_gather_object of the whole N log N table on every leader).
+    """
+    leaders, hosts = lay.leaders, list(lay.hosts)
+    first = linkplan.initial_rounds(len(hosts))
+    me = leaders.index(pg.rank) if pg.rank in leaders else None
+    mine: dict[str, float] = {}
+    if me is not None:
         _play(pg, first, me, leaders, hosts, mine, group, "first")
-        if len(hosts) > linkplan.FULL_MATRIX_MAX:  # every leader plans the same follow-ups
-            seen: list[dict[str, float]] = [{} for _ in leaders]
-            dist.all_gather_object(seen, mine, group=group)
-            index = {h: i for i, h in enumerate(hosts)}
-            so_far = {(index[k.split("->")[0]], index[k.split("->")[1]]): v
-                      for row in seen for k, v in row.items()}
-            more = linkplan.followup_rounds(len(hosts), so_far, settings.slow_link_ratio)
-            _play(pg, more, me, leaders, hosts, mine, group, "more")
-            played += len(more)
-    # the ranks that lead no node wait for the leaders: a deadline that grows with the rounds
+    if len(hosts) <= linkplan.FULL_MATRIX_MAX:
+        return mine, len(first)
+    index = {h: i for i, h in enumerate(hosts)}
+
+    def plan(ex) -> dict[int, dict]:
+        so_far = {(index[a], index[b]): v for row in ex.values.values() if row
+                  for a, b, v in ((*k.split("->"), v) for k, v in row.items())}
+        more = linkplan.followup_rounds(len(hosts), so_far, slow_link_ratio)
+        parts: dict[int, dict] = {r: {"rounds": len(more), "pairs": []} for r in leaders}
+        for i, pairs in enumerate(more):
+            for a, b in pairs:
+                parts[leaders[a]]["pairs"].append([i, a, b])
+                parts[leaders[b]]["pairs"].append([i, a, b])
+        return parts
     budget = linkplan.round_budget(len(first) + 4, ROUND_S, pg.timeout)
-    got = pg.exchange("links", mine, timeout=budget)
-    matrix = {tuple(k.split("->")): v for row in got.values.values() for k, v in row.items()}
-    record.measure("link_matrix", {f"{a}->{b}": v for (a, b), v in matrix.items()})
-    record.measure("link_hosts", hosts)
+    part, _ = pg.decide_each("links-plan", mine, plan, timeout=budget)
+    if me is None or not part:
+        return mine, len(first)
+    more: list[list[tuple[int, int]]] = [[] for _ in range(part["rounds"])]
+    for i, a, b in part["pairs"]:
+        more[i].append((a, b))
+    _play(pg, more, me, leaders, hosts, mine, group, "more")
+    return mine, len(first) + len(more)
+
+
+def judge_links(pg, lay, mine, played, slow_link_ratio, record, start) -> None:
+    """Every leader's links gathered to rank 0, judged and recorded there only.
+
+    Cost: one gather (a non-zero rank 3 operations, O(log N) figures sent by a leader, none
+    read back); rank 0 reads the N log N table once. The others record only their own row.
+    """
+    budget = linkplan.round_budget(len(linkplan.initial_rounds(len(lay.hosts))) + 4, ROUND_S,
+                                   pg.timeout)
+    got = pg.gather("links", mine, timeout=budget)
     record.measure("links_wall_s", round(time.monotonic() - start, 3))
     record.measure("link_rounds", played)
+    if pg.rank != 0:
+        if mine:
+            record.measure("links_from_here", mine)
+            record.key_figure(f"slowest link from here {min(mine.values()):.2f} GB/s")
+        return
+    matrix = {tuple(k.split("->")): v for row in got.values.values() if row
+              for k, v in row.items()}
+    record.measure("link_matrix", {f"{a}->{b}": v for (a, b), v in matrix.items()})
+    record.measure("link_hosts", list(lay.hosts))
     slowest = min(matrix.values()) if matrix else 0.0
     record.key_figure(f"slowest link {slowest:.2f} GB/s")
-    problems = links.link_verdicts(matrix, settings.slow_link_ratio)
+    problems = links.link_verdicts(matrix, slow_link_ratio)
     if problems:
-        raise ProblemFound(*[p.where(ranks=[by_host[h][0] for h in p.hosts if h in by_host])
+        raise ProblemFound(*[p.where(ranks=[lay.ranks[h][0] for h in p.hosts if h in lay.ranks])
                              for p in problems])
 
 
@@ -102,30 +134,49 @@ def _play(pg, rounds, me, leaders, hosts, mine, group, phase) -> None:
 @stage("bandwidth")
 def test_intra_node_and_cross_node_all_reduce(pg, record):
     """all-reduce busbw within each node and across nodes (one rank per node), apart."""
-    hosts, by_host = _layout(pg)
-    multi_rank = [h for h in hosts if len(by_host[h]) > 1]
-    if not multi_rank and len(hosts) < 2:
+    lay = subgroups.layout(pg)
+    mine_host = pg.hosts_by_rank.get(pg.rank, f"rank{pg.rank}")
+    multi_rank = [h for h in lay.hosts if len(lay.ranks[h]) > 1]
+    if not multi_rank and len(lay.hosts) < 2:
         pytest.skip("one rank on one node: nothing to split into intra- and cross-node")
-    groups = {h: dist.new_group(by_host[h]) for h in hosts}  # same order on every rank
-    cross = dist.new_group([by_host[h][0] for h in hosts])
+    groups = subgroups.node_groups(pg, lay)  # one node group per rank, one leader group
     nbytes = INTRA_INTER_BYTES.get(pg.backend, INTRA_INTER_BYTES["gloo"])
     t = torch.ones(nbytes // 4, dtype=torch.float32, device=pg.device)
     rule = judge_rule(pg.backend)
     intra: dict[str, float] = {}
-    intra_iters = inter_iters = 0
-    for h in multi_rank:
-        if pg.rank in by_host[h]:
-            secs, intra_iters = _median_time(t, groups[h], pg.backend)
-            intra[h] = allreduce_busbw(nbytes, secs, len(by_host[h]))
+    judged = [True, True]  # whether this rank's figures were measured where the rule applies
+    if len(lay.ranks[mine_host]) > 1:
+        secs, iters = _median_time(t, groups.node, pg.backend)
+        judged[0] = rule.applies(nbytes, iters)
+        if pg.rank == lay.ranks[mine_host][0]:  # the node's leader speaks for it
+            intra[mine_host] = allreduce_busbw(nbytes, secs, len(lay.ranks[mine_host]))
     dist.barrier()
     inter = None
-    if len(hosts) > 1 and pg.rank in [by_host[h][0] for h in hosts]:
-        secs, inter_iters = _median_time(t, cross, pg.backend)
-        inter = allreduce_busbw(nbytes, secs, len(hosts))
+    if len(lay.hosts) > 1 and groups.leaders is not None:
+        secs, iters = _median_time(t, groups.leaders, pg.backend)
+        judged[1] = rule.applies(nbytes, iters)
+        inter = allreduce_busbw(nbytes, secs, len(lay.hosts))
     dist.barrier()
-    got = pg.exchange("intra-inter", {"intra": intra, "inter": inter,
-                                      "judged": [rule.applies(nbytes, intra_iters),
-                                                 rule.applies(nbytes, inter_iters)]})
+    judge_busbw(pg, lay, intra, inter, judged, nbytes, record)
+
+
+def judge_busbw(pg, lay, intra, inter, judged, nbytes, record) -> None:
+    """Node leaders' figures gathered to rank 0, recorded and judged there only; a figure is
+    judged only when every rank that measured it ran where the judge rule applies
+    (verdicts.bandwidth.judge_rule: large messages, enough iterations).
+
+    Cost: one gather (3 operations per non-zero rank, O(1) bytes each), and under NCCL the
+    NIC reference (one ``decide``: 3 operations, O(1) bytes back). Communicators: one per
+    node and one leader group, made once (ddpcheck.worker.subgroups), 2 all-reduce timings.
+    """
+    got = pg.gather("intra-inter", {"intra": intra, "inter": inter, "judged": judged})
+    nic = (nics.world_reference(pg, "cross", 1)  # every rank: an agreement
+           if pg.backend == "nccl" and len(lay.hosts) > 1 else None)
+    if pg.rank != 0:
+        if intra:
+            record.key_figure(f"intra {min(intra.values()):.2f} GB/s")
+        return
+    rule = judge_rule(pg.backend)
     merged = {h: v for val in got.values.values() for h, v in val["intra"].items()}
     cross_bw = next((v["inter"] for v in got.values.values() if v["inter"] is not None), None)
     # a figure is judged only when every rank that measured it ran where the rule applies
@@ -140,24 +191,25 @@ def test_intra_node_and_cross_node_all_reduce(pg, record):
     if pg.backend == "nccl":  # the references are NCCL's; gloo's figures are shown
         record.measure("busbw_judge_rule", rule.describe())
         _raise_below_reference(pg, merged if intra_ok else {},
-                               cross_bw if inter_ok else None, by_host, record)
+                               cross_bw if inter_ok else None, lay, nic, record)
 
 
-def _raise_below_reference(pg, intra, cross_bw, by_host, record) -> None:
+def _raise_below_reference(pg, intra, cross_bw, lay, nic, record) -> None:
     """Intra-node busbw against the GPU model's NVLink figure, cross-node against the NICs
-    (figures measured where the judge rule applies; the caller leaves the others out)."""
+    (``nic``: the slowest node's reference, one port's worth per node; figures measured where
+    the judge rule applies, the caller leaves the others out). Rank 0 only."""
     name = torch.cuda.get_device_name()
     rule = judge_rule(pg.backend).describe()
     problems = []
     for host, value in intra.items():
-        ref = expectations.reference_busbw(name, len(by_host[host]), "nccl")
+        ref = expectations.reference_busbw(name, len(lay.ranks[host]), "nccl")
         if ref:
-            problems += [p.where(hosts=[host], ranks=by_host[host])
+            problems += [p.where(hosts=[host], ranks=lay.ranks[host])
                          for p in expectations.expect_verdict(
                              value, ref[0],
                              f"intra-node busbw on {host} (reference, {ref[1]}; {rule})")]
     if cross_bw is not None:
-        ref = nics.world_reference(pg, "cross", 1)  # one rank per node: one port's worth
+        ref = nic
         if ref:
             record.measure("cross_node_expected_gbps", ref[0])
             problems += expectations.expect_verdict(
@@ -201,9 +253,24 @@ def test_no_rank_is_a_straggler(pg, record):
         # distributed.html, Synchronous and asynchronous collective operations): reading
         # the flag waits for the collective, so the next work period never includes it.
         flag.item()
-    got = pg.exchange("straggler", work).values
+    judge_stragglers(pg, work, record)
+
+
+def judge_stragglers(pg, work: list[float], record) -> None:
+    """Every rank's work times gathered to rank 0 and judged there only.
+
+    Cost: one gather (a non-zero rank 3 operations, STRAGGLER_ITERS figures sent, nothing
+    world-sized read back); rank 0 reads R x STRAGGLER_ITERS figures once and runs the
+    O(R x iterations) verdict (ddpcheck.verdicts.straggler). Communicators: the default
+    group, STRAGGLER_ITERS all-reduces of one element.
+    """
+    got = pg.gather("straggler", [round(x, 6) for x in work]).values
+    if pg.rank != 0:
+        record.key_figure(f"work {sorted(work)[len(work) // 2] * 1e3:.1f} ms here")
+        return
     waits = straggler.waits_from_work(got)
-    slowest = [max(w[i] for w in got.values()) for i in range(STRAGGLER_ITERS)]
+    count = min(len(w) for w in got.values())
+    slowest = [max(w[i] for w in got.values()) for i in range(count)]
     step = sorted(slowest)[len(slowest) // 2]
     record.measure("straggler_work_ms", {r: [round(x * 1e3, 3) for x in w]
                                          for r, w in got.items()})

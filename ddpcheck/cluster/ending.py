@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ddpcheck import storekeys
-from ddpcheck.cluster import messages
+from ddpcheck.cluster import deadlines, messages
 from ddpcheck.cluster.nodeflow import FINAL_WAIT, ClusterState
 from ddpcheck.cluster.store import gather_keys, hold
 from ddpcheck.diagnoses import Problem, register
@@ -69,10 +69,21 @@ def post_outcome(st: ClusterState, outcome: Outcome) -> bool:
         return False
 
 
-def collect_outcomes(st: ClusterState, wait: float = FINAL_WAIT) -> list[Problem]:
-    """On the rank-0 node: every other node's problems, and a problem per silent node."""
+def _world(st: ClusterState) -> tuple[int, int]:
+    """(nodes, ranks) of this run, from the check-in cards."""
+    assert st.me is not None
+    cards = [c for c in st.cards if c.run_id == st.me.run_id] or [st.me]
+    return len(cards), sum(max(c.nproc, 1) for c in cards)
+
+
+def collect_outcomes(st: ClusterState, wait: float | None = None) -> list[Problem]:
+    """On the rank-0 node: every other node's problems, and a problem per silent node.
+
+    The wait grows with the nodes (``cluster.deadlines.outcomes``; FINAL_WAIT at its base).
+    """
     if st.store is None or st.me is None:
         return []
+    wait = deadlines.outcomes(FINAL_WAIT, _world(st)[0]) if wait is None else wait
     others = [h for h in _hosts(st) if h != st.me.host]
     run_id = _run_id(st)
     try:
@@ -99,8 +110,15 @@ def publish_verdict(st: ClusterState, outcome: Outcome) -> None:
         pass
 
 
-def await_verdict(st: ClusterState, wait: float = 2 * FINAL_WAIT + 5) -> Outcome | Problem:
-    """On the other nodes: the rank-0 node's verdict, or the problem of not learning it."""
+def await_verdict(st: ClusterState, wait: float | None = None) -> Outcome | Problem:
+    """On the other nodes: the rank-0 node's verdict, or the problem of not learning it.
+
+    The wait grows with the world (``cluster.deadlines.verdict``: nodes and ranks, since
+    the rank-0 node gathers every rank's events and builds the report after the others).
+    """
+    if wait is None:
+        wait = (deadlines.verdict(2 * FINAL_WAIT + 5, *_world(st)) if st.me is not None
+                else 2 * FINAL_WAIT + 5)
     if st.store is not None and st.me is not None:
         key = storekeys.final_verdict(_run_id(st))
         try:

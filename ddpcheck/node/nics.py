@@ -111,10 +111,15 @@ def slowest(refs: Sequence[Sequence[object] | None]) -> tuple[float, str] | None
 
 
 def world_reference(world: Any, key: str, ranks_per_node: int) -> tuple[float, str] | None:
-    """The slowest node's NIC reference; every rank reads its own node's ports (store exchange)."""
+    """The slowest node's NIC reference; every rank reads its own node's ports.
+
+    Cost: one ``decide`` (3 store operations per non-zero rank); rank 0 reads every rank's
+    reference (O(R) bytes once) and every rank reads back only the slowest (O(1) bytes).
+    """
     mine = nic_reference(node_nics(os.environ), ranks_per_node)
-    got = world.exchange(f"nic-reference/{key}", list(mine) if mine else None)
-    return slowest(list(got.values.values()))
+    decision, _ = world.decide(f"nic-reference/{key}", list(mine) if mine else None,
+                               lambda ex: slowest(list(ex.values.values())))
+    return (float(decision[0]), str(decision[1])) if decision else None
 
 
 def sweep_reference(nodes: int, expect_busbw: float | None, intra: tuple[float, str] | None,

@@ -131,14 +131,16 @@ def _stage(name: str, events: dict[int, list[results.Event]]) -> StageResult:
 
 
 def _mark_failed_ranks(stages: list[StageResult], problems: list[Problem]) -> None:
-    """A rank that died or hung in a stage has no result there: it failed that stage."""
+    """A rank that died or hung in a stage has no result there: it failed that stage. So did
+    a rank that passed its own part of a probe judged on rank 0 (straggler, links) and that
+    rank 0's problem names."""
     by_name = {s.name: s for s in stages}
     for p in problems:
         s = by_name.get(p.stage)
         if s is None:
             continue
         for r in p.ranks:
-            if s.per_rank.get(r) in (None, results.BLOCKED):
+            if s.per_rank.get(r) in (None, results.BLOCKED, results.PASS):
                 s.per_rank[r] = results.FAIL
         if p.ranks:
             s.status = results.FAIL

@@ -73,6 +73,56 @@ def format_matrix(hosts: Sequence[str], matrix: Matrix) -> str:
     return columns([("GB/s from \\ to", *hosts), *body], left=1)
 
 
+MATRIX_MAX_HOSTS = 32  # above this, the worst links, slow nodes and a histogram instead
+WORST_SHOWN = 8
+
+
+def format_link_summary(matrix: Matrix) -> str:
+    """Many nodes: the slowest links, the nodes slowest with every partner, a histogram."""
+    worst = sorted(matrix.items(), key=lambda kv: kv[1])[:WORST_SHOWN]
+    parts = ["slowest links:\n" + columns(
+        [("from", "to", "GB/s"), *[[a, b, f"{v:.2f}"] for (a, b), v in worst]], left=2)]
+    by_node: dict[str, list[float]] = {}
+    for (a, b), v in matrix.items():
+        by_node.setdefault(a, []).append(v)
+        by_node.setdefault(b, []).append(v)
+    best = {h: max(vs) for h, vs in by_node.items()}  # a slow node is slow with everyone
+    slow = sorted(best.items(), key=lambda kv: kv[1])[:WORST_SHOWN]
+    parts.append("slowest nodes (their best link):\n" + columns(
+        [("node", "links", "best GB/s"), *[[h, str(len(by_node[h])), f"{v:.2f}"]
+                                           for h, v in slow]], left=1))
+    parts.append("links by GB/s:\n" + histogram(list(matrix.values())))
+    return "\n".join(parts)
+
+
+def histogram(values: Sequence[float], bins: int = 8, width: int = 40) -> str:
+    """A text histogram: one line per bin, its range, count and a bar."""
+    low, high = min(values), max(values)
+    step = (high - low) / bins or 1.0
+    counts = [0] * bins
+    for v in values:
+        counts[min(int((v - low) / step), bins - 1)] += 1
+    most = max(counts)
+    rows = [[f"{low + i * step:.2f}-{low + (i + 1) * step:.2f}", str(c),
+             "#" * max(int(c / most * width), 1 if c else 0)] for i, c in enumerate(counts)]
+    return columns([("GB/s", "count", ""), *rows], left=1)
+
+
+def format_busbw_summary(intra: Mapping[str, float], inter: float) -> str:
+    """Many nodes: the spread of intra-node busbw, its slowest nodes, the cross-node figure."""
+    values = sorted(intra.values())
+    median = values[len(values) // 2]
+    slow = sorted(((h, v) for h, v in intra.items() if v < median),
+                  key=lambda kv: kv[1])[:WORST_SHOWN]
+    return "\n".join([
+        f"intra-node busbw over {len(values)} nodes: min {values[0]:.2f}, median "
+        f"{median:.2f}, max {values[-1]:.2f} GB/s",
+        ("slowest nodes (below the median):\n" + columns(
+            [("node", "intra-node busbw (GB/s)"), *[[h, f"{v:.2f}"] for h, v in slow]], left=1)
+         if slow else "no node below the median"),
+        f"cross-node busbw (one rank per node): {inter:.2f} GB/s"])
+
+
 def format_intra_inter(intra: Mapping[str, float], inter: float | None) -> str:
     """Per-node intra-node all-reduce busbw and the cross-node busbw (one rank per node)."""
     lines = []
@@ -99,9 +149,19 @@ def render_measurements(m: Mapping[str, Any], world_size: int, backend: str) -> 
         parts.append(format_sweep(m["allreduce_sweep"], world_size, backend))
     if m.get("link_matrix"):
         matrix = {tuple(k.split("->")): v for k, v in m["link_matrix"].items()}
-        parts.append("# point-to-point links, one direction (best of trials)\n"
-                     + format_matrix(m.get("link_hosts") or hosts_of(matrix), matrix))
-    if m.get("intra_node_busbw") or m.get("cross_node_busbw") is not None:
+        hosts = m.get("link_hosts") or hosts_of(matrix)
+        if len(hosts) > MATRIX_MAX_HOSTS:
+            parts.append(f"# point-to-point links: {len(matrix)} measured between "
+                         f"{len(hosts)} nodes (every figure in the JSON report)\n"
+                         + format_link_summary(matrix))
+        else:
+            parts.append("# point-to-point links, one direction (best of trials)\n"
+                         + format_matrix(hosts, matrix))
+    if (len(m.get("intra_node_busbw") or {}) > MATRIX_MAX_HOSTS
+            and m.get("cross_node_busbw") is not None):
+        parts.append("# all-reduce busbw within nodes and across nodes\n"
+                     + format_busbw_summary(m["intra_node_busbw"], m["cross_node_busbw"]))
+    elif m.get("intra_node_busbw") or m.get("cross_node_busbw") is not None:
         parts.append("# all-reduce busbw within nodes and across nodes\n"
                      + format_intra_inter(m.get("intra_node_busbw") or {},
                                           m.get("cross_node_busbw")))

@@ -17,6 +17,8 @@ from ddpcheck.report.tables import render_measurements
 
 MISSING = results.Status.NO_RESULT
 MAX_RANK_COLUMNS = 8  # above this, one column per host
+MAX_HOST_COLUMNS = 8  # above this, one row per stage: how many hosts passed, which did not
+NAMED_HOSTS = 6  # hosts named in a grouped row before "+N more"
 
 
 def render_text(report: Report) -> str:
@@ -42,6 +44,8 @@ def _table(report: Report) -> str:
                 for s in report.stages]
         return tabulate(rows, headers=["stage", *nodes], tablefmt="simple")
     ranks = sorted(report.hosts_by_rank)
+    if len(set(report.hosts_by_rank.values())) > MAX_HOST_COLUMNS:
+        return _grouped_table(report)
     if len(ranks) > MAX_RANK_COLUMNS:
         return _host_table(report)
     headers = ["stage"] + [f"rank {r}\n{report.hosts_by_rank.get(r, '?')}" for r in ranks]
@@ -76,6 +80,33 @@ def _host_table(report: Report) -> str:
                                s.blocked_by) + who)
         rows.append([s.name, *cells])
     return tabulate(rows, headers=headers, tablefmt="simple")
+
+
+def _grouped_table(report: Report) -> str:
+    """Many hosts (1,024 nodes): one row per stage with the hosts counted by their worst
+    status, and the hosts that are not the majority named (a few, then how many more)."""
+    by_host: dict[str, list[int]] = {}
+    for r, h in sorted(report.hosts_by_rank.items()):
+        by_host.setdefault(h, []).append(r)
+    rows = []
+    for s in report.stages:
+        worst = {h: results.Status.worst(_status(s, r) for r in rs)
+                 for h, rs in by_host.items()}
+        groups: dict[str, list[str]] = {}
+        for h, st in worst.items():
+            groups.setdefault(st, []).append(h)
+        common = max(groups, key=lambda st: len(groups[st]))
+        odd = [f"{_cell(st, '', s.blocked_by)} on {_named(hs)}" for st, hs in groups.items()
+               if st != common]
+        figure = s.figures.get(0, "") if common != results.BLOCKED else ""
+        rows.append([s.name, f"{_cell(common, figure, s.blocked_by)} on "
+                     f"{len(groups[common])} of {len(by_host)} hosts", "; ".join(odd)])
+    return tabulate(rows, headers=["stage", "hosts", "others"], tablefmt="simple")
+
+
+def _named(hosts: list[str]) -> str:
+    shown = ", ".join(hosts[:NAMED_HOSTS])
+    return shown + (f" (+{len(hosts) - NAMED_HOSTS} more)" if len(hosts) > NAMED_HOSTS else "")
 
 
 def _cell(status: str, figure: str, blocked_by: str) -> str:

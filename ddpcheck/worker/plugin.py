@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ddpcheck import results
-from ddpcheck.cluster import linkplan
+from ddpcheck.cluster import deadlines, linkplan
 from ddpcheck.diagnoses import (
     COLLECTION_MISMATCH,
     COLLECTIVE_FAILED,
@@ -40,7 +40,6 @@ from ddpcheck.worker.world import Exchange, World, connect, first_line
 
 AFTER_FAILURE_WAIT_S = 5.0
 LINK_ROUNDS_MARKER = "ddpcheck_link_rounds"
-LINK_ROUND_S = 10.0  # one round of pair tests, as checks/test_links.py budgets it
 RECORD_KEY = pytest.StashKey[Recorder]()
 OUTCOME_KEY = pytest.StashKey[dict]()
 
@@ -123,13 +122,16 @@ class RankSession:
         self._check_same_collection([it.nodeid for it in items])
 
     def _deadline(self, item: pytest.Item) -> float:
-        """A probe's hard limit: the probe timeout and a margin, plus the rounds of the link
-        stage for the probe that plays them (they grow as O(log N) above 32 nodes)."""
+        """A probe's hard limit (``cluster.deadlines.probe``): the probe timeout and a margin,
+        its agreement over R ranks, its communicators over N nodes, plus the rounds of the
+        link stage for the probe that plays them (O(log N) above 32 nodes)."""
         base = self.settings.probe_timeout + 20
-        if item.get_closest_marker(LINK_ROUNDS_MARKER) and self.world:
-            nodes = len(set(self.world.hosts_by_rank.values())) or 1
-            base += (len(linkplan.initial_rounds(nodes)) + 4) * LINK_ROUND_S
-        return base
+        if not self.world:
+            return base
+        nodes = len(set(self.world.hosts_by_rank.values())) or 1
+        rounds = (len(linkplan.initial_rounds(nodes)) + 4
+                  if item.get_closest_marker(LINK_ROUNDS_MARKER) else 0)
+        return deadlines.probe(base, self.world.world_size, nodes, rounds)
 
     def _check_same_collection(self, nodeids: list[str]) -> None:
         assert self.world and self.log
@@ -267,7 +269,8 @@ class RankSession:
         if w is None or log is None:
             return
         log.write(results.End(blocked_by=self.blocked_by))
-        got = w.gather("events", log.records(), timeout=min(w.timeout, 10.0))  # rank 0 only
+        got = w.gather("events", log.records(),  # rank 0 only; grows with the world
+                       timeout=deadlines.final_gather(min(w.timeout, 10.0), w.world_size))
         if w.rank == 0 and self.settings.results_dir:
             results.write_json(results.world_file(Path(self.settings.results_dir)),
                                {"ranks": got.values, "missing": list(got.missing)})

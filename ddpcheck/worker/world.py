@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from ddpcheck import storekeys
+from ddpcheck.cluster import deadlines
 from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import COLLECTIVE_FAILED
 from ddpcheck.node import ncclinfo
@@ -84,26 +85,65 @@ class World:
         ex, decision = self._collect(key, payload, timeout, rule)
         return decision, ex.missing
 
+    def decide_each(self, key: str, payload: Any,
+                    rule: Callable[[Exchange], dict[int, Any]],
+                    timeout: float | None = None) -> tuple[Any, tuple[int, ...]]:
+        """Rank 0 applies ``rule`` to every rank's payload; each rank gets only its own part.
+
+        ``rule`` returns {rank: part}; rank 0 posts every part in one ``multi_set`` and each
+        rank reads its own key: O(1) bytes per rank for a world-sized plan (rank 0 writes
+        O(R) once). Costs a non-zero rank 3 store operations (set, wait, get); the missing
+        ranks come back only to rank 0 (a part that never came is None, as with ``decide``).
+        """
+        wait = self._deadline(timeout)
+        mine = json.dumps(payload, default=str)
+        self.store.set(f"{key}/{self.rank}", mine)
+        if self.rank != 0:
+            if 0 in self.lost:
+                return None, (0,)
+            got, missing = gather_keys(self.store, {0: f"{key}/part/{self.rank}"},
+                                       wait + RESULT_GRACE_S)
+            if 0 not in got:
+                self.lost.add(0)
+                return None, (0,)
+            return json.loads(got[0]), ()
+        ex = self._gather_at_zero(key, json.loads(mine), wait)
+        parts = rule(ex)
+        others = [r for r in range(1, self.world_size) if r not in self.lost]
+        if others:
+            self.store.multi_set([f"{key}/part/{r}" for r in others],
+                                 [json.dumps(parts.get(r), default=str) for r in others])
+        return parts.get(0), ex.missing
+
+    def _deadline(self, timeout: float | None) -> float:
+        """The probe timeout (or the caller's) plus rank 0's share of reading R payloads
+        (``cluster.deadlines.agreement``): it grows with the world."""
+        return deadlines.agreement(self.timeout if timeout is None else timeout,
+                                   self.world_size)
+
+    def _gather_at_zero(self, key: str, payload: Any, wait: float) -> Exchange:
+        live = [r for r in range(1, self.world_size) if r not in self.lost]
+        got, missing = gather_keys(self.store, {r: f"{key}/{r}" for r in live}, wait)
+        values = {0: payload, **{r: json.loads(v) for r, v in got.items()}}
+        all_missing = tuple(sorted({*missing, *self.lost}))
+        self.lost.update(missing)
+        return Exchange(dict(sorted(values.items())), all_missing)
+
     def _collect(self, key: str, payload: Any, timeout: float | None,
                  publish: Callable[[Exchange], Any]) -> tuple[Exchange, Any]:
         """Everyone posts one key; rank 0 waits for all of them at once (one store wait,
         never past the deadline), reads them in one multi_get, and posts one result key
         that the others wait on. Ranks that missed a deadline are never waited for again,
         so one stuck rank costs one deadline; a stuck rank 0 ends every later agreement."""
-        wait = self.timeout if timeout is None else timeout
+        wait = self._deadline(timeout)
         mine = json.dumps(payload, default=str)
         self.store.set(f"{key}/{self.rank}", mine)
         payload = json.loads(mine)  # every rank sees the same JSON form, its own included
         if self.rank != 0:
             return self._await_result(key, payload, wait + RESULT_GRACE_S)
-        live = [r for r in range(1, self.world_size) if r not in self.lost]
-        got, missing = gather_keys(self.store, {r: f"{key}/{r}" for r in live}, wait)
-        values = {0: payload, **{r: json.loads(v) for r, v in got.items()}}
-        all_missing = tuple(sorted({*missing, *self.lost}))
-        self.lost.update(missing)
-        ex = Exchange(dict(sorted(values.items())), all_missing)
+        ex = self._gather_at_zero(key, payload, wait)
         result = publish(ex)
-        self.store.set(f"{key}/result", json.dumps({"result": result, "missing": all_missing},
+        self.store.set(f"{key}/result", json.dumps({"result": result, "missing": ex.missing},
                                                    default=str))
         return ex, result
 

@@ -16,6 +16,7 @@ drive agreement and the final gather through it the same way (one client per ran
 
 from __future__ import annotations
 
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from datetime import timedelta
@@ -30,14 +31,18 @@ class CountingStore:
         self.ops: dict[str, Counter[str]] = defaultdict(Counter)
         self.keys: Counter[str] = Counter()
         self.bytes: Counter[str] = Counter()
+        self.read: Counter[str] = Counter()  # bytes of values read (get, multi_get) only
+        self._lock = threading.Lock()  # many threads count at once (bench/world_scale.py)
 
     def client(self, name: str) -> StoreView:
         return StoreView(self, name)
 
-    def count(self, who: str, op: str, keys: int = 1, nbytes: int = 0) -> None:
-        self.ops[who][op] += 1
-        self.keys[who] += keys
-        self.bytes[who] += nbytes
+    def count(self, who: str, op: str, keys: int = 1, nbytes: int = 0, read: int = 0) -> None:
+        with self._lock:
+            self.ops[who][op] += 1
+            self.keys[who] += keys
+            self.bytes[who] += nbytes
+            self.read[who] += read
 
     def ops_of(self, who: str) -> int:
         return sum(self.ops[who].values())
@@ -52,6 +57,7 @@ class CountingStore:
         self.ops.clear()
         self.keys.clear()
         self.bytes.clear()
+        self.read.clear()
 
 
 class StoreView:
@@ -60,8 +66,8 @@ class StoreView:
     def __init__(self, owner: CountingStore, name: str) -> None:
         self.owner, self.name, self.s = owner, name, owner.store
 
-    def _n(self, op: str, keys: int = 1, nbytes: int = 0) -> None:
-        self.owner.count(self.name, op, keys, nbytes)
+    def _n(self, op: str, keys: int = 1, nbytes: int = 0, read: int = 0) -> None:
+        self.owner.count(self.name, op, keys, nbytes, read)
 
     def set(self, key: str, value: str | bytes) -> None:
         self._n("set", 1, len(value))
@@ -69,7 +75,7 @@ class StoreView:
 
     def get(self, key: str) -> bytes:
         value = self.s.get(key)
-        self._n("get", 1, len(value))
+        self._n("get", 1, len(value), len(value))
         return value
 
     def add(self, key: str, amount: int) -> int:
@@ -89,7 +95,8 @@ class StoreView:
 
     def multi_get(self, keys: Sequence[str]) -> list[bytes]:
         values = self.s.multi_get(list(keys))
-        self._n("multi_get", len(keys), sum(len(v) for v in values))
+        size = sum(len(v) for v in values)
+        self._n("multi_get", len(keys), size, size)
         return values
 
     def multi_set(self, keys: Sequence[str], values: Sequence[str | bytes]) -> None:

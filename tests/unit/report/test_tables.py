@@ -134,3 +134,24 @@ def test_format_sweep_marks_the_judged_rows_and_names_their_peak():
     lines = format_sweep(data, 8, "nccl").splitlines()
     assert lines[3].split()[0] == str(4 << 20) and lines[4].split()[0] == "*"
     assert lines[-2].startswith(f"# Judged bus bandwidth : {data[1]['busbw']:.2f} GB/s")
+
+
+def test_above_32_nodes_the_links_are_the_worst_the_slow_nodes_and_a_histogram() -> None:
+    from ddpcheck.report.tables import MATRIX_MAX_HOSTS, render_measurements
+
+    hosts = [f"n{i}" for i in range(1024)]
+    matrix = {f"{hosts[i]}->{hosts[(i + 1) % 1024]}": (2.0 if i == 7 else 12.0)
+              for i in range(1024)}
+    text = "\n".join(render_measurements({"link_matrix": matrix, "link_hosts": hosts},
+                                         8192, "nccl"))
+    assert len(text.splitlines()) < 40 and len(hosts) > MATRIX_MAX_HOSTS
+    assert "n7    n8" in text and "slowest nodes" in text and "links by GB/s" in text
+
+
+def test_above_32_nodes_the_intra_node_busbw_is_its_spread_and_slowest_nodes() -> None:
+    from ddpcheck.report.tables import render_measurements
+
+    intra = {f"n{i}": 150.0 - (100 if i == 3 else 0) for i in range(1024)}
+    text = "\n".join(render_measurements({"intra_node_busbw": intra, "cross_node_busbw": 20.0},
+                                         8192, "nccl"))
+    assert len(text.splitlines()) < 20 and "min 50.00" in text and "n3" in text

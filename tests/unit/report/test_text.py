@@ -89,3 +89,16 @@ def test_many_ranks_are_shown_one_column_per_host_with_the_odd_ranks_named():
     assert "gpu-0" in table and "ranks 0-7" in table and "ranks 8-15" in table
     row = next(line for line in table.splitlines() if line.startswith("collectives"))
     assert "PASS" in row and "FAIL on 9" in row and "rank 15" not in table
+
+
+def test_above_eight_hosts_each_stage_is_one_row_with_the_odd_hosts_named():
+    events = {}
+    for r in range(1024 * 2):
+        status = "FAIL" if r // 2 in (5, 700) else "PASS"
+        events[r] = [results.Start(host=f"n{r // 2}", backend="gloo"),
+                     results.Probe(name="p", stage="collectives", status=status)]
+    report = build_report(events, ["collectives"], [], 1.0)
+    table = render_text(report).split("\n\n")[0]
+    assert len(table.splitlines()) == 3 and max(len(line) for line in table.splitlines()) < 120
+    row = table.splitlines()[-1]
+    assert "PASS on 1022 of 1024 hosts" in row and "FAIL on n5, n700" in row

@@ -215,3 +215,34 @@ def test_without_rank_0_the_others_name_it_and_stop_waiting_for_it() -> None:
     start = time.monotonic()
     assert run_all(worlds[1:], lambda w: w.exchange("e", 1).missing) == [(0,), (0,)]
     assert time.monotonic() - start < 0.5, "a lost coordinator is not waited for again"
+
+
+def test_decide_each_gives_every_rank_its_own_part_only() -> None:
+    worlds = ranks_sharing(4)
+    store = worlds[0].store
+    got = run_all(worlds, lambda w: w.decide_each(
+        "plan", w.rank, lambda ex: {r: {"pairs": [v, v + 1]} for r, v in ex.values.items()}))
+    assert [part for part, _ in got] == [{"pairs": [r, r + 1]} for r in range(4)]
+    assert not store.check(["plan/result"]), "no world-sized key that every rank reads"
+
+
+def test_decide_each_names_the_missing_ranks_to_rank_0_and_gives_them_nothing() -> None:
+    worlds = ranks_sharing(3, timeout=0.3)
+    got = run_all(worlds[:2], lambda w: w.decide_each("p", 1, lambda ex: {r: r for r in
+                                                                           ex.values}))
+    assert got == [(0, (2,)), (1, ())]
+    assert worlds[0].lost == {2}
+
+
+def test_without_rank_0_decide_each_names_it() -> None:
+    worlds = ranks_sharing(2, timeout=0.1)
+    assert run_all(worlds[1:], lambda w: w.decide_each("p", 1, lambda ex: {})) == [(None, (0,))]
+
+
+def test_agreement_deadlines_grow_with_the_world() -> None:
+    small = World(rank=0, world_size=2, local_rank=0, local_world_size=2, node_rank=0,
+                  host="h", backend="gloo", timeout=10.0, store=dist.HashStore())
+    large = World(rank=0, world_size=8192, local_rank=0, local_world_size=8, node_rank=0,
+                  host="h", backend="gloo", timeout=10.0, store=dist.HashStore())
+    assert small._deadline(None) < 10.1
+    assert large._deadline(None) > 25.0 and large._deadline(1.0) > 16.0

@@ -1,0 +1,23 @@
+"""Tests for cluster.deadlines: every deadline grows with the world it waits on."""
+
+from __future__ import annotations
+
+from ddpcheck.cluster import deadlines
+
+
+def test_an_agreement_grows_with_ranks_and_payload() -> None:
+    assert deadlines.agreement(10, 1) < deadlines.agreement(10, 8192)
+    assert deadlines.agreement(10, 8192, 1 << 10) < deadlines.agreement(10, 8192, 64 << 10)
+    assert abs(deadlines.agreement(10, 2) - 10) < 0.01  # a small world stays quick
+
+
+def test_a_probe_grows_with_nodes_and_rounds() -> None:
+    base = deadlines.probe(30, 16, 2)
+    assert deadlines.probe(30, 16, 2, rounds=3) == base + 3 * deadlines.ROUND_S
+    assert deadlines.probe(30, 8192, 1024) > base + 1024 * deadlines.PER_NODE_S
+
+
+def test_the_verdict_wait_covers_rank_0s_gather_and_report() -> None:
+    assert deadlines.verdict(25, 1024, 8192) > deadlines.final_gather(0, 8192)
+    assert deadlines.verdict(25, 1024, 8192) > deadlines.outcomes(25, 1024) > 25
+    assert deadlines.verdict(25, 2, 4) < 26
