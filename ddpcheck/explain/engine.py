@@ -17,7 +17,7 @@ from typing import Any
 
 from ddpcheck.diagnoses import Problem
 from ddpcheck.explain import codes, tracebacks
-from ddpcheck.explain.causality import Explained, order
+from ddpcheck.explain.causality import UNDETERMINED, Explained, order
 from ddpcheck.explain.families import PATTERNS, network, slurm, watchdog
 from ddpcheck.explain.flightrec import RankTrace
 from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
@@ -47,10 +47,17 @@ class Explanation:
     found: list[Explained]
     sources: list[str]
     notes: list[str] = field(default_factory=list)  # what the dumps say of every rank
+    first_errors: list[str] = field(default_factory=list)  # "file:line: text", first first
 
     @property
     def problems(self) -> list[Problem]:
         return [e.problem for e in self.found]
+
+    @property
+    def undetermined(self) -> bool:
+        """True when the log shows a failure but not its root cause (explain abstains)."""
+        causes = [p for p in self.problems if not p.consequence_of]
+        return bool(causes) and causes[0].code in UNDETERMINED
 
     @property
     def exit_code(self) -> int:
@@ -66,6 +73,11 @@ class Explanation:
         more = f" (+{echoes} consequence{'s' if echoes != 1 else ''})" if echoes else ""
         if first.code == codes.UNEXPLAINED.code:
             return "UNEXPLAINED: the log shows a failure ddpcheck does not recognise"
+        if self.undetermined:
+            quoted = "".join(f"\n  {q}" for q in self.first_errors)
+            return (f"ROOT CAUSE UNDETERMINED: the log shows {first.code}{_where(first)}{more}, "
+                    "a symptom that several causes print alike; it cannot tell which. "
+                    "First error lines:" + (quoted or " (none)"))
         return f"EXPLAINED: {len(causes)} cause{'s' if len(causes) != 1 else ''}{more}; " \
                f"first: {first.code}{_where(first)}"
 
@@ -88,7 +100,8 @@ class Explanation:
         return "\n\n".join(parts) + "\n"
 
     def to_json(self) -> dict[str, Any]:
-        return {"explained": bool(self.found) and self.found[0].problem.code != "unexplained",
+        return {"explained": bool(self.found) and not self.undetermined,
+                "root_cause_determined": bool(self.found) and not self.undetermined,
                 "exit_code": self.exit_code, "verdict": self.verdict(), "sources": self.sources,
                 "problems": [e.problem.to_dict() for e in self.found],
                 "next": {e.problem.code: e.next_run for e in self.found},
@@ -130,11 +143,16 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
         sources.extend(t.source for t in traces)
         found.extend(_flight_recorder(traces))
         notes.append(_stuck_note(traces))
-    if not found and (errors := [r for r in records if ERROR_LINE.search(r.text)
-                                  and not NOT_AN_ERROR.search(r.text)]):
+    errors = [r for r in records if ERROR_LINE.search(r.text) and not NOT_AN_ERROR.search(r.text)]
+    if not found and errors:
         found.append(_unexplained(errors, records))
     found = slurm.refine(found, records)
-    return Explanation(order(found), sources, notes)
+    # The first failure lines: error words, and the first line of each problem found.
+    firsts = sorted({(r.order, r.source, r.lineno): r for r in
+                     [*errors[:QUOTED_ERRORS], *(e.first for e in found)]}.items())
+    quoted = [f"{r.source}:{r.lineno}: {r.text.strip()[:200]}"
+              for _, r in firsts[:QUOTED_ERRORS]]
+    return Explanation(order(found), sources, notes, quoted)
 
 
 def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:
