@@ -23,7 +23,13 @@ def test_dataloader_worker_deaths():
     # torch/utils/data/_utils/signal_handling.py and dataloader.py
     assert first_cause("RuntimeError: DataLoader worker (pid 19597) is killed by signal: "
                        "Killed.") == "host-out-of-memory"
+    # dataloader.py raises this for a worker that died of anything (segfault, OOM, bus error,
+    # an exception): alone it cannot tell /dev/shm from the rest, so explain abstains.
     assert first_cause("RuntimeError: DataLoader worker (pid(s) 25) exited unexpectedly") == \
+        "unexplained"
+    assert first_cause("ERROR: Unexpected bus error encountered in worker. This might be "
+                       "caused by insufficient shared memory (shm).",
+                       "RuntimeError: DataLoader worker (pid(s) 25) exited unexpectedly") == \
         "dev-shm-too-small"
     assert first_cause("ERROR: Unexpected bus error encountered in worker. This might be "
                        "caused by insufficient shared memory (shm).") == "dev-shm-too-small"
