@@ -2,8 +2,10 @@
 
 Line format "host:pid:tid [cudaDev] file:line NCCL WARN message" (NCCL src/debug.cc).
 Shared memory: misc/shmutils.cc ("Error while creating shared memory segment", "failed to
-extend ... No space left on device") means /dev/shm is too small (NCCL troubleshooting guide,
-"Shared memory"); an *attach* failure is not that and stays a plain nccl-error.
+extend ... No space left on device"; NCCL <= 2.11 include/shm.h's SYSCHECK "Call to
+posix_fallocate failed : No space left on device") means /dev/shm is too small (NCCL
+troubleshooting guide, "Shared memory"); an *attach* failure is not that and stays a plain
+nccl-error.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm
 PATTERNS = [
     pattern(DEV_SHM_TOO_SMALL,
             r"Error while creating shared memory segment|failed to extend /dev/shm\S* to|"
+            r"Call to posix_fallocate failed ?: ?No space left on device|"
             r"unable to allocate shared memory|Unexpected bus error encountered in worker|"
             r"killed by signal: Bus error", NODE,
             cause="/dev/shm is too small for NCCL's shared-memory transport or the "
