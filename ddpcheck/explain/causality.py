@@ -19,11 +19,13 @@ from ddpcheck.explain.reader import Record
 GENERIC = frozenset({"nccl-error", "rank-exited"})
 # Symptoms: what a rank saw when something else went wrong (a collective that timed out, an
 # endpoint or NCCL peer that did not answer or refused, a rendezvous that ran out of time, a
-# worker ended by a signal other than the OOM killer's). The line names no cause: a peer that
-# crashed or never started, a firewall, a wrong address, a long step of one rank all print the
-# same. They give way to any specific cause, and alone they leave the root cause undetermined.
+# worker ended by a signal other than the OOM killer's, a job Slurm cancelled at its limit).
+# The line names no cause: a peer that crashed or never started, a firewall, a wrong address,
+# a long step of one rank all print the same. They give way to any specific cause, and alone
+# they leave the root cause undetermined.
 SYMPTOMS = frozenset({"collective-timeout", "endpoint-unreachable", "endpoint-refused",
-                      "rendezvous-timeout", "rank-killed", "peer-unreachable"})
+                      "rendezvous-timeout", "rank-killed", "peer-unreachable",
+                      "slurm-job-cancelled"})
 # First causes that say the log cannot tell why: explain abstains and quotes the first errors.
 UNDETERMINED = frozenset({"unexplained", *GENERIC, *SYMPTOMS})
 

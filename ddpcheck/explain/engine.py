@@ -28,7 +28,8 @@ from ddpcheck.report import catalog
 from ddpcheck.report.text import render_problem
 
 # Lines that show something failed, quoted when no pattern explains the log.
-ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|NCCL WARN|fatal|Killed|"
+ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|(?:CUDA|NCCL) failure|"
+                        r"NCCL WARN|fatal|Killed|"
                         r"Segmentation fault|core dumped|Aborted", re.IGNORECASE)
 # Lines that say something failed in words but report no failure: warnings (torch's
 # "[W reducer.cpp:...] Warning:", Python's *Warning), NCCL INFO (a plugin it did not find,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE, NCCL_LIBRARY_MISMATCH
 from ddpcheck.explain.codes import (
     CUDA_OOM,
+    DEV_SHM_UNWRITABLE,
     NCCL_ERROR,
     NCCL_NET_ERROR,
     NCCL_NET_PLUGIN_UNUSABLE,
@@ -24,6 +25,12 @@ COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
 NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
 
 PATTERNS = [
+    # The errno NCCL's SYSCHECK prints before "Error while creating shared memory segment"
+    # (include/checks.h "Call to %s failed : %s"; misc/shmutils.cc "failed to create shared
+    # memory file ... error Permission denied"): /dev/shm is there but not writable.
+    pattern(DEV_SHM_UNWRITABLE,
+            r"NCCL WARN (?:Call to (?:shm_open|open|mkstemp) failed ?: ?|Error: failed to create "
+            r"shared memory file .*)(?:Permission denied|Read-only file system)", NODE),
     pattern(DEV_SHM_TOO_SMALL,
             r"Error while creating shared memory segment|failed to extend /dev/shm\S* to|"
             r"Call to posix_fallocate failed ?: ?No space left on device|"

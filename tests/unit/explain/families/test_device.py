@@ -46,3 +46,13 @@ def test_a_torch_build_without_kernels_for_the_gpu_and_a_busy_gpu():
                        "on the device") == "cuda-unusable"
     assert first_cause("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or "
                        "unavailable") == "cuda-unusable"
+
+
+def test_cuda_system_not_ready_is_the_fabric_manager():
+    # cudaErrorSystemNotReady (802), as torch and nccl-tests print it
+    assert first_cause("RuntimeError: CUDA error: system not yet initialized") == \
+        "fabric-manager-not-ready"
+    assert first_cause("node1: Test CUDA failure common.cu:941 'system not yet initialized'") \
+        == "fabric-manager-not-ready"
+    assert first_cause("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=47 "
+                       "error=802 : system not yet initialized") == "fabric-manager-not-ready"

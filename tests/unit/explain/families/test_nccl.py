@@ -19,3 +19,26 @@ def test_unhandled_system_error_alone_stays_hedged():
     assert first_cause("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/"
                        "ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version "
                        "2.10.3") in {"unexplained", "nccl-error"}
+
+
+def test_shm_open_permission_denied_is_dev_shm_unwritable_not_too_small():
+    # NCCL <= 2.11 include/shm.h: SYSCHECK's errno line, then the segment line
+    assert first_cause("node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open "
+                       "failed : Permission denied",
+                       "node08:27106:27302 [0] include/shm.h:48 NCCL WARN Error while creating "
+                       "shared memory segment nccl-shm-recv-b79-0-3-0 (size 4460544)") == \
+        "dev-shm-unwritable"
+
+
+BOOTSTRAP = "node1:77:77 [0] bootstrap.cc:45 NCCL WARN Bootstrap : no socket interface found"
+
+
+def test_no_socket_interface_with_ifname_set_is_the_ifname():
+    # misc/socket.cc ncclFindInterfaces: INFO line when the variable is set, then the WARN
+    assert first_cause("node1:77:77 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to "
+                       "=eth0", BOOTSTRAP) == "socket-ifname-invalid"
+
+
+def test_no_socket_interface_without_the_ifname_line_stays_hedged():
+    # unset, NCCL falls back to docker and lo: a filter set outside the log, value unseen
+    assert first_cause(BOOTSTRAP) == "nccl-error"
