@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE, NCCL_LIBRARY_MISMATCH
 from ddpcheck.explain.codes import (
+    COLLECTIVE_DESYNC,
     CUDA_OOM,
     DEV_SHM_UNWRITABLE,
+    FABRIC_MANAGER_NOT_READY,
     NCCL_ERROR,
     NCCL_NET_ERROR,
     NCCL_NET_PLUGIN_UNUSABLE,
     NCCL_P2P_UNSUPPORTED,
 )
 from ddpcheck.explain.matching import pattern
+from ddpcheck.node.gpustate import CUDA_UNUSABLE
 
 COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
 NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
@@ -63,5 +66,26 @@ PATTERNS = [
             r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
+    # transport/nvls.cc creates NVLink SHARP multicast objects (cuMulticastCreate, cuMemMap):
+    # a CUDA failure there is the NVSwitch fabric not set up for multicast (Fabric Manager
+    # missing, of another version, or restarted); NCCL_NVLS_ENABLE=0 avoids NVLS.
+    pattern(FABRIC_MANAGER_NOT_READY, r"transport/nvls\.cc:\d+ NCCL WARN Cuda failure", COLL,
+            cause="NCCL's NVLS transport could not create NVLink SHARP multicast objects: the "
+                  "NVSwitch fabric is not set up (NVIDIA Fabric Manager not running, not of "
+                  "the driver's version, or restarted under live processes)",
+            fix="install and start nvidia-fabricmanager of exactly the driver's version "
+                "(systemctl enable --now nvidia-fabricmanager); until then NCCL_NVLS_ENABLE=0"),
+    # cudaErrorInsufficientDriver, as NCCL's cudawrap.cc and torch print it
+    pattern(CUDA_UNUSABLE, r"CUDA driver version is insufficient for CUDA runtime version",
+            "ddpcheck run --stages node",
+            cause="the NVIDIA driver is older than the CUDA runtime this torch / NCCL was "
+                  "built with",
+            fix="upgrade the NVIDIA driver, or install a torch build for an older CUDA "
+                "(pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"),
+    # NCCL's own cross-rank check (init.cc): ranks called different collectives
+    pattern(COLLECTIVE_DESYNC, r"NCCL WARN Mismatched collective detected", COLL,
+            cause="NCCL saw ranks call different collectives (or the same with another "
+                  "count, type or root) at the same point: a rank skipped, added or "
+                  "reordered one"),
     pattern(NCCL_ERROR, r"NCCL WARN (?!.*Cuda failure 217)", COLL),
 ]

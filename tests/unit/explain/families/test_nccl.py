@@ -42,3 +42,21 @@ def test_no_socket_interface_with_ifname_set_is_the_ifname():
 def test_no_socket_interface_without_the_ifname_line_stays_hedged():
     # unset, NCCL falls back to docker and lo: a filter set outside the log, value unseen
     assert first_cause(BOOTSTRAP) == "nccl-error"
+
+
+def test_a_cuda_failure_in_the_nvls_transport_is_the_fabric():
+    # NCCL 2.18+ transport/nvls.cc CUCHECK around cuMulticastCreate / cuMemMap
+    assert first_cause("node2:2431:2479 [5] transport/nvls.cc:158 NCCL WARN Cuda failure 1 "
+                       "'invalid argument'") == "fabric-manager-not-ready"
+
+
+def test_insufficient_driver_is_cuda_unusable():
+    # misc/cudawrap.cc, cudaErrorInsufficientDriver's string
+    assert first_cause("host:2871:2871 [0] misc/cudawrap.cc:182 NCCL WARN Cuda failure 'CUDA "
+                       "driver version is insufficient for CUDA runtime version'") == \
+        "cuda-unusable"
+
+
+def test_nccls_own_mismatch_check_is_a_desync():
+    assert first_cause("init.cc:1247 NCCL WARN Mismatched collective detected, please check "
+                       "your collective calls at and around rank 39.") == "collective-desync"
