@@ -34,7 +34,8 @@ ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|(?:CUDA|
 # Lines that say something failed in words but report no failure: warnings (torch's
 # "[W reducer.cpp:...] Warning:", Python's *Warning), NCCL INFO (a plugin it did not find,
 # a tuner it fell back from), and a rank's progress output.
-NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\bWarning:|\w+Warning\b|\bNCCL INFO\b|^\s*warnings\.warn")
+NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\b[Ww]arning:|\w+Warning\b|\bNCCL INFO\b|"
+                          r"^\s*warnings\.warn")
 QUOTED_ERRORS = 3
 MAX_EVIDENCE = 4
 # Signals a rank receives *because* of another failure: the agent's teardown, the watchdog.

@@ -25,7 +25,10 @@ PATTERNS = [
     pattern(GPU_ECC_ERROR,
             r"(?i)uncorrectable ECC error|NVRM: Xid \([^)]*\): (?:48|63|64|94|95)\b",
             "ddpcheck run --stages node (GPU health per node)"),
-    pattern(GPU_LOST, r"NVRM: Xid \([^)]*\): 79\b|GPU has fallen off the bus",
+    # the driver's message may wrap ("NVRM: GPU ... has / NVRM: fallen off the bus"), and
+    # nvidia-smi cannot get a handle for a GPU that stopped answering
+    pattern(GPU_LOST, r"NVRM: Xid \([^)]*\): 79\b|fallen off the bus|"
+            r"Unable to determine the device handle for GPU\S*: Unknown Error",
             "ddpcheck run --stages node (GPU health per node)"),
     # c10/cuda: cudaErrorNoDevice with GPUs installed means CUDA_VISIBLE_DEVICES hides them
     # cudaErrorSystemNotReady (802), CUDA runtime API: "the system is not yet ready to start

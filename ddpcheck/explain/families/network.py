@@ -46,6 +46,12 @@ PATTERNS = [
             r"\(gai error: -[23]|rp != nullptr\. Unable to find address for:|"
             r"hostname of the (?:client|server) socket cannot be retrieved|"
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
+    # gloo/transport/tcp/device.cc sockaddrToInterfaceName: the address this node's name
+    # resolved to (or the one it was given) belongs to no local interface.
+    pattern(HOSTNAME_UNRESOLVABLE, r"Unable to find interface for: \[(?P<addr>[^\]]+)\]", HOSTS,
+            cause="gloo took {addr} as this node's address (what its host name resolves to, "
+                  "or the address it was given), and no interface of this node has it: a "
+                  "stale /etc/hosts entry, a numeric host name, or a wildcard address"),
     pattern(NCCL_NO_SOCKET_INTERFACE,
             r"Bootstrap : no socket interface found|"
             r"Socket creation failed : Address family not supported|"

@@ -56,3 +56,12 @@ def test_cuda_system_not_ready_is_the_fabric_manager():
         == "fabric-manager-not-ready"
     assert first_cause("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=47 "
                        "error=802 : system not yet initialized") == "fabric-manager-not-ready"
+
+
+def test_a_gpu_that_stopped_answering_is_lost():
+    # the driver's message wraps; nvidia-smi on a GPU that no longer answers
+    assert first_cause("[ 1843.4] NVRM: GPU 0000:c1:00.0: GPU has",
+                       "               NVRM: fallen off the bus and is not responding to "
+                       "commands.") == "gpu-lost"
+    assert first_cause("Unable to determine the device handle for GPU0000:03:00.0: Unknown "
+                       "Error") == "gpu-lost"

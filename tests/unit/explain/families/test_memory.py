@@ -58,3 +58,10 @@ def test_slurm_cgroup_oom_and_a_shells_killed_are_host_out_of_memory():
                        "handler.") == "host-out-of-memory"
     assert first_cause("Loading checkpoint shards:  38%|#####     | 3/8 [00:02<00:03]Killed") \
         == "host-out-of-memory"
+
+
+def test_deepspeeds_launcher_reports_the_sigkill_like_torchrun():
+    # deepspeed/launcher/launch.py sigkill_handler
+    assert first_cause("[ERROR] [launch.py:320:sigkill_handler] ['/usr/bin/python', '-u', "
+                       "'train.py', '--local_rank=1'] exits with return code = -9") == \
+        "host-out-of-memory"
