@@ -23,6 +23,7 @@ from ddpcheck.explain.codes import (
 )
 from ddpcheck.explain.matching import pattern
 from ddpcheck.node.gpustate import CUDA_UNUSABLE
+from ddpcheck.node.nccl import NCCL_ENV_INVALID
 
 COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
 NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
@@ -87,5 +88,14 @@ PATTERNS = [
             cause="NCCL saw ranks call different collectives (or the same with another "
                   "count, type or root) at the same point: a rank skipped, added or "
                   "reordered one"),
+    # enqueue.cc: no algorithm fits the call; NCCL names the variable when the user set one
+    # (and then returns ncclInvalidUsage): "... NCCL_ALGO was set to NVLS."
+    pattern(NCCL_ENV_INVALID,
+            r"no algorithm/protocol available for function \w+ with datatype \w+\..*"
+            r"(?P<var>NCCL_(?:ALGO|PROTO)) was set to (?P<val>[^.\s]+)", COLL,
+            cause="{var}={val} leaves NCCL no algorithm or protocol for this collective and "
+                  "data type (set by the job, or leaked from an earlier step's environment)",
+            fix="unset {var} (NCCL picks per call), or set it to a list that includes a "
+                "fallback, e.g. NCCL_ALGO=Ring,Tree"),
     pattern(NCCL_ERROR, r"NCCL WARN (?!.*Cuda failure 217)", COLL),
 ]

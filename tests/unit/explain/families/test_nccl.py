@@ -60,3 +60,9 @@ def test_insufficient_driver_is_cuda_unusable():
 def test_nccls_own_mismatch_check_is_a_desync():
     assert first_cause("init.cc:1247 NCCL WARN Mismatched collective detected, please check "
                        "your collective calls at and around rank 39.") == "collective-desync"
+
+
+def test_no_algorithm_with_nccl_algo_set_is_the_variable():
+    # enqueue.cc topoGetAlgoInfo's WARN, as torch's "Last error:" repeats it
+    assert first_cause("Error : no algorithm/protocol available for function Broadcast with "
+                       "datatype ncclInt8. NCCL_ALGO was set to NVLS.") == "nccl-env-invalid"
