@@ -79,12 +79,20 @@ SOLO_STEP = re.compile(
     r"\bSaving (?:model )?checkpoint|save_pretrained")
 
 
+HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
+
+
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     """A plain timeout becomes a rank busy alone when the log shows that work under way."""
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
-    hint = next((r for r in records if SOLO_STEP.search(r.text)), None)
+    # The work must be what the job was doing when the wait began: a line shortly before the
+    # first timeout, not an evaluation that ran (and ended) epochs earlier.
+    # (Lines of one file compare by line number: progress bars carry no timestamp.)
+    firsts = [e.first for e in timeouts]
+    hint = next((r for r in reversed(records) if SOLO_STEP.search(r.text) and any(
+        r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)), None)
     if hint is None:
         return found
     out = []

@@ -92,3 +92,12 @@ def test_a_one_element_allgather_is_a_sync_point_like_a_barrier():
                        "caught collective operation timeout: WorkNCCL(SeqNum=493, "
                        "OpType=ALLGATHER, NumelIn=1, NumelOut=4, Timeout(ms)=60000) ran for "
                        "60044 milliseconds before timing out.") == "rank-zero-only-step-timeout"
+
+
+def test_an_evaluation_long_before_the_timeout_is_not_the_work_that_held_a_rank():
+    timeout = ("[rank0]:[E109 22:46:25.9 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught "
+               "collective operation timeout: WorkNCCL(SeqNum=9001, OpType=ALLREDUCE, "
+               "NumelIn=25557032, NumelOut=25557032, Timeout(ms)=600000) ran for 600044 "
+               "milliseconds before timing out.")
+    lines = ["Evaluating: 100%|#####| 50/50", *(f"step {i} loss 0.1" for i in range(40)), timeout]
+    assert first_cause(*lines) == "collective-timeout"
