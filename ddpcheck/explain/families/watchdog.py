@@ -145,6 +145,11 @@ PATTERNS = [
     pattern(COLLECTIVE_TIMEOUT,
             r"Watchdog caught collective operation timeout", NEXT,
             root=False, combine=combine),
+    # gloo's collectives (gloo/transport/tcp/unbound_buffer.cc): "Timed out waiting 1800000ms
+    # for recv operation to complete", the gloo counterpart of the watchdog's line.
+    pattern(COLLECTIVE_TIMEOUT,
+            r"Timed out waiting (?P<ms>\d+)ms for (?:recv|send) operation to complete", NEXT,
+            root=False, combine=combine),
     # The store's wait (torch/csrc/distributed/c10d/socket.cpp waitForInput): a rank waited
     # for a key its peers had not set, as in a store-based barrier; like a collective timeout
     # it names no cause (refine finds the rank busy alone when the log shows its work).

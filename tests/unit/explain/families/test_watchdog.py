@@ -101,3 +101,12 @@ def test_an_evaluation_long_before_the_timeout_is_not_the_work_that_held_a_rank(
                "milliseconds before timing out.")
     lines = ["Evaluating: 100%|#####| 50/50", *(f"step {i} loss 0.1" for i in range(40)), timeout]
     assert first_cause(*lines) == "collective-timeout"
+
+
+def test_a_gloo_recv_timeout_is_a_collective_timeout():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r0.log", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/"
+                        "unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation "
+                        "to complete\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
