@@ -85,6 +85,8 @@ class Explanation:
 
     def render_text(self) -> str:
         parts = []
+        if self.undetermined and self.problems[0].code != codes.UNEXPLAINED.code:
+            parts.append("what the log shows (a symptom, not its root cause):")
         for e in self.found:
             if e.problem.consequence_of:
                 continue
