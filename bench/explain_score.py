@@ -7,8 +7,10 @@ engine on each log (the command's own input reader: directories, gzip) and print
 for the development set, the held-out set and each family.
 
 - right: the first root cause is the confirmed code (cause "none": explain exits 0);
-- abstained: explain says it cannot tell (``unexplained``, or the generic ``nccl-error`` where
-  that is not the confirmed code);
+- abstained: explain says it cannot tell the root cause (``Explanation.undetermined``: its
+  verdict is UNEXPLAINED or ROOT CAUSE UNDETERMINED, i.e. the first cause is ``unexplained``, a
+  generic code such as ``nccl-error``, or a symptom such as ``collective-timeout``) and that
+  code is not the confirmed one;
 - wrong: any other first cause, a confident wrong answer (or "no failure" on a failed job).
 
 Held-out cases are scored, never printed: only their counts appear, per family. Nothing here
@@ -32,7 +34,6 @@ from ddpcheck.explain.engine import explain_inputs
 from ddpcheck.explain.inputs import read_inputs
 from tests.helpers.paths import DATA
 
-HEDGED = frozenset({"unexplained", "nccl-error"})
 VERDICTS = ("right", "abstained", "wrong")
 
 
@@ -73,7 +74,7 @@ def judge(case: Case) -> tuple[str, str]:
     got = causes[0] if causes else "none"
     if got == case.cause or (case.cause == "none" and explanation.exit_code == 0):
         return "right", got
-    if got in HEDGED:
+    if explanation.undetermined:
         return "abstained", got
     return "wrong", got
 

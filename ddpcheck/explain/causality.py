@@ -18,6 +18,17 @@ from ddpcheck.explain.reader import Record
 
 # Codes too generic to stand next to a specific cause: they follow from it.
 GENERIC = frozenset({NCCL_ERROR.code, RANK_EXITED.code})
+# Symptoms: what a rank saw when something else went wrong (a collective that timed out, an
+# endpoint or NCCL peer that did not answer or refused, a rendezvous that ran out of time, a
+# worker ended by a signal other than the OOM killer's, a job Slurm cancelled at its limit).
+# The line names no cause: a peer that crashed or never started, a firewall, a wrong address,
+# a long step of one rank all print the same. They give way to any specific cause, and alone
+# they leave the root cause undetermined.
+SYMPTOMS = frozenset({"collective-timeout", "endpoint-unreachable", "endpoint-refused",
+                      "rendezvous-timeout", "rank-killed", "peer-unreachable",
+                      "slurm-job-cancelled"})
+# First causes that say the log cannot tell why: explain abstains and quotes the first errors.
+UNDETERMINED = frozenset({"unexplained", *GENERIC, *SYMPTOMS})
 
 
 @dataclass(frozen=True)
@@ -33,9 +44,12 @@ class Explained:
 
 def order(found: Sequence[Explained]) -> list[Explained]:
     """Roots first (earliest first); the rest marked as consequences of the first root."""
-    roots = sorted((e for e in found if e.root and e.problem.code not in GENERIC),
+    roots = sorted((e for e in found if e.root and e.problem.code not in UNDETERMINED),
                    key=lambda e: e.first.order)
-    if not roots:  # nothing specific: the generic ones are the best we have
+    if not roots:  # nothing specific: a symptom, then the generic ones, are the best we have
+        roots = sorted((e for e in found if e.root and e.problem.code not in GENERIC),
+                       key=lambda e: e.first.order)
+    if not roots:
         roots = sorted((e for e in found if e.root), key=lambda e: e.first.order)
     if not roots:
         return sorted(found, key=lambda e: e.first.order)

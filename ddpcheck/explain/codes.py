@@ -214,3 +214,13 @@ SLURM_JOB_CANCELLED = register(
     "is not a crash of their own",
     "for DUE TO TIME LIMIT raise --time or checkpoint and requeue (--signal=USR1@120 to save "
     "before the kill); for DUE TO PREEMPTION use a non-preemptible partition/QOS or requeue")
+FABRIC_MANAGER_NOT_READY = register(
+    "fabric-manager-not-ready", "CUDA reports the system not yet ready for CUDA work "
+    "(cudaErrorSystemNotReady, error 802)",
+    "on an NVSwitch system (HGX/DGX) the NVIDIA Fabric Manager is not running, is not of "
+    "the driver's exact version, or was restarted under live processes: CUDA refuses work "
+    "until the NVLink fabric is set up (CUDA runtime API, cudaErrorSystemNotReady: 'verify "
+    "... all required driver daemons are actively running')",
+    "install nvidia-fabricmanager of exactly the driver's version and systemctl enable --now "
+    "nvidia-fabricmanager (after a restart, reset the GPUs: nvidia-smi -r); ddpcheck run "
+    "--stages node checks the fabric state")

@@ -17,7 +17,7 @@ from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
 from ddpcheck.explain import codes, tracebacks
-from ddpcheck.explain.causality import Explained, order
+from ddpcheck.explain.causality import UNDETERMINED, Explained, order
 from ddpcheck.explain.families import PATTERNS, network, slurm, watchdog
 from ddpcheck.explain.flightrec import RankTrace
 from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
@@ -27,12 +27,14 @@ from ddpcheck.explain.reader import Record, read_text
 from ddpcheck.report.text import render_problem
 
 # Lines that show something failed, quoted when no pattern explains the log.
-ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|NCCL WARN|fatal|Killed|"
+ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|(?:CUDA|NCCL) failure|"
+                        r"NCCL WARN|fatal|Killed|"
                         r"Segmentation fault|core dumped|Aborted", re.IGNORECASE)
 # Lines that say something failed in words but report no failure: warnings (torch's
 # "[W reducer.cpp:...] Warning:", Python's *Warning), NCCL INFO (a plugin it did not find,
 # a tuner it fell back from), and a rank's progress output.
-NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\bWarning:|\w+Warning\b|\bNCCL INFO\b|^\s*warnings\.warn")
+NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\b[Ww]arning:|\w+Warning\b|\bNCCL INFO\b|"
+                          r"^\s*warnings\.warn")
 QUOTED_ERRORS = 3
 MAX_EVIDENCE = 4
 # Signals a rank receives *because* of another failure: the agent's teardown, the watchdog.
@@ -46,10 +48,17 @@ class Explanation:
     found: list[Explained]
     sources: list[str]
     notes: list[str] = field(default_factory=list)  # what the dumps say of every rank
+    first_errors: list[str] = field(default_factory=list)  # "file:line: text", first first
 
     @property
     def problems(self) -> list[Problem]:
         return [e.problem for e in self.found]
+
+    @property
+    def undetermined(self) -> bool:
+        """True when the log shows a failure but not its root cause (explain abstains)."""
+        causes = [p for p in self.problems if not p.consequence_of]
+        return bool(causes) and causes[0].code in UNDETERMINED
 
     @property
     def exit_code(self) -> int:
@@ -65,11 +74,18 @@ class Explanation:
         more = f" (+{echoes} consequence{'s' if echoes != 1 else ''})" if echoes else ""
         if first.code == codes.UNEXPLAINED.code:
             return "UNEXPLAINED: the log shows a failure ddpcheck does not recognise"
+        if self.undetermined:
+            quoted = "".join(f"\n  {q}" for q in self.first_errors)
+            return (f"ROOT CAUSE UNDETERMINED: the log shows {first.code}{_where(first)}{more}, "
+                    "a symptom that several causes print alike; it cannot tell which. "
+                    "First error lines:" + (quoted or " (none)"))
         return f"EXPLAINED: {len(causes)} cause{'s' if len(causes) != 1 else ''}{more}; " \
                f"first: {first.code}{_where(first)}"
 
     def render_text(self) -> str:
         parts = []
+        if self.undetermined and self.problems[0].code != codes.UNEXPLAINED.code:
+            parts.append("what the log shows (a symptom, not its root cause):")
         for e in self.found:
             if e.problem.consequence_of:
                 continue
@@ -87,8 +103,8 @@ class Explanation:
         return "\n\n".join(parts) + "\n"
 
     def to_json(self) -> dict[str, Any]:
-        explained = bool(self.found) and self.found[0].problem.code != codes.UNEXPLAINED.code
-        return {"explained": explained,
+        return {"explained": bool(self.found) and not self.undetermined,
+                "root_cause_determined": bool(self.found) and not self.undetermined,
                 "exit_code": self.exit_code, "verdict": self.verdict(), "sources": self.sources,
                 "problems": [e.problem.to_dict() for e in self.found],
                 "next": {e.problem.code: e.next_run for e in self.found},
@@ -130,11 +146,16 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
         sources.extend(t.source for t in traces)
         found.extend(_flight_recorder(traces))
         notes.append(_stuck_note(traces))
-    if not found and (errors := [r for r in records if ERROR_LINE.search(r.text)
-                                  and not NOT_AN_ERROR.search(r.text)]):
+    errors = [r for r in records if ERROR_LINE.search(r.text) and not NOT_AN_ERROR.search(r.text)]
+    if not found and errors:
         found.append(_unexplained(errors, records))
     found = slurm.refine(found, records)
-    return Explanation(order(found), sources, notes)
+    # The first failure lines: error words, and the first line of each problem found.
+    firsts = sorted({(r.order, r.source, r.lineno): r for r in
+                     [*errors[:QUOTED_ERRORS], *(e.first for e in found)]}.items())
+    quoted = [f"{r.source}:{r.lineno}: {r.text.strip()[:200]}"
+              for _, r in firsts[:QUOTED_ERRORS]]
+    return Explanation(order(found), sources, notes, quoted)
 
 
 def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:

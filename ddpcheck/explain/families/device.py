@@ -8,7 +8,12 @@ c10/cuda/CUDACachingAllocator.cpp).
 from __future__ import annotations
 
 from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, CUDA_VISIBLE_DEVICES_INVALID
-from ddpcheck.explain.codes import CUDA_OOM, GPU_ECC_ERROR, INVALID_DEVICE_ORDINAL
+from ddpcheck.explain.codes import (
+    CUDA_OOM,
+    FABRIC_MANAGER_NOT_READY,
+    GPU_ECC_ERROR,
+    INVALID_DEVICE_ORDINAL,
+)
 from ddpcheck.explain.matching import pattern
 from ddpcheck.node.gpustate import CUDA_UNUSABLE, GPU_LOST
 
@@ -20,9 +25,17 @@ PATTERNS = [
     pattern(GPU_ECC_ERROR,
             r"(?i)uncorrectable ECC error|NVRM: Xid \([^)]*\): (?:48|63|64|94|95)\b",
             "ddpcheck run --stages node (GPU health per node)"),
-    pattern(GPU_LOST, r"NVRM: Xid \([^)]*\): 79\b|GPU has fallen off the bus",
+    # the driver's message may wrap ("NVRM: GPU ... has / NVRM: fallen off the bus"), and
+    # nvidia-smi cannot get a handle for a GPU that stopped answering
+    pattern(GPU_LOST, r"NVRM: Xid \([^)]*\): 79\b|fallen off the bus|"
+            r"Unable to determine the device handle for GPU\S*: Unknown Error",
             "ddpcheck run --stages node (GPU health per node)"),
     # c10/cuda: cudaErrorNoDevice with GPUs installed means CUDA_VISIBLE_DEVICES hides them
+    # cudaErrorSystemNotReady (802), CUDA runtime API: "the system is not yet ready to start
+    # any CUDA work ... all required driver daemons are actively running" (Fabric Manager).
+    pattern(FABRIC_MANAGER_NOT_READY,
+            r"system not yet initialized|cudaErrorSystemNotReady|CUDA error(?: code)?:? 802\b|"
+            r"runtime error \(802\)", "ddpcheck run --stages node (GPU and NVLink fabric state)"),
     pattern(CUDA_VISIBLE_DEVICES_INVALID,
             r"No CUDA GPUs are available|no CUDA-capable device is detected",
             "ddpcheck run --stages node (compares torch's GPUs with nvidia-smi)",

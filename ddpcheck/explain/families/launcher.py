@@ -56,7 +56,11 @@ PATTERNS = [
     # torch/distributed/rendezvous.py _env_rendezvous_handler, and scripts reading os.environ
     pattern(LAUNCHER_ENV_MISSING,
             r"environment variable (?P<var>[A-Z_]+) expected, but not set|"
-            r"KeyError: '(?P<key>LOCAL_RANK|RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT)'",
+            r"KeyError: '(?P<key>LOCAL_RANK|RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT)'|"
+            # the frame that raises it (torch/distributed/rendezvous.py), and a KeyError's
+            # message on a line of its own, as a chained traceback prints it
+            r"raise _env_error\(\"(?P<frame>[A-Z_]+)\"\)|"
+            r"^\s*'(?P<bare>LOCAL_RANK|RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT)'\s*$",
             "torchrun --nproc-per-node N your_script.py (torchrun sets the variables)"),
     # argparse's own message (lmy98129/VLPD#6, skycrapers/TecoGAN-PyTorch#31): every local
     # rank prints it, then the agent reports the exit code 2 as a consequence.
@@ -66,6 +70,9 @@ PATTERNS = [
     pattern(RANK_KILLED,
             r"failed \(exitcode: (?P<code>-\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)",
             NEXT, combine=combine_killed),
+    # DeepSpeed's launcher (deepspeed/launcher/launch.py sigkill_handler): "{cmd} exits with
+    # return code = -9"; a negative code is the signal, as for torchrun
+    pattern(RANK_KILLED, r"exits with return code = (?P<code>-\d+)", NEXT, combine=combine_killed),
     pattern(RANK_KILLED, r"Signal (?P<sig>\d+) \(SIG\w+\) received by PID (?P<pid>\d+)",
             NEXT, combine=combine_killed),
     # The "Root Cause (first observed failure)" block of torchrun's ChildFailedError

@@ -36,7 +36,6 @@ PATTERNS = [
             NODE),
     pattern(DEV_SHM_TOO_SMALL,
             r"(?i)unexpected bus error encountered in worker|insufficient shared memory|"
-            r"DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly|"
             r"unable to (?:write to|open shared memory object) .*torch_|"
             r"/dev/shm\S*:? No space left on device", NODE,
             cause="/dev/shm is too small for the DataLoader workers' shared tensors "

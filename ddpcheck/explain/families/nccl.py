@@ -2,28 +2,42 @@
 
 Line format "host:pid:tid [cudaDev] file:line NCCL WARN message" (NCCL src/debug.cc).
 Shared memory: misc/shmutils.cc ("Error while creating shared memory segment", "failed to
-extend ... No space left on device") means /dev/shm is too small (NCCL troubleshooting guide,
-"Shared memory"); an *attach* failure is not that and stays a plain nccl-error.
+extend ... No space left on device"; NCCL <= 2.11 include/shm.h's SYSCHECK "Call to
+posix_fallocate failed : No space left on device") means /dev/shm is too small (NCCL
+troubleshooting guide, "Shared memory"); an *attach* failure is not that and stays a plain
+nccl-error.
 """
 
 from __future__ import annotations
 
 from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE, NCCL_LIBRARY_MISMATCH
 from ddpcheck.explain.codes import (
+    COLLECTIVE_DESYNC,
     CUDA_OOM,
+    DEV_SHM_UNWRITABLE,
+    FABRIC_MANAGER_NOT_READY,
     NCCL_ERROR,
     NCCL_NET_ERROR,
     NCCL_NET_PLUGIN_UNUSABLE,
     NCCL_P2P_UNSUPPORTED,
 )
 from ddpcheck.explain.matching import pattern
+from ddpcheck.node.gpustate import CUDA_UNUSABLE
+from ddpcheck.node.nccl import NCCL_ENV_INVALID
 
 COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
 NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
 
 PATTERNS = [
+    # The errno NCCL's SYSCHECK prints before "Error while creating shared memory segment"
+    # (include/checks.h "Call to %s failed : %s"; misc/shmutils.cc "failed to create shared
+    # memory file ... error Permission denied"): /dev/shm is there but not writable.
+    pattern(DEV_SHM_UNWRITABLE,
+            r"NCCL WARN (?:Call to (?:shm_open|open|mkstemp) failed ?: ?|Error: failed to create "
+            r"shared memory file .*)(?:Permission denied|Read-only file system)", NODE),
     pattern(DEV_SHM_TOO_SMALL,
             r"Error while creating shared memory segment|failed to extend /dev/shm\S* to|"
+            r"Call to posix_fallocate failed ?: ?No space left on device|"
             r"unable to allocate shared memory|Unexpected bus error encountered in worker|"
             r"killed by signal: Bus error", NODE,
             cause="/dev/shm is too small for NCCL's shared-memory transport or the "
@@ -53,5 +67,35 @@ PATTERNS = [
             r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
+    # transport/nvls.cc creates NVLink SHARP multicast objects (cuMulticastCreate, cuMemMap):
+    # a CUDA failure there is the NVSwitch fabric not set up for multicast (Fabric Manager
+    # missing, of another version, or restarted); NCCL_NVLS_ENABLE=0 avoids NVLS.
+    pattern(FABRIC_MANAGER_NOT_READY, r"transport/nvls\.cc:\d+ NCCL WARN Cuda failure", COLL,
+            cause="NCCL's NVLS transport could not create NVLink SHARP multicast objects: the "
+                  "NVSwitch fabric is not set up (NVIDIA Fabric Manager not running, not of "
+                  "the driver's version, or restarted under live processes)",
+            fix="install and start nvidia-fabricmanager of exactly the driver's version "
+                "(systemctl enable --now nvidia-fabricmanager); until then NCCL_NVLS_ENABLE=0"),
+    # cudaErrorInsufficientDriver, as NCCL's cudawrap.cc and torch print it
+    pattern(CUDA_UNUSABLE, r"CUDA driver version is insufficient for CUDA runtime version",
+            "ddpcheck run --stages node",
+            cause="the NVIDIA driver is older than the CUDA runtime this torch / NCCL was "
+                  "built with",
+            fix="upgrade the NVIDIA driver, or install a torch build for an older CUDA "
+                "(pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"),
+    # NCCL's own cross-rank check (init.cc): ranks called different collectives
+    pattern(COLLECTIVE_DESYNC, r"NCCL WARN Mismatched collective detected", COLL,
+            cause="NCCL saw ranks call different collectives (or the same with another "
+                  "count, type or root) at the same point: a rank skipped, added or "
+                  "reordered one"),
+    # enqueue.cc: no algorithm fits the call; NCCL names the variable when the user set one
+    # (and then returns ncclInvalidUsage): "... NCCL_ALGO was set to NVLS."
+    pattern(NCCL_ENV_INVALID,
+            r"no algorithm/protocol available for function \w+ with datatype \w+\..*"
+            r"(?P<var>NCCL_(?:ALGO|PROTO)) was set to (?P<val>[^.\s]+)", COLL,
+            cause="{var}={val} leaves NCCL no algorithm or protocol for this collective and "
+                  "data type (set by the job, or leaked from an earlier step's environment)",
+            fix="unset {var} (NCCL picks per call), or set it to a list that includes a "
+                "fallback, e.g. NCCL_ALGO=Ring,Tree"),
     pattern(NCCL_ERROR, r"NCCL WARN (?!.*Cuda failure 217)", COLL),
 ]

@@ -46,6 +46,12 @@ PATTERNS = [
             r"\(gai error: -[23]|rp != nullptr\. Unable to find address for:|"
             r"hostname of the (?:client|server) socket cannot be retrieved|"
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
+    # gloo/transport/tcp/device.cc sockaddrToInterfaceName: the address this node's name
+    # resolved to (or the one it was given) belongs to no local interface.
+    pattern(HOSTNAME_UNRESOLVABLE, r"Unable to find interface for: \[(?P<addr>[^\]]+)\]", HOSTS,
+            cause="gloo took {addr} as this node's address (what its host name resolves to, "
+                  "or the address it was given), and no interface of this node has it: a "
+                  "stale /etc/hosts entry, a numeric host name, or a wildcard address"),
     pattern(NCCL_NO_SOCKET_INTERFACE,
             r"Bootstrap : no socket interface found|"
             r"Socket creation failed : Address family not supported|"
@@ -89,8 +95,33 @@ ODD_FAMILY = "is neither AF_INET"
 IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
 
 
+# NCCL misc/socket.cc ncclFindInterfaces: with NCCL_SOCKET_IFNAME unset it tries ib*, then
+# any interface but docker*/lo, then docker*, then lo, so "Bootstrap : no socket interface
+# found" means a filter the user set (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY) excluded them all.
+NO_INTERFACE = "no socket interface found"
+
+
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
-    if any(IFNAME_SET.search(r.text) for r in records):
+    ifname_set = any(IFNAME_SET.search(r.text) for r in records)
+    out = []
+    for e in found:
+        p = e.problem
+        if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE in p.observed:
+            e = replace(e, problem=BAD_SOCKET_IFNAME.problem(
+                p.observed, ranks=p.ranks, hosts=p.hosts,
+                cause="NCCL_SOCKET_IFNAME names no interface of this node (NCCL finds at "
+                      "least lo when it is unset)") if ifname_set else NCCL_ERROR.problem(
+                p.observed, ranks=p.ranks, hosts=p.hosts,
+                cause="NCCL found no interface for its bootstrap: NCCL_SOCKET_IFNAME or "
+                      "NCCL_SOCKET_FAMILY (set outside this log) excludes every interface, "
+                      "as unset NCCL falls back to docker and lo; the log does not show "
+                      "which value"))
+        out.append(e)
+    return _odd_family(out, ifname_set)
+
+
+def _odd_family(found: list[Explained], ifname_set: bool) -> list[Explained]:
+    if ifname_set:
         return found
     return [replace(e, problem=NCCL_ERROR.problem(
         e.problem.observed, ranks=e.problem.ranks, hosts=e.problem.hosts,

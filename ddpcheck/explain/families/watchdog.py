@@ -29,7 +29,9 @@ NEXT = "ddpcheck run --nodes N --stages collectives,bandwidth (the links between
 
 
 # NCCL has no barrier kernel: ProcessGroupNCCL::barrier all-reduces one element, so a
-# watchdog line "OpType=ALLREDUCE, NumelIn=1, NumelOut=1" is a barrier (or a scalar flag).
+# watchdog line "OpType=ALLREDUCE, NumelIn=1, NumelOut=1" is a barrier (or a scalar flag);
+# all_gather_object / broadcast_object_list first exchange one-element sizes (NumelIn=1):
+# every one-element collective is a sync point, not training traffic.
 BARRIER_LIKE = {"BARRIER"}
 EARLY_SEQ = 2  # the first collectives after init (DDP's parameter broadcast, a barrier)
 ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tokenisation, "
@@ -39,7 +41,7 @@ ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tok
 def _rank_zero_step(ops: dict[tuple[str, str, str], set[int]]) -> str:
     """Why this timeout is a rank busy alone, or "" when the lines do not show it."""
     (seq, op, numel), = ops
-    if op in BARRIER_LIKE or (op == "ALLREDUCE" and numel == "1"):
+    if op in BARRIER_LIKE or numel == "1":
         return ALONE.format(what=f"a barrier (#{seq} {op} of {numel or '?'} element)")
     if seq.isdigit() and int(seq) <= EARLY_SEQ:
         return ALONE.format(what=f"the job's first collectives (#{seq} {op})")
@@ -77,12 +79,20 @@ SOLO_STEP = re.compile(
     r"\bSaving (?:model )?checkpoint|save_pretrained")
 
 
+HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
+
+
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     """A plain timeout becomes a rank busy alone when the log shows that work under way."""
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
-    hint = next((r for r in records if SOLO_STEP.search(r.text)), None)
+    # The work must be what the job was doing when the wait began: a line shortly before the
+    # first timeout, not an evaluation that ran (and ended) epochs earlier.
+    # (Lines of one file compare by line number: progress bars carry no timestamp.)
+    firsts = [e.first for e in timeouts]
+    hint = next((r for r in reversed(records) if SOLO_STEP.search(r.text) and any(
+        r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)), None)
     if hint is None:
         return found
     out = []
@@ -134,6 +144,17 @@ PATTERNS = [
             combine=combine),
     pattern(COLLECTIVE_TIMEOUT,
             r"Watchdog caught collective operation timeout", NEXT,
+            root=False, combine=combine),
+    # gloo's collectives (gloo/transport/tcp/unbound_buffer.cc): "Timed out waiting 1800000ms
+    # for recv operation to complete", the gloo counterpart of the watchdog's line.
+    pattern(COLLECTIVE_TIMEOUT,
+            r"Timed out waiting (?P<ms>\d+)ms for (?:recv|send) operation to complete", NEXT,
+            root=False, combine=combine),
+    # The store's wait (torch/csrc/distributed/c10d/socket.cpp waitForInput): a rank waited
+    # for a key its peers had not set, as in a store-based barrier; like a collective timeout
+    # it names no cause (refine finds the rank busy alone when the log shows its work).
+    pattern(COLLECTIVE_TIMEOUT,
+            r"waitForInput: socket SocketImpl\(.*\) timed out after (?P<ms>\d+)ms", NEXT,
             root=False, combine=combine),
     # ProcessGroupNCCL's first collective fetches rank 0's ncclUniqueId from the store: a
     # timeout there means rank 0 had not reached its first collective (busy alone).

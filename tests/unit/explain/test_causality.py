@@ -46,3 +46,35 @@ def test_ambiguous_evidence_names_the_candidates():
     assert "firewall" in p.cause and "had not started" in p.cause
     (t,) = explain_texts(_read("rendezvous/errorfile-timeout-avhubert.log")).problems
     assert "does not decide" in t.cause
+
+
+# ProcessGroupNCCL.cpp WorkNCCL::checkTimeout, as torch 2.x prints it.
+WATCHDOG = ("[rank1]:[E ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=412, OpType=ALLREDUCE, NumelIn=2048, NumelOut=2048, "
+            "Timeout(ms)=600000) ran for 600039 milliseconds before timing out.")
+# torch/csrc/distributed/c10d/socket.cpp, a client that never reached the store.
+CONNECT = ("torch.distributed.DistNetworkError: The client socket has timed out after 900s "
+           "while trying to connect to (10.0.0.1, 29500).")
+
+
+def test_a_symptom_alone_leaves_the_root_cause_undetermined_and_quotes_the_first_errors():
+    e = explain_texts([("rank1.log", f"step 411\n{WATCHDOG}\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    verdict = e.verdict()
+    assert verdict.startswith("ROOT CAUSE UNDETERMINED: the log shows collective-timeout")
+    assert "rank1.log:2: " in verdict
+    assert e.to_json()["root_cause_determined"] is False and e.exit_code == 1
+
+
+def test_an_unreachable_endpoint_alone_is_a_symptom_not_a_cause():
+    e = explain_texts([("node1.err", CONNECT + "\n")])
+    assert e.problems[0].code == "endpoint-unreachable" and e.undetermined
+    assert "node1.err:1" in e.verdict()
+
+
+def test_a_specific_cause_comes_before_a_symptom_printed_earlier():
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
+           "a total capacity of 79.15 GiB of which 1.2 GiB is free.")
+    e = explain_texts([("node1.err", CONNECT + "\n"), ("node0.err", oom + "\n")])
+    assert e.problems[0].code == "cuda-out-of-memory" and not e.undetermined
+    assert e.verdict().startswith("EXPLAINED: 1 cause")

@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 
 from ddpcheck.explain import explain_texts
+from ddpcheck.explain.causality import UNDETERMINED
 from tests.helpers.paths import DATA
 
 LOGS = DATA / "logs"
 CORPUS = json.loads((LOGS / "CORPUS.json").read_text())["logs"]
-# Answers that claim no cause: never a confident wrong one.
-HEDGED = {"unexplained", "nccl-error"}
+# Answers that claim no cause (the verdict says the root cause is undetermined): never a
+# confident wrong one.
+HEDGED = set(UNDETERMINED)
 
 
 def first_cause(path: Path) -> str:

@@ -46,3 +46,22 @@ def test_a_torch_build_without_kernels_for_the_gpu_and_a_busy_gpu():
                        "on the device") == "cuda-unusable"
     assert first_cause("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or "
                        "unavailable") == "cuda-unusable"
+
+
+def test_cuda_system_not_ready_is_the_fabric_manager():
+    # cudaErrorSystemNotReady (802), as torch and nccl-tests print it
+    assert first_cause("RuntimeError: CUDA error: system not yet initialized") == \
+        "fabric-manager-not-ready"
+    assert first_cause("node1: Test CUDA failure common.cu:941 'system not yet initialized'") \
+        == "fabric-manager-not-ready"
+    assert first_cause("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=47 "
+                       "error=802 : system not yet initialized") == "fabric-manager-not-ready"
+
+
+def test_a_gpu_that_stopped_answering_is_lost():
+    # the driver's message wraps; nvidia-smi on a GPU that no longer answers
+    assert first_cause("[ 1843.4] NVRM: GPU 0000:c1:00.0: GPU has",
+                       "               NVRM: fallen off the bus and is not responding to "
+                       "commands.") == "gpu-lost"
+    assert first_cause("Unable to determine the device handle for GPU0000:03:00.0: Unknown "
+                       "Error") == "gpu-lost"

@@ -23,7 +23,13 @@ def test_dataloader_worker_deaths():
     # torch/utils/data/_utils/signal_handling.py and dataloader.py
     assert first_cause("RuntimeError: DataLoader worker (pid 19597) is killed by signal: "
                        "Killed.") == "host-out-of-memory"
+    # dataloader.py raises this for a worker that died of anything (segfault, OOM, bus error,
+    # an exception): alone it cannot tell /dev/shm from the rest, so explain abstains.
     assert first_cause("RuntimeError: DataLoader worker (pid(s) 25) exited unexpectedly") == \
+        "unexplained"
+    assert first_cause("ERROR: Unexpected bus error encountered in worker. This might be "
+                       "caused by insufficient shared memory (shm).",
+                       "RuntimeError: DataLoader worker (pid(s) 25) exited unexpectedly") == \
         "dev-shm-too-small"
     assert first_cause("ERROR: Unexpected bus error encountered in worker. This might be "
                        "caused by insufficient shared memory (shm).") == "dev-shm-too-small"
@@ -52,3 +58,10 @@ def test_slurm_cgroup_oom_and_a_shells_killed_are_host_out_of_memory():
                        "handler.") == "host-out-of-memory"
     assert first_cause("Loading checkpoint shards:  38%|#####     | 3/8 [00:02<00:03]Killed") \
         == "host-out-of-memory"
+
+
+def test_deepspeeds_launcher_reports_the_sigkill_like_torchrun():
+    # deepspeed/launcher/launch.py sigkill_handler
+    assert first_cause("[ERROR] [launch.py:320:sigkill_handler] ['/usr/bin/python', '-u', "
+                       "'train.py', '--local_rank=1'] exits with return code = -9") == \
+        "host-out-of-memory"

@@ -47,3 +47,10 @@ def test_an_address_of_no_family_is_the_interface_only_when_one_was_set():
     assert first_cause(odd) == "nccl-error"  # the line alone cannot tell: hedged
     assert first_cause("node:1:1 [3] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth2",
                        odd) == "socket-ifname-invalid"
+
+
+def test_gloo_finds_no_interface_with_the_address_its_name_resolved_to():
+    # gloo/transport/tcp/device.cc sockaddrToInterfaceName
+    assert first_cause("RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/"
+                       "tcp/device.cc:212] ifa != nullptr. Unable to find interface for: "
+                       "[0.0.0.189]") == "hostname-unresolvable"

@@ -21,3 +21,24 @@ def test_a_multi_node_batch_script_without_srun_is_named_before_the_wait():
         "#SBATCH --nodes=2", "srun torchrun --nnodes 2 --nproc-per-node 8 t.py",
         "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError") == \
         "rendezvous-timeout"
+
+
+def test_a_cancellation_alone_leaves_the_root_cause_undetermined():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("slurm-1.out", "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/96\n"
+                        "slurmstepd: error: *** JOB 168885 ON n1 CANCELLED AT "
+                        "2023-08-31T18:04:42 DUE TO TIME LIMIT ***\n")])
+    assert e.problems[0].code == "slurm-job-cancelled" and e.undetermined
+    assert "slurm-1.out:2" in e.verdict()
+
+
+def test_launcher_variables_missing_from_the_traceback_alone():
+    # torch/distributed/rendezvous.py _env_rendezvous_handler, message cut off
+    assert first_cause('  File "/x/torch/distributed/rendezvous.py", line 166, in '
+                       "_env_rendezvous_handler", '    raise _env_error("MASTER_ADDR")') == \
+        "launcher-env-missing"
+    # a chained traceback prints the KeyError's message on a line of its own
+    assert first_cause("Traceback (most recent call last):", "'LOCAL_RANK'",
+                       "During handling of the above exception, another exception occurred:"
+                       ) == "launcher-env-missing"

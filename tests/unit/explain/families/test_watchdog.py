@@ -66,3 +66,47 @@ def test_a_timeout_while_one_rank_tokenises_is_that_rank_busy_alone():
     assert first_cause(
         "Running tokenizer on dataset:   9%|###  | 280000/2969526 [29:55<4:48:08]",
         WD.format(r=1, s=808, op="ALLREDUCE", n=9801523)) == "rank-zero-only-step-timeout"
+
+
+def test_a_store_wait_that_times_out_while_one_rank_tokenises_is_that_rank_busy_alone():
+    # torch/csrc/distributed/c10d/socket.cpp waitForInput, and an HF datasets progress bar
+    assert first_cause(
+        "Tokenizing Prompts (num_proc=64):  92%|#####| 328986/359152 [29:58<12:05]",
+        "[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket "
+        "SocketImpl(fd=79, addr=[localhost]:41170, remote=[localhost]:29500) timed out after "
+        "1800000ms") == "rank-zero-only-step-timeout"
+
+
+def test_a_store_wait_alone_is_a_symptom():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r1.log", "[rank1]:[W516 14:34:56.8 socket.cpp:489] [c10d] waitForInput: "
+                        "socket SocketImpl(fd=79, addr=[localhost]:41170, remote=[localhost]:"
+                        "29500) timed out after 1800000ms\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_a_one_element_allgather_is_a_sync_point_like_a_barrier():
+    # all_gather_object exchanges one-element sizes first
+    assert first_cause("[rank2]:[E109 22:46:25.9 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog "
+                       "caught collective operation timeout: WorkNCCL(SeqNum=493, "
+                       "OpType=ALLGATHER, NumelIn=1, NumelOut=4, Timeout(ms)=60000) ran for "
+                       "60044 milliseconds before timing out.") == "rank-zero-only-step-timeout"
+
+
+def test_an_evaluation_long_before_the_timeout_is_not_the_work_that_held_a_rank():
+    timeout = ("[rank0]:[E109 22:46:25.9 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught "
+               "collective operation timeout: WorkNCCL(SeqNum=9001, OpType=ALLREDUCE, "
+               "NumelIn=25557032, NumelOut=25557032, Timeout(ms)=600000) ran for 600044 "
+               "milliseconds before timing out.")
+    lines = ["Evaluating: 100%|#####| 50/50", *(f"step {i} loss 0.1" for i in range(40)), timeout]
+    assert first_cause(*lines) == "collective-timeout"
+
+
+def test_a_gloo_recv_timeout_is_a_collective_timeout():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r0.log", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/"
+                        "unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation "
+                        "to complete\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined

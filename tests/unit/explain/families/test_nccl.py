@@ -1,0 +1,68 @@
+"""NCCL WARN lines as NCCL's sources print them (src/debug.cc prefix, include/checks.h)."""
+
+from __future__ import annotations
+
+from tests.unit.explain.families.helpers import first_cause
+
+PREFIX = "node1:2101:2187 [0] include/shm.h:48 NCCL WARN "
+
+
+def test_posix_fallocate_out_of_space_is_dev_shm_too_small():
+    # NCCL <= 2.11 include/shm.h: SYSCHECKVAL(shm_allocate(fd, shmSize), "posix_fallocate", res)
+    assert first_cause(PREFIX + "Call to posix_fallocate failed : No space left on device",
+                       "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/"
+                       "ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version 2.10.3"
+                       ) == "dev-shm-too-small"
+
+
+def test_unhandled_system_error_alone_stays_hedged():
+    assert first_cause("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/"
+                       "ProcessGroupNCCL.cpp:1269, unhandled system error, NCCL version "
+                       "2.10.3") in {"unexplained", "nccl-error"}
+
+
+def test_shm_open_permission_denied_is_dev_shm_unwritable_not_too_small():
+    # NCCL <= 2.11 include/shm.h: SYSCHECK's errno line, then the segment line
+    assert first_cause("node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open "
+                       "failed : Permission denied",
+                       "node08:27106:27302 [0] include/shm.h:48 NCCL WARN Error while creating "
+                       "shared memory segment nccl-shm-recv-b79-0-3-0 (size 4460544)") == \
+        "dev-shm-unwritable"
+
+
+BOOTSTRAP = "node1:77:77 [0] bootstrap.cc:45 NCCL WARN Bootstrap : no socket interface found"
+
+
+def test_no_socket_interface_with_ifname_set_is_the_ifname():
+    # misc/socket.cc ncclFindInterfaces: INFO line when the variable is set, then the WARN
+    assert first_cause("node1:77:77 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to "
+                       "=eth0", BOOTSTRAP) == "socket-ifname-invalid"
+
+
+def test_no_socket_interface_without_the_ifname_line_stays_hedged():
+    # unset, NCCL falls back to docker and lo: a filter set outside the log, value unseen
+    assert first_cause(BOOTSTRAP) == "nccl-error"
+
+
+def test_a_cuda_failure_in_the_nvls_transport_is_the_fabric():
+    # NCCL 2.18+ transport/nvls.cc CUCHECK around cuMulticastCreate / cuMemMap
+    assert first_cause("node2:2431:2479 [5] transport/nvls.cc:158 NCCL WARN Cuda failure 1 "
+                       "'invalid argument'") == "fabric-manager-not-ready"
+
+
+def test_insufficient_driver_is_cuda_unusable():
+    # misc/cudawrap.cc, cudaErrorInsufficientDriver's string
+    assert first_cause("host:2871:2871 [0] misc/cudawrap.cc:182 NCCL WARN Cuda failure 'CUDA "
+                       "driver version is insufficient for CUDA runtime version'") == \
+        "cuda-unusable"
+
+
+def test_nccls_own_mismatch_check_is_a_desync():
+    assert first_cause("init.cc:1247 NCCL WARN Mismatched collective detected, please check "
+                       "your collective calls at and around rank 39.") == "collective-desync"
+
+
+def test_no_algorithm_with_nccl_algo_set_is_the_variable():
+    # enqueue.cc topoGetAlgoInfo's WARN, as torch's "Last error:" repeats it
+    assert first_cause("Error : no algorithm/protocol available for function Broadcast with "
+                       "datatype ncclInt8. NCCL_ALGO was set to NVLS.") == "nccl-env-invalid"
