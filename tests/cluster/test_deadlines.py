@@ -30,43 +30,42 @@ def ended_after(runs, since: float) -> list[float]:
     return ended
 
 
-def test_a_stopped_rank_ends_every_node_within_the_default_probe_deadline(make_cluster,
-                                                                         tmp_path):
+def run_with_fault(make_cluster, tmp_path, fault, what: str) -> list:
+    """Start both nodes at the defaults, apply ``fault(cluster, pytest pid of a node1 rank in
+    the sweep)``, and time each node's end from the fault; returns the runs."""
     cluster = make_cluster(2)
     runs = start_default(cluster, tmp_path)
     _, events = _wait_for(tmp_path / "results-node1", lambda evs: any(
         e["event"] == "probe-start" and "bandwidth_sweep" in e["nodeid"] for e in evs))
-    cluster[1].exec_admin(["kill", "-STOP", str(events[0]["pid"])])
+    fault(cluster, events[0]["pid"])
     wall = time.time()
     ended = ended_after(runs, time.monotonic())
     _timeline(tmp_path, wall)
-    print(f"stopped rank at the defaults: node0 ended {ended[0]} s, node1 {ended[1]} s after "
-          f"SIGSTOP (bound {BOUND:g} s)")
+    print(f"{what} at the defaults: node0 ended {ended[0]} s, node1 {ended[1]} s after the "
+          f"fault (bound {BOUND:g} s)")
     assert [r.proc.returncode for r in runs] == [1, 1], runs[0].out + runs[1].out
-    for run in runs:
+    assert max(ended) < BOUND, ended
+    return runs
+
+
+def test_a_stopped_rank_ends_every_node_within_the_default_probe_deadline(make_cluster,
+                                                                         tmp_path):
+    def stop(cluster, pid: int) -> None:
+        cluster[1].exec_admin(["kill", "-STOP", str(pid)])
+
+    for run in run_with_fault(make_cluster, tmp_path, stop, "stopped rank"):
         first = run.report()["problems"][0]
         assert first["code"] == "rank-unresponsive" and first["hosts"] == ["node1"], run.out
-    assert max(ended) < BOUND, ended
 
 
 def test_a_killed_wrapper_mid_stage_ends_every_node_within_the_default_probe_deadline(
         make_cluster, tmp_path):
-    cluster = make_cluster(2)
-    runs = start_default(cluster, tmp_path)
-    _, events = _wait_for(tmp_path / "results-node1", lambda evs: any(
-        e["event"] == "probe-start" and "bandwidth_sweep" in e["nodeid"] for e in evs))
-    pytest_pid = events[0]["pid"]
-    wrapper = cluster[1].exec_admin(["ps", "-o", "ppid=", "-p", str(pytest_pid)]).stdout.strip()
-    cluster[1].exec_admin(["kill", "-9", wrapper])
-    wall = time.time()
-    ended = ended_after(runs, time.monotonic())
-    _timeline(tmp_path, wall)
-    print(f"killed wrapper at the defaults: node0 ended {ended[0]} s, node1 {ended[1]} s after "
-          f"the kill (bound {BOUND:g} s)")
-    assert [r.proc.returncode for r in runs] == [1, 1], runs[0].out + runs[1].out
-    for run in runs:
+    def kill_wrapper(cluster, pid: int) -> None:  # the rank's pytest is left orphaned
+        wrapper = cluster[1].exec_admin(["ps", "-o", "ppid=", "-p", str(pid)]).stdout.strip()
+        cluster[1].exec_admin(["kill", "-9", wrapper])
+
+    for run in run_with_fault(make_cluster, tmp_path, kill_wrapper, "killed wrapper"):
         assert "rank-killed" in run.codes(), run.out
-    assert max(ended) < BOUND, ended
 
 
 def _timeline(tmp_path, wall: float) -> None:
