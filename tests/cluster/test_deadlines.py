@@ -53,9 +53,11 @@ def test_a_stopped_rank_ends_every_node_within_the_default_probe_deadline(make_c
     def stop(cluster, pid: int) -> None:
         cluster[1].exec_admin(["kill", "-STOP", str(pid)])
 
-    for run in run_with_fault(make_cluster, tmp_path, stop, "stopped rank"):
+    runs = run_with_fault(make_cluster, tmp_path, stop, "stopped rank")
+    for run in runs:
         first = run.report()["problems"][0]
         assert first["code"] == "rank-unresponsive" and first["hosts"] == ["node1"], run.out
+    assert "is stopped" in runs[0].problem("rank-unresponsive")["observed"]
 
 
 def test_a_killed_wrapper_mid_stage_ends_every_node_within_the_default_probe_deadline(
