@@ -1,0 +1,45 @@
+"""bench.explain_score: the verdict of each case and the batch scored on its own.
+
+Runs the bench's own functions on a tiny corpus written here (two healthy-looking logs and
+one failure), so the counts it prints are checked against cases whose answer is known.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import explain_score
+
+FAILED = "RuntimeError: CUDA error: invalid device ordinal\n"
+
+
+def _corpus(tmp_path: Path) -> Path:
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "heldout").mkdir()
+    (tmp_path / "dev" / "a.log").write_text(FAILED)
+    (tmp_path / "heldout" / "b.log").write_text(FAILED)
+    (tmp_path / "dev" / "c.log").write_text(FAILED)
+    cases = [
+        {"id": "a", "split": "dev", "file": "dev/a.log", "cause": "none", "family": "healthy"},
+        {"id": "b", "split": "heldout", "file": "heldout/b.log", "cause": "none",
+         "family": "healthy", "batch": "stop24"},
+        {"id": "c", "split": "dev", "file": "dev/c.log", "cause": "none", "family": "healthy",
+         "batch": "stop24"},
+    ]
+    (tmp_path / "corpus-t.json").write_text(json.dumps({"about": "t", "cases": cases}))
+    return tmp_path
+
+
+def test_a_failure_called_healthy_is_wrong_and_batches_are_kept(tmp_path: Path) -> None:
+    cases = explain_score.load_cases([_corpus(tmp_path)], old=False)
+    assert [c.batch for c in cases] == ["", "stop24", "stop24"]
+    assert explain_score.judge(cases[0])[0] == "wrong"  # a failed job labelled healthy
+
+
+def test_the_batch_is_printed_on_its_own(tmp_path: Path, capsys) -> None:
+    explain_score.main(["--corpus", str(_corpus(tmp_path)), "--no-old"])
+    out = capsys.readouterr().out
+    batch = out.split("batch stop24")[1]
+    assert "n=  1" in batch.split("heldout")[1].splitlines()[0]
+    assert "all" in batch and "n=  2" in batch.split("all")[1].splitlines()[0]
