@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,8 +79,29 @@ class Resolution:
         return self.ok and all(is_loopback(a) for a in self.addresses)
 
 
-def resolve(host: str) -> Resolution:
-    """All IPv4 addresses of host (getaddrinfo, AF_INET), or the resolver's error text."""
+# glibc retries each nameserver (resolv.conf "timeout:5 attempts:2" by default), so a dead DNS
+# server holds getaddrinfo for 10 s per server; ddpcheck's own waits must not inherit that.
+RESOLVE_DEADLINE_S = 10.0
+
+
+def resolve(host: str, deadline_s: float = RESOLVE_DEADLINE_S) -> Resolution:
+    """All IPv4 addresses of host (getaddrinfo, AF_INET), or the resolver's error text.
+
+    getaddrinfo cannot be interrupted, so it runs in a daemon thread and is given up on after
+    ``deadline_s``: the answer is then an error saying the resolver did not answer.
+    """
+    answer: list[Resolution] = []
+    worker = threading.Thread(target=lambda: answer.append(_getaddrinfo(host)), daemon=True,
+                              name=f"resolve {host}")
+    worker.start()
+    worker.join(deadline_s)
+    if answer:
+        return answer[0]
+    return Resolution(host, (), f"the resolver did not answer within {deadline_s:g} s (DNS "
+                                "server slow or unreachable: check /etc/resolv.conf)")
+
+
+def _getaddrinfo(host: str) -> Resolution:
     try:
         infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:

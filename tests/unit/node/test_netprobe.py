@@ -74,6 +74,17 @@ def test_resolve_unresolvable_name():
     assert not r.ok and not r.loopback and r.error
 
 
+def test_a_resolver_that_does_not_answer_is_given_up_on(monkeypatch):
+    def silent_dns(*_args, **_kw):  # a nameserver that never answers holds getaddrinfo
+        time.sleep(30)
+
+    monkeypatch.setattr(netprobe.socket, "getaddrinfo", silent_dns)
+    t0 = time.monotonic()
+    r = netprobe.resolve("master.example", deadline_s=0.3)
+    assert time.monotonic() - t0 < 2
+    assert not r.ok and "did not answer within 0.3 s" in r.error and "resolv.conf" in r.error
+
+
 # --- tcp_connect ----------------------------------------------------------------------------
 def test_connect_refused():
     r = netprobe.tcp_connect("127.0.0.1", free_port(), 2.0)
