@@ -106,7 +106,8 @@ class RankSession:
         self.log.write(results.Hello(ranks=seen or {w.rank: me}, missing=tuple(missing),
                                      coordinator=(decision or {}).get("coordinator")))
         if missing:
-            self._block("rendezvous", [self._unresponsive(missing, "the start of the run")])
+            self._block("rendezvous", [self._unresponsive(missing, "the start of the run",
+                                                          w.deadline(s.probe_timeout))])
 
     # --- collection: order by stage, select, and check every rank collected the same -----
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list) -> None:
@@ -146,7 +147,8 @@ class RankSession:
                 ranks=decision["odd"])] if self.world.rank == 0 else []
             self._block("collection", problems)
         elif missing and not self.blocked_by:
-            self._block("rendezvous", [self._unresponsive(missing, "probe collection")])
+            self._block("rendezvous", [self._unresponsive(missing, "probe collection",
+                                                          self.world.deadline())])
 
     # --- one probe ---------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
@@ -222,7 +224,8 @@ class RankSession:
             decision, missing = w.decide(f"probe/{self.counter}", mine, probe_decision,
                                          timeout=wait)
         if missing:
-            problems.append(self._unresponsive(missing, f"probe {item.name}", stage))
+            problems.append(self._unresponsive(missing, f"probe {item.name}", w.deadline(wait),
+                                               stage))
         failed = bool(missing) or decision is None or decision["fail"]
         agreed = results.FAIL if failed else outcome["status"]
         self.log.write(results.Probe(
@@ -245,14 +248,16 @@ class RankSession:
         hosts = problem.hosts or tuple(sorted({w.hosts_by_rank.get(r, "?") for r in ranks}))
         return problem.where(stage=problem.stage or stage, ranks=ranks, hosts=hosts)
 
-    def _unresponsive(self, missing: tuple[int, ...] | list[int], what: str,
+    def _unresponsive(self, missing: tuple[int, ...] | list[int], what: str, waited: float,
                       stage: str = "rendezvous") -> Problem:
+        """The ranks that did not publish within ``waited`` seconds, the deadline the world
+        really applied (the probe timeout grown with the world, ``World.deadline``)."""
         w = self.world
         assert w is not None
         hosts = tuple(sorted({w.hosts_by_rank.get(r, "unknown host") for r in missing}))
         # The same words on every rank that saw it, so the report merges them into one.
         return RANK_UNRESPONSIVE.problem(
-            f"rank {format_ranks(missing)} did not finish {what} within {w.timeout:g} s",
+            f"rank {format_ranks(missing)} did not finish {what} within {waited:.3g} s",
             ranks=missing, hosts=hosts, stage=stage)
 
     def _block(self, stage: str, problems: list[Problem]) -> None:

@@ -95,7 +95,7 @@ class World:
         O(R) once). Costs a non-zero rank 3 store operations (set, wait, get); the missing
         ranks come back only to rank 0 (a part that never came is None, as with ``decide``).
         """
-        wait = self._deadline(timeout)
+        wait = self.deadline(timeout)
         mine = json.dumps(payload, default=str)
         self.store.set(f"{key}/{self.rank}", mine)
         if self.rank != 0:
@@ -115,7 +115,7 @@ class World:
                                  [json.dumps(parts.get(r), default=str) for r in others])
         return parts.get(0), ex.missing
 
-    def _deadline(self, timeout: float | None) -> float:
+    def deadline(self, timeout: float | None = None) -> float:
         """The probe timeout (or the caller's) plus rank 0's share of reading R payloads
         (``cluster.deadlines.agreement``): it grows with the world."""
         return deadlines.agreement(self.timeout if timeout is None else timeout,
@@ -135,7 +135,7 @@ class World:
         never past the deadline), reads them in one multi_get, and posts one result key
         that the others wait on. Ranks that missed a deadline are never waited for again,
         so one stuck rank costs one deadline; a stuck rank 0 ends every later agreement."""
-        wait = self._deadline(timeout)
+        wait = self.deadline(timeout)
         mine = json.dumps(payload, default=str)
         self.store.set(f"{key}/{self.rank}", mine)
         payload = json.loads(mine)  # every rank sees the same JSON form, its own included

@@ -49,10 +49,16 @@ def test_rank_killed_mid_stage_is_named_with_signal_and_stage(ddpcheck_run):
     run = ddpcheck_run(*FAST)
     pid = run.wait_for_probe_start(1, "test_ddp_steps_match_a_single_process_reference")
     os.kill(pid, signal.SIGKILL)
+    # Under load the rank may have moved on before the signal lands: the stage to name is the
+    # one its own file says it was in when it died (ddp, or a later one).
+    in_stage = [e["stage"] for e in run.events(1) if e["event"] == "probe-start"][-1]
+    assert in_stage in ("ddp", "placement", "checkpoint")
     assert run.finish() == 1
-    problem = run.report()["problems"][0]
+    # Under load rank 1 may also be found a straggler before it died: a true finding too.
+    problems = [p for p in run.report()["problems"] if p["code"] != "straggler"]
+    problem = problems[0]
     assert problem["code"] == "rank-killed" and problem["ranks"] == [1]
-    assert "SIGKILL" in problem["observed"] and problem["stage"] == "ddp"
+    assert "SIGKILL" in problem["observed"] and problem["stage"] == in_stage
     assert "FAIL  rank-killed" in run.stdout
 
 

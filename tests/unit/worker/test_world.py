@@ -244,5 +244,5 @@ def test_agreement_deadlines_grow_with_the_world() -> None:
                   host="h", backend="gloo", timeout=10.0, store=dist.HashStore())
     large = World(rank=0, world_size=8192, local_rank=0, local_world_size=8, node_rank=0,
                   host="h", backend="gloo", timeout=10.0, store=dist.HashStore())
-    assert small._deadline(None) < 10.1
-    assert large._deadline(None) > 25.0 and large._deadline(1.0) > 16.0
+    assert small.deadline() < 10.1
+    assert large.deadline() > 25.0 and large.deadline(1.0) > 16.0
