@@ -13,7 +13,9 @@ and the probe deadline adds ``rounds x ROUND_S`` for the link stage and
 launchers wait ``base + nodes x PER_NODE_S`` for each other's outcomes, and the nodes other
 than rank 0's wait for its verdict ``base + nodes x PER_NODE_S + final_gather(ranks) +
 ranks x REPORT_PER_RANK_S`` (rank 0's node gathers and reads every rank's events and builds
-the report after the others have ended). The constants are the rank 0
+the report after the others have ended). The whole run's default deadline (``--timeout`` not
+given) is ``whole_run``: the 300 s base plus, for each of at most PROBES_BOUND probes, its
+agreement and communicators, plus the link rounds and the end of run. The constants are the rank 0
 costs measured by bench/world_scale.py (json decode, one multi_get, the store's rate) with
 a 4x margin; docs/scale.md quotes the formula.
 """
@@ -26,6 +28,7 @@ PER_NODE_S = 0.01  # communicator set-up per node (leader group, node groups)
 ROUND_S = 10.0  # one round of link pair tests, as checks/test_links.py budgets it
 EVENTS_BYTES_PER_RANK = 64 << 10  # a rank file's events at the final gather, upper bound
 REPORT_PER_RANK_S = 0.004  # the launcher reads a rank file and builds its rows, 4x margin
+PROBES_BOUND = 32  # probes one session may run (checks/ holds 30; a unit test keeps the bound)
 
 
 def agreement(base: float, ranks: int, bytes_per_rank: int = 1024) -> float:
@@ -53,3 +56,11 @@ def verdict(base: float, nodes: int, ranks: int) -> float:
     every rank's events and building the report: a large world never ends verdict-unknown
     merely for being large."""
     return outcomes(base, nodes) + final_gather(0.0, ranks) + ranks * REPORT_PER_RANK_S
+
+
+def whole_run(base: float, ranks: int, nodes: int, rounds: int) -> float:
+    """The whole run's default deadline: ``base`` (what a small world needs) plus what the world
+    adds to each probe (its agreement and communicators), the link stage's ``rounds`` and the
+    end of the run. A user's ``--timeout`` replaces it: it is the budget they give the run."""
+    per_probe = agreement(0.0, ranks) + nodes * PER_NODE_S
+    return base + PROBES_BOUND * per_probe + rounds * ROUND_S + verdict(0.0, nodes, ranks)

@@ -42,7 +42,7 @@ HELP = {
     "backend": "auto (nccl with GPUs, else gloo), nccl or gloo",
     "gpus_per_replica": "GPUs each process drives (model parallel), default 1",
     "stages": f"comma list of stages to run (default all: {','.join(STAGES)})",
-    "timeout": "whole-run deadline in seconds (default 300)",
+    "timeout": "whole-run deadline in seconds (default 300, grown with the world: docs/scale.md)",
     "probe_timeout": "deadline of each probe and each wait between ranks, seconds (default 20)",
     "rdzv_timeout": "deadline for all nodes to join, seconds (default 30)",
     "json_path": "also write the report as JSON to this file",

@@ -17,6 +17,8 @@ from typing import Any, Callable, TypeVar
 from ddpcheck import parsing
 from ddpcheck.launcher import launchspec
 from ddpcheck.launcher.launchspec import InitMethod
+from ddpcheck.cluster import deadlines
+from ddpcheck.cluster.linkplan import initial_rounds
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import PREFLIGHT, parse_stages
 from ddpcheck.worker.settings import DEFAULT_PROBE_TIMEOUT, DEFAULT_SLOW_LINK_RATIO
@@ -244,3 +246,15 @@ def check_writable_dir(path: Path, source: str) -> None:
 
 def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
+
+
+def run_timeout(cfg: Config, nproc: int) -> float:
+    """The whole-run deadline: the user's ``--timeout`` / DDPCHECK_TIMEOUT as given, else the
+    default grown with the world (``cluster.deadlines.whole_run``): 300 s on a few nodes,
+    about 30 minutes at 8,192 ranks on 1,024 nodes, where each agreement alone may take 16 s."""
+    if "timeout" in cfg.sources:
+        return cfg.timeout
+    nodes = max(cfg.nodes, 1)
+    ranks = cfg.world_size or nodes * nproc
+    rounds = len(initial_rounds(nodes)) + 4 if nodes > 1 else 0
+    return deadlines.whole_run(cfg.timeout, ranks, nodes, rounds)

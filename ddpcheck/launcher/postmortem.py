@@ -227,7 +227,7 @@ def diagnose_launch(events: dict[int, list[Event]], outcome: LaunchOutcome, time
     if outcome.deadline_hit:
         silent = [r for r, evs in events.items() if not any(isinstance(e, End) for e in evs)]
         problems.append(RUN_DEADLINE.problem(
-            f"the run did not end within --timeout {timeout:g} s"
+            f"the run did not end within its deadline of {timeout:.4g} s (--timeout)"
             + (f"; ranks still running: {', '.join(map(str, silent))}" if silent else "")))
     if not events and not outcome.deadline_hit and not outcome.interrupted:
         lines = [ln for ln in log_tail.strip().splitlines() if ln.strip()][-3:]

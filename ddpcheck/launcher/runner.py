@@ -22,7 +22,7 @@ from ddpcheck.cluster import ending, lifecycle
 from ddpcheck.cluster.lifecycle import ClusterState
 from ddpcheck.cluster.store import torch_would_host
 from ddpcheck.diagnoses import Problem
-from ddpcheck.launcher.config import NETWORK_ONLY, Config, new_run_id
+from ddpcheck.launcher.config import NETWORK_ONLY, Config, new_run_id, run_timeout
 from ddpcheck.launcher.fdlimit import open_file_limits
 from ddpcheck.launcher.launch import (
     LaunchOutcome,
@@ -115,7 +115,7 @@ def _observe(cfg: Config, node: NodeRun, results_dir: Path, nproc: int,
     """What this node's ranks left after the launch: events, exits, diagnosed problems."""
     events = results.rank_events(results_dir)
     exits = results.exit_statuses(results_dir)
-    problems = diagnose_launch(events, outcome, cfg.timeout, log_tail)
+    problems = diagnose_launch(events, outcome, run_timeout(cfg, nproc), log_tail)
     local = _local_ranks(results_dir) | set(exits)
     # exit files are this node's: a rank that died before its first event is still placed
     hosts = {**{r: node.node for r in exits}, **hosts_of_events(events)}
@@ -215,8 +215,9 @@ def _launch(cfg: Config, results_dir: Path, nproc: int, start: float,
         progress = None if cfg.quiet or cfg.verbose else Progress(results_dir)
         ticker = follower or progress
         tick = ticker.tick if ticker else None
-        outcome = (run_spawned(plan.rank_envs(env), results_dir, start + cfg.timeout, log, tick)
-                   if plan else run_torchrun(argv, env, results_dir, start + cfg.timeout, log,
+        deadline = start + run_timeout(cfg, nproc)
+        outcome = (run_spawned(plan.rank_envs(env), results_dir, deadline, log, tick)
+                   if plan else run_torchrun(argv, env, results_dir, deadline, log,
                                              on_tick=tick, nproc=nproc))
         if follower:
             follower.tick()

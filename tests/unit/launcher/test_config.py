@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from ddpcheck.launcher import config
-from ddpcheck.launcher.config import Config, build_config, check_writable_file, endpoint_text
+from ddpcheck.launcher.config import (
+    Config,
+    build_config,
+    check_writable_file,
+    endpoint_text,
+    run_timeout,
+)
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import STAGES
 
@@ -344,3 +350,10 @@ def test_preflight_alone_is_the_network_only_mode() -> None:
     assert parse_run_stages("preflight") == NETWORK_ONLY == ("preflight",)
     assert parse_run_stages("preflight,collectives") == ("collectives",)  # preflight always runs
     assert parse_run_stages("all") == tuple(STAGES)
+
+
+def test_the_run_deadline_is_the_users_when_given_and_grows_with_the_world_otherwise() -> None:
+    assert run_timeout(config.Config(nodes=1), 2) == pytest.approx(300.0, abs=1.0)
+    assert run_timeout(config.Config(nodes=1024), 8) > 1200.0
+    given = config.Config(nodes=1024, timeout=90.0, sources={"timeout": "--timeout"})
+    assert run_timeout(given, 8) == 90.0

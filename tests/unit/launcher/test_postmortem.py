@@ -156,14 +156,14 @@ def test_run_deadline_names_the_timeout_and_the_ranks_still_running():
     events = {0: finished(0), 1: in_allreduce(1), 2: in_allreduce(2)}
     (problem,) = diagnose_launch(events, outcome(deadline_hit=True), 300.0, "")
     assert problem.code == "run-deadline-exceeded"
-    assert "--timeout 300 s" in problem.observed
+    assert "deadline of 300 s (--timeout)" in problem.observed
     assert "ranks still running: 1, 2" in problem.observed
 
 
 def test_run_deadline_with_no_events_is_only_a_deadline():
     problems = diagnose_launch({}, outcome(deadline_hit=True), 12.5, "some log")
     assert [p.code for p in problems] == ["run-deadline-exceeded"]
-    assert "--timeout 12.5 s" in problems[0].observed
+    assert "deadline of 12.5 s (--timeout)" in problems[0].observed
 
 
 def test_launch_failure_with_no_events_quotes_the_log_tail():
