@@ -78,3 +78,97 @@ def test_a_specific_cause_comes_before_a_symptom_printed_earlier():
     e = explain_texts([("node1.err", CONNECT + "\n"), ("node0.err", oom + "\n")])
     assert e.problems[0].code == "cuda-out-of-memory" and not e.undetermined
     assert e.verdict().startswith("EXPLAINED: 1 cause")
+
+
+# Cause-grade lines as torch / NCCL print them (ProcessGroupNCCL init.cc, CUDACachingAllocator).
+DUPLICATE = ("node1:81:81 [1] init.cc:497 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 "
+             "both on CUDA device 1000")
+CUDA_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
+            "a total capacity of 79.15 GiB of which 1.2 GiB is free.")
+PORT = ("torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+        "local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, "
+        "message: address already in use")
+ORDINAL = "RuntimeError: CUDA error: invalid device ordinal"
+# torchrun's agent (elastic/multiprocessing/api.py) on a worker ended by SIGKILL
+SIGKILL = ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) "
+           "local_rank: 0 (pid: 5343) of binary: /usr/bin/python3")
+
+
+def _first(e) -> str:
+    causes = [p.code for p in e.problems if not p.consequence_of]
+    return causes[0] if causes else "none"
+
+
+def test_two_causes_the_log_does_not_order_are_an_abstention_that_names_both():
+    e = explain_texts([("node0.err", ORDINAL + "\n"), ("node1.err", PORT + "\n")])
+    assert _first(e) == "root-cause-ambiguous" and e.undetermined
+    head = e.problems[0]
+    assert "invalid-device-ordinal (node0.err:1)" in head.observed
+    assert "endpoint-port-in-use (node1.err:1)" in head.observed
+    assert {p.code for p in e.problems[1:3]} == {"invalid-device-ordinal", "endpoint-port-in-use"}
+    assert e.verdict().startswith("ROOT CAUSE UNDETERMINED: the log shows 2 candidate causes")
+    assert e.to_json()["root_cause_determined"] is False and e.exit_code == 1
+    assert "candidate causes" in e.render_text()
+
+
+def test_two_causes_in_one_stream_follow_its_line_order():
+    e = explain_texts([("job.log", f"{PORT}\nstep 3\n{ORDINAL}\n")])
+    assert _first(e) == "endpoint-port-in-use" and not e.undetermined
+    assert e.problems[1].consequence_of == "endpoint-port-in-use"
+
+
+def test_timestamps_order_causes_across_files():
+    a = f"[2024-05-01 10:00:07,000] {ORDINAL}\n"
+    b = f"[2024-05-01 10:00:02,000] {PORT}\n"
+    assert _first(explain_texts([("node0.err", a), ("node1.err", b)])) == "endpoint-port-in-use"
+    # one second apart on two clocks is no order
+    c = f"[2024-05-01 10:00:07,400] {PORT}\n"
+    assert _first(explain_texts([("node0.err", a), ("node1.err", c)])) == "root-cause-ambiguous"
+
+
+def test_the_rank_torchrun_saw_fail_first_orders_unordered_causes():
+    summary = ("Root Cause (first observed failure):\n[0]:\n  time      : 2024-05-01_10:00:00\n"
+               "  host      : node1\n  rank      : 3 (local_rank: 1)\n  exitcode  : 1 (pid: 9)\n")
+    e = explain_texts([("node0.err", f"[rank0]: {ORDINAL}\n"),
+                       ("node1.err", f"[rank3]: {PORT}\n{summary}")])
+    assert _first(e) == "endpoint-port-in-use"
+
+
+def test_a_known_cause_of_the_other_comes_first_without_an_order():
+    e = explain_texts([("node0.err", CUDA_OOM + "\n"), ("node1.err", DUPLICATE + "\n")])
+    assert _first(e) == "duplicate-device"
+    assert e.problems[1].consequence_of == "duplicate-device"
+
+
+def test_a_hint_alone_answers_and_gives_way_to_a_cause():
+    assert _first(explain_texts([("job.log", SIGKILL + "\n")])) == "host-out-of-memory"
+    e = explain_texts([("node0.err", SIGKILL + "\n"), ("node1.err", CUDA_OOM + "\n")])
+    assert _first(e) == "cuda-out-of-memory" and not e.undetermined
+
+
+def test_a_warning_line_is_a_hint_that_gives_way_to_an_error_line():
+    warn = ("[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 "
+            "(errno: 98 - Address already in use).")
+    assert _first(explain_texts([("job.log", warn + "\n")])) == "endpoint-port-in-use"
+    e = explain_texts([("node0.err", warn + "\n"), ("node1.err", ORDINAL + "\n")])
+    assert _first(e) == "invalid-device-ordinal"
+
+
+def test_an_exception_no_rule_explains_before_a_hint_leaves_the_cause_undetermined():
+    crash = ('Traceback (most recent call last):\n  File "/home/me/train.py", line 9, in main\n'
+             "ValueError: dataset path /data/x is empty\n")
+    e = explain_texts([("job.log", crash + SIGKILL + "\n")])
+    assert _first(e) == "root-cause-ambiguous" and e.undetermined
+    assert "ValueError: dataset path" in e.problems[1].observed
+    assert "train.py:9 in main" in e.problems[1].observed
+    # after the hint (torchrun's own summary, a wrapper) it changes nothing
+    after = SIGKILL + "\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+    assert _first(explain_texts([("job.log", after)])) == "host-out-of-memory"
+    # nor does an exception a cause-grade line stands beside
+    assert _first(explain_texts([("job.log", crash + CUDA_OOM + "\n")])) == "cuda-out-of-memory"
+
+
+def test_a_healthy_log_still_exits_0_and_says_so():
+    ok = explain_texts([("job.log", "NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+                                    "epoch 1 loss 0.3\ntraining finished\n")])
+    assert ok.exit_code == 0 and ok.verdict().startswith("NO FAILURE FOUND")
