@@ -6,10 +6,13 @@ So explain names a root cause only on cause-grade evidence, and says so when it 
 
 - evidence has a grade: ``CAUSE`` (the line names the cause in its own words: "Duplicate GPU
   detected", "No space left on device", errno 98), ``HINT`` (the line makes a cause likely
-  but other causes print it too: a bare SIGKILL or "Killed", a warning or INFO line, the
-  watchdog's sequence numbers), and symptoms (``Pattern.root`` False, or a code in
-  ``SYMPTOMS`` / ``GENERIC``: what any failure makes the ranks print);
-- a hint answers only when no cause-grade evidence stands beside it;
+  but other causes print it too: a bare SIGKILL or "Killed", the watchdog's sequence
+  numbers), ``WARNING`` (a hit only on warning or INFO lines), and symptoms
+  (``Pattern.root`` False, grade ``SYMPTOM``, or a code in ``SYMPTOMS`` / ``GENERIC``: what
+  any failure makes the ranks print, or a line that does not say whose name or which rank);
+- a hint answers only when no cause-grade evidence stands beside it and no symptom of
+  another failure came before it (or beside it, unordered); a warning only when the log
+  shows no other failure at all;
 - two candidates of different codes in the same grade are ordered by causality only when
   the log carries the order (one stream's line order, or timestamps of both); otherwise
   explain abstains with ``root-cause-ambiguous`` and lists them;
@@ -41,6 +44,8 @@ SYMPTOMS = frozenset({"collective-timeout", "endpoint-unreachable", "endpoint-re
 UNDETERMINED = frozenset({"unexplained", ROOT_CAUSE_AMBIGUOUS.code, *GENERIC, *SYMPTOMS})
 CAUSE = "cause"  # the evidence names the cause in its own words
 HINT = "hint"  # the evidence makes the cause likely; other causes print it too
+WARNING = "warning"  # a hint only warning or INFO lines show: the job may have gone on
+SYMPTOM = "symptom"  # the line does not say which of several causes (whose name, which rank)
 # Two timestamps closer than this do not order two failures (clocks of different nodes,
 # lines of one second printed by different processes).
 CLOCK_SLACK_S = 1.0
@@ -61,6 +66,15 @@ LEADS_TO = {
 UNORDERED = ("the log shows failures that each name a cause, printed by different files or "
              "ranks without timestamps that order them: either may be the root and the other "
              "its consequence")
+SYMPTOM_FIRST = ("the log shows {seen} before {hint}, or beside it where it does not order "
+                 "them, and {hint} rests on a hint: a SIGKILL after a hang or another rank's "
+                 "exit is "
+                 "torchrun's teardown (SIGTERM, then SIGKILL after 30 s), not the OOM killer; "
+                 "a warning may be noise beside the real failure")
+NOT_FIRST_RANK = ("torchrun's Root Cause block names rank {rank} as the first failure, and "
+                  "{hint} on other ranks rests on a hint (a SIGKILL there is most often "
+                  "torchrun's teardown after rank {rank} failed): look at rank {rank}'s own "
+                  "lines")
 UNCLAIMED_FIRST = ("an exception that no rule explains was printed before {hint}, or where "
                    "the log does not order them: {hint} rests on a hint (a signal, a warning, "
                    "the watchdog's numbers), which may be that exception's consequence")
@@ -86,7 +100,7 @@ def tier(e: Explained) -> int:
         return 5
     if code in GENERIC:
         return 4
-    if code in UNDETERMINED:
+    if code in UNDETERMINED or e.grade == SYMPTOM:
         return 3
     if not e.root:
         return 2
@@ -122,6 +136,21 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
         if earlier:
             return _ambiguous([earlier[0], *top], [e for e in found if e not in top],
                               UNCLAIMED_FIRST.format(hint=top[0].problem.code))
+    hint = top[0]
+    if (best == 1 and first_rank is not None and hint.problem.ranks
+            and first_rank not in hint.problem.ranks):
+        return _ambiguous([hint], [e for e in found if e is not hint], NOT_FIRST_RANK.format(
+            hint=hint.problem.code, rank=first_rank))
+    if best == 1:  # a hint is no root when another failure's symptom may have come first;
+        # a warning none when the log shows another failure at all (it warned, the job went on)
+        hint = top[0]
+        seen = [e for e in found if tier(e) in (3, 4) and e.problem.code != hint.problem.code
+                and (hint.grade == WARNING or before(hint.first, e.first) is not True)]
+        if seen:
+            return _ambiguous([seen[0], *top], [e for e in found if e not in top and
+                                                e is not seen[0]],
+                              SYMPTOM_FIRST.format(hint=hint.problem.code,
+                                                   seen=seen[0].problem.code))
     cause = top[0].problem.code
     roots = [e for e in top if e.problem.code == cause]
     rest = [e for e in found if e not in roots]

@@ -17,7 +17,14 @@ from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
 from ddpcheck.explain import codes, tracebacks
-from ddpcheck.explain.causality import CAUSE, HINT, UNDETERMINED, Explained, order
+from ddpcheck.explain.causality import (
+    HINT,
+    SYMPTOM,
+    UNDETERMINED,
+    WARNING,
+    Explained,
+    order,
+)
 from ddpcheck.explain.families import PATTERNS, network, slurm, watchdog
 from ddpcheck.explain.flightrec import RankTrace
 from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
@@ -60,8 +67,9 @@ class Explanation:
     @property
     def undetermined(self) -> bool:
         """True when the log shows a failure but not its root cause (explain abstains)."""
-        causes = [p for p in self.problems if not p.consequence_of]
-        return bool(causes) and causes[0].code in UNDETERMINED
+        causes = [e for e in self.found if not e.problem.consequence_of]
+        return bool(causes) and (causes[0].problem.code in UNDETERMINED
+                                 or causes[0].grade == SYMPTOM)
 
     @property
     def exit_code(self) -> int:
@@ -79,8 +87,7 @@ class Explanation:
             return "UNEXPLAINED: the log shows a failure ddpcheck does not recognise"
         if first.code == codes.ROOT_CAUSE_AMBIGUOUS.code:
             quoted = "".join(f"\n  {q}" for q in self.first_errors)
-            return (f"ROOT CAUSE UNDETERMINED: the log shows {len(causes) - 1} candidate causes "
-                    f"and not which came first ({first.observed.split(': ', 1)[-1]}). "
+            return (f"ROOT CAUSE UNDETERMINED: {first.observed}: {first.cause}. "
                     "First error lines:" + (quoted or " (none)"))
         if self.undetermined:
             quoted = "".join(f"\n  {q}" for q in self.first_errors)
@@ -209,10 +216,12 @@ def _match(records: list[Record], patterns: Sequence[Pattern]) -> list[Explained
 
 
 def _grade(hits: Sequence[Hit]) -> str:
-    """The pattern's grade, but a hint when every line it hit is a warning or INFO line."""
-    if all(WARNING_LINE.search(h.record.text) for h in hits):
-        return HINT
-    return hits[0].pattern.grade if hits[0].pattern.grade in (CAUSE, HINT) else CAUSE
+    """The pattern's grade; a cause or hint that only warning or INFO lines show is a
+    warning."""
+    grade = hits[0].pattern.grade
+    if grade != "symptom" and all(WARNING_LINE.search(h.record.text) for h in hits):
+        return WARNING
+    return grade
 
 
 def _unclaimed(crash: tracebacks.Crash) -> Explained:

@@ -42,7 +42,9 @@ class Pattern:
     group_by: str = ""  # a regex group whose value splits hits into separate problems
     # "cause" when the line names the cause in its own words; "hint" when other causes print
     # it too (a bare SIGKILL, a bus error): a hint gives way to cause-grade evidence
-    # (causality.order). A hit on a warning or INFO line is a hint whatever the pattern says.
+    # (causality.order); "symptom" when the line does not say which of several causes (whose
+    # name did not resolve): explain shows it and abstains. A hit only on warning or INFO
+    # lines is graded "warning" whatever the pattern says (the engine's _grade).
     grade: str = "cause"
 
     @property

@@ -106,7 +106,7 @@ def test_two_causes_the_log_does_not_order_are_an_abstention_that_names_both():
     assert "invalid-device-ordinal (node0.err:1)" in head.observed
     assert "endpoint-port-in-use (node1.err:1)" in head.observed
     assert {p.code for p in e.problems[1:3]} == {"invalid-device-ordinal", "endpoint-port-in-use"}
-    assert e.verdict().startswith("ROOT CAUSE UNDETERMINED: the log shows 2 candidate causes")
+    assert e.verdict().startswith("ROOT CAUSE UNDETERMINED: candidates the log does not order")
     assert e.to_json()["root_cause_determined"] is False and e.exit_code == 1
     assert "candidate causes" in e.render_text()
 
@@ -172,3 +172,57 @@ def test_a_healthy_log_still_exits_0_and_says_so():
     ok = explain_texts([("job.log", "NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
                                     "epoch 1 loss 0.3\ntraining finished\n")])
     assert ok.exit_code == 0 and ok.verdict().startswith("NO FAILURE FOUND")
+
+
+def test_a_sigkill_after_a_hang_is_the_teardown_not_the_oom_killer():
+    # torchrun's agent SIGTERMs the workers, then SIGKILLs them after 30 s (elastic api.py)
+    e = explain_texts([("job.log", f"{WATCHDOG}\n{SIGKILL}\n")])
+    assert _first(e) == "root-cause-ambiguous" and e.undetermined
+    assert "teardown" in e.problems[0].cause
+    # a kill first, the peers' timeouts after it: the kill is the first failure
+    e = explain_texts([("job.log", f"{SIGKILL}\n{WATCHDOG}\n")])
+    assert _first(e) == "host-out-of-memory"
+    assert e.problems[1].consequence_of == "host-out-of-memory"
+    # the kernel's own word is cause-grade, whatever the order
+    oom = "Out of memory: Killed process 5343 (python3) total-vm:90123456kB"
+    assert _first(explain_texts([("job.log", f"{WATCHDOG}\n{oom}\n")])) == "host-out-of-memory"
+
+
+def test_a_warning_beside_another_failure_is_no_root_cause():
+    warn = ("[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 "
+            "(errno: 98 - Address already in use).")
+    e = explain_texts([("job.log", f"{warn}\nepoch 1\n{WATCHDOG}\n")])
+    assert _first(e) == "root-cause-ambiguous" and e.undetermined
+
+
+def test_a_line_that_does_not_say_whose_name_failed_is_a_symptom():
+    gai = "socket.gaierror: [Errno -2] Name or service not known"
+    e = explain_texts([("job.log", gai + "\n")])
+    assert _first(e) == "endpoint-unresolvable" and e.undetermined
+    assert e.verdict().startswith("ROOT CAUSE UNDETERMINED")
+    # c10d's reverse lookup warning, printed by healthy jobs too
+    noise = ("[W socket.cpp:663] [c10d] The hostname of the client socket cannot be "
+             "retrieved. err=-3")
+    assert explain_texts([("job.log", noise + "\n")]).undetermined
+
+
+def test_zero_parameters_on_one_rank_is_a_symptom_of_two_causes():
+    line = ("RuntimeError: DDP expects same model across all ranks, but Rank 0 has 382 params, "
+            "while rank 1 has inconsistent 0 params.")
+    e = explain_texts([("job.log", line + "\n")])
+    assert e.undetermined and "NCCL transport" in e.problems[0].cause
+    other = line.replace("inconsistent 0", "inconsistent 380")
+    e = explain_texts([("job.log", other + "\n")])
+    assert _first(e) == "ddp-model-mismatch" and not e.undetermined
+
+
+def test_a_hint_on_ranks_torchrun_did_not_see_fail_first_is_no_root_cause():
+    summary = ("Failures:\n[1]:\n  host      : node1\n  rank      : 1 (local_rank: 1)\n"
+               "  exitcode  : -9 (pid: 10)\n"
+               "Root Cause (first observed failure):\n[0]:\n  host      : node1\n"
+               "  rank      : 0 (local_rank: 0)\n  exitcode  : 1 (pid: 9)\n")
+    e = explain_texts([("job.log", summary)])
+    assert _first(e) == "root-cause-ambiguous" and "rank 0" in e.problems[0].cause
+    alone = summary.replace("rank      : 0 (local_rank: 0)\n  exitcode  : 1",
+                            "rank      : 1 (local_rank: 1)\n  exitcode  : -9")
+    assert _first(explain_texts([("job.log", alone)])) == "host-out-of-memory"
