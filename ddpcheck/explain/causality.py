@@ -13,6 +13,11 @@ So explain names a root cause only on cause-grade evidence, and says so when it 
 - a hint answers only when no cause-grade evidence stands beside it and no symptom of
   another failure came before it (or beside it, unordered); a warning only when the log
   shows no other failure at all;
+- an exception that no rule explains (and no wrapper such as ChildFailedError or an NCCL
+  error summary) printed before the candidate, or unordered with it, may be the first
+  failure: explain abstains;
+- a cause-grade line printed after a symptom (in one stream's order or by timestamps) is not
+  the first failure: explain abstains;
 - two candidates of different codes in the same grade are ordered by causality only when
   the log carries the order (one stream's line order, or timestamps of both); otherwise
   explain abstains with ``root-cause-ambiguous`` and lists them;
@@ -22,6 +27,7 @@ So explain names a root cause only on cause-grade evidence, and says so when it 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -71,13 +77,20 @@ SYMPTOM_FIRST = ("the log shows {seen} before {hint}, or beside it where it does
                  "exit is "
                  "torchrun's teardown (SIGTERM, then SIGKILL after 30 s), not the OOM killer; "
                  "a warning may be noise beside the real failure")
+# Lines of the kernel's or the scheduler's own log (dmesg, slurmstepd), which users paste
+# beside the job's output: their place in a paste is no time order.
+HOST_LOG = re.compile(r"^\s*\[\s*\d+\.\d+\]|NVRM:|slurmstepd|oom-kill|oom_kill|invoked "
+                      r"oom-killer|Killed process|Memory cgroup out of memory")
+CAUSE_AFTER_SYMPTOM = ("the log shows {seen} before {cause}: something failed before "
+                       "{cause} was printed, and {cause} may be its consequence (an NCCL or "
+                       "transport error after a peer aborted, an error of a rank torn down)")
 NOT_FIRST_RANK = ("torchrun's Root Cause block names rank {rank} as the first failure, and "
                   "{hint} on other ranks rests on a hint (a SIGKILL there is most often "
                   "torchrun's teardown after rank {rank} failed): look at rank {rank}'s own "
                   "lines")
 UNCLAIMED_FIRST = ("an exception that no rule explains was printed before {hint}, or where "
-                   "the log does not order them: {hint} rests on a hint (a signal, a warning, "
-                   "the watchdog's numbers), which may be that exception's consequence")
+                   "the log does not order them: that exception may be the first failure and "
+                   "{hint} its consequence")
 
 
 @dataclass(frozen=True)
@@ -131,12 +144,22 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
         if root is None:
             return _ambiguous(top, [e for e in found if e not in top], UNORDERED)
         top = [root, *(e for e in top if e is not root)]
-    if best in (1, 2):
+    if best <= 2:  # an exception no rule explains may have been the first failure
         earlier = [u for u in unclaimed if before(top[0].first, u.first) is not True]
         if earlier:
             return _ambiguous([earlier[0], *top], [e for e in found if e not in top],
                               UNCLAIMED_FIRST.format(hint=top[0].problem.code))
     hint = top[0]
+    if best == 0:  # the first failure is the root: a symptom printed before a cause came first
+        seen = [e for e in found if tier(e) == 3 and e.grade != WARNING
+                and e.problem.code != hint.problem.code and before(e.first, hint.first)
+                and not (HOST_LOG.search(hint.first.text) and None in (e.first.time,
+                                                                        hint.first.time))]
+        if seen:
+            return _ambiguous([seen[0], *top], [e for e in found if e not in top and
+                                                e is not seen[0]],
+                              CAUSE_AFTER_SYMPTOM.format(seen=seen[0].problem.code,
+                                                         cause=hint.problem.code))
     if (best == 1 and first_rank is not None and hint.problem.ranks
             and first_rank not in hint.problem.ranks):
         return _ambiguous([hint], [e for e in found if e is not hint], NOT_FIRST_RANK.format(

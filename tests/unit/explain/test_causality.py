@@ -164,8 +164,10 @@ def test_an_exception_no_rule_explains_before_a_hint_leaves_the_cause_undetermin
     # after the hint (torchrun's own summary, a wrapper) it changes nothing
     after = SIGKILL + "\ntorch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
     assert _first(explain_texts([("job.log", after)])) == "host-out-of-memory"
-    # nor does an exception a cause-grade line stands beside
-    assert _first(explain_texts([("job.log", crash + CUDA_OOM + "\n")])) == "cuda-out-of-memory"
+    # before a cause-grade line it may be the first failure too; after it, it changes nothing
+    assert _first(explain_texts([("job.log", crash + CUDA_OOM + "\n")])) == \
+        "root-cause-ambiguous"
+    assert _first(explain_texts([("job.log", CUDA_OOM + "\n" + crash)])) == "cuda-out-of-memory"
 
 
 def test_a_healthy_log_still_exits_0_and_says_so():
@@ -226,3 +228,16 @@ def test_a_hint_on_ranks_torchrun_did_not_see_fail_first_is_no_root_cause():
     alone = summary.replace("rank      : 0 (local_rank: 0)\n  exitcode  : 1",
                             "rank      : 1 (local_rank: 1)\n  exitcode  : -9")
     assert _first(explain_texts([("job.log", alone)])) == "host-out-of-memory"
+
+
+def test_a_cause_printed_after_a_symptom_is_not_the_first_failure():
+    ib = ("node2:81:90 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+          "10.0.0.3<53450> with error 12, opcode 0, len 0, vendor err 129")
+    e = explain_texts([("job.log", f"{WATCHDOG}\n{ib}\n")])
+    assert _first(e) == "root-cause-ambiguous" and "collective-timeout" in e.problems[0].cause
+    assert _first(explain_texts([("job.log", f"{ib}\n{WATCHDOG}\n")])) == "nccl-net-error"
+    # a connect retry warning before it is not a failure of its own
+    retry = ("[W socket.cpp:464] [c10d] The client socket has failed to connect to "
+             "[node0]:29500 (errno: 111 - Connection refused).")
+    assert _first(explain_texts([("job.log", f"{retry}\n{ORDINAL}\n")])) == \
+        "invalid-device-ordinal"
