@@ -73,10 +73,10 @@ UNORDERED = ("the log shows failures that each name a cause, printed by differen
              "ranks without timestamps that order them: either may be the root and the other "
              "its consequence")
 SYMPTOM_FIRST = ("the log shows {seen} before {hint}, or beside it where it does not order "
-                 "them, and {hint} rests on a hint: a SIGKILL after a hang or another rank's "
-                 "exit is "
-                 "torchrun's teardown (SIGTERM, then SIGKILL after 30 s), not the OOM killer; "
-                 "a warning may be noise beside the real failure")
+                 "them, and {hint} rests on a hint{why}")
+TEARDOWN = (": a SIGKILL after a hang or another rank's exit is torchrun's teardown (SIGTERM, "
+            "then SIGKILL after 30 s), not the OOM killer")
+NOISE = ": a warning or INFO line, which a job that failed for another reason prints too"
 # Lines of the kernel's or the scheduler's own log (dmesg, slurmstepd), which users paste
 # beside the job's output: their place in a paste is no time order.
 HOST_LOG = re.compile(r"^\s*\[\s*\d+\.\d+\]|NVRM:|slurmstepd|oom-kill|oom_kill|invoked "
@@ -172,8 +172,10 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
         if seen:
             return _ambiguous([seen[0], *top], [e for e in found if e not in top and
                                                 e is not seen[0]],
-                              SYMPTOM_FIRST.format(hint=hint.problem.code,
-                                                   seen=seen[0].problem.code))
+                              SYMPTOM_FIRST.format(
+                                  hint=hint.problem.code, seen=seen[0].problem.code,
+                                  why=NOISE if hint.grade == WARNING else TEARDOWN
+                                  if "SIGKILL" in hint.problem.observed else ""))
     cause = top[0].problem.code
     roots = [e for e in top if e.problem.code == cause]
     rest = [e for e in found if e not in roots]
@@ -221,7 +223,7 @@ def _ambiguous(candidates: Sequence[Explained], rest: Sequence[Explained],
     hosts = tuple(sorted({h for e in shown for h in e.problem.hosts}))
     first = min((e.first for e in shown), key=lambda r: r.order)
     problem = ROOT_CAUSE_AMBIGUOUS.problem(
-        f"candidates the log does not order: {names}", cause=why, ranks=ranks, hosts=hosts)
+        f"candidates: {names}", cause=why, ranks=ranks, hosts=hosts)
     head = Explained(problem, first, True, AMBIGUOUS_NEXT,
                      tuple(e.evidence[0] for e in shown if e.evidence))
     return [head, *candidates, *_echoes(rest, ROOT_CAUSE_AMBIGUOUS.code)]

@@ -66,6 +66,12 @@ PATTERNS = [
             r"NET/Plugin ?: ?dlerror=.*(?:version `|undefined symbol|required by)|"
             r"Failed to find ncclNetPlugin symbol|NET/OFI Could not find any optimal provider",
             COLL),
+    # A work completion with IBV_WC_RETRY_EXC_ERR (12) or IBV_WC_WR_FLUSH_ERR (5): the remote
+    # QP stopped answering, a link down or a peer process that died (killed, crashed, or
+    # aborted by its watchdog): a hint, which another cause in the log outranks.
+    pattern(NCCL_NET_ERROR,
+            r"NCCL WARN NET/IB ?: ?Got completion (?:from peer \S+ )?with error (?:12|5)\b",
+            "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint"),
     pattern(NCCL_NET_ERROR,
             r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
             r"NET/Plugin.*(?:failed|\berror\b)",

@@ -106,7 +106,7 @@ def test_two_causes_the_log_does_not_order_are_an_abstention_that_names_both():
     assert "invalid-device-ordinal (node0.err:1)" in head.observed
     assert "endpoint-port-in-use (node1.err:1)" in head.observed
     assert {p.code for p in e.problems[1:3]} == {"invalid-device-ordinal", "endpoint-port-in-use"}
-    assert e.verdict().startswith("ROOT CAUSE UNDETERMINED: candidates the log does not order")
+    assert e.verdict().startswith("ROOT CAUSE UNDETERMINED: candidates: invalid-device-ordinal")
     assert e.to_json()["root_cause_determined"] is False and e.exit_code == 1
     assert "candidate causes" in e.render_text()
 
@@ -195,6 +195,7 @@ def test_a_warning_beside_another_failure_is_no_root_cause():
             "(errno: 98 - Address already in use).")
     e = explain_texts([("job.log", f"{warn}\nepoch 1\n{WATCHDOG}\n")])
     assert _first(e) == "root-cause-ambiguous" and e.undetermined
+    assert "warning or INFO line" in e.problems[0].cause and "SIGKILL" not in e.problems[0].cause
 
 
 def test_a_line_that_does_not_say_whose_name_failed_is_a_symptom():
@@ -241,3 +242,11 @@ def test_a_cause_printed_after_a_symptom_is_not_the_first_failure():
              "[node0]:29500 (errno: 111 - Connection refused).")
     assert _first(explain_texts([("job.log", f"{retry}\n{ORDINAL}\n")])) == \
         "invalid-device-ordinal"
+
+
+def test_an_ib_completion_error_is_a_hint_that_a_peers_own_cause_outranks():
+    ib = ("node2:81:90 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+          "10.0.0.3<53450> with error 12, opcode 0, len 0, vendor err 129")
+    assert _first(explain_texts([("node2.err", ib + "\n")])) == "nccl-net-error"
+    e = explain_texts([("node2.err", ib + "\n"), ("node3.err", CUDA_OOM + "\n")])
+    assert _first(e) == "cuda-out-of-memory" and not e.undetermined
