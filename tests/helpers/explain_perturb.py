@@ -8,7 +8,9 @@ a development case the way unseen logs differ from it and says what explain answ
 - code-out: every rule of the confirmed code is left out; the same, at the rule level;
 - family-out: every rule of the confirmed code's family is left out;
 - strip: launcher prefixes and timestamps removed (a user's copy-paste); same answer;
-- interleave: ranks' lines mixed in another order (each rank's own order kept); same answer.
+- interleave: ranks' lines mixed in another order (each rank's own order kept); same answer;
+- noise: a healthy development log (NCCL INFO, warnings, progress) added as one more file;
+  the answer stays, or explain abstains, never another cause.
 
 Never reads a held-out case: the corpus's held-out set stays an unseen measure.
 """
@@ -71,6 +73,20 @@ def dev_cases() -> Iterator[DevCase]:
         e = explain_texts(texts)
         if cause != "none" and not e.undetermined and first_cause(e) == cause:
             yield DevCase(cid, cause, tuple(texts))
+
+
+def healthy_texts() -> list[tuple[str, str]]:
+    """The development set's healthy logs (confirmed cause "none"), each as one text."""
+    corpus = DATA / "explain"
+    paths = [corpus / c["file"] for m in sorted(corpus.glob("corpus-*.json"))
+             for c in json.loads(m.read_text())["cases"]
+             if c["split"] == "dev" and c["cause"] == "none"]
+    return [(f"healthy-{path.name}", text) for path in paths
+            for _, text in read_inputs([str(path)], None).logs]
+
+
+def with_noise(case: DevCase, noise: tuple[str, str]) -> Explanation:
+    return explain_texts([noise, *case.texts])
 
 
 def drop_deciding_lines(case: DevCase) -> Explanation:

@@ -47,3 +47,11 @@ def test_ranks_interleaved_otherwise_give_the_same_answer(cases):
     for seed in (1, 2, 3):
         got = perturb.tally(prefixed, lambda c, s=seed: perturb.interleaved(c, s))
         assert len(got["same"]) == len(prefixed), (seed, got)
+
+
+def test_a_healthy_log_added_beside_a_case_never_gives_another_cause(cases):
+    noises = perturb.healthy_texts()
+    assert len(noises) >= 10
+    wrong = [(c.id, name) for name, text in noises for c in cases
+             if perturb.outcome(perturb.with_noise(c, (name, text)), c.cause) == "wrong"]
+    assert wrong == []
