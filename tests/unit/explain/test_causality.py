@@ -250,3 +250,35 @@ def test_an_ib_completion_error_is_a_hint_that_a_peers_own_cause_outranks():
     assert _first(explain_texts([("node2.err", ib + "\n")])) == "nccl-net-error"
     e = explain_texts([("node2.err", ib + "\n"), ("node3.err", CUDA_OOM + "\n")])
     assert _first(e) == "cuda-out-of-memory" and not e.undetermined
+
+
+def test_before_uses_timestamps_then_one_streams_line_order_and_otherwise_says_it_cannot():
+    from ddpcheck.explain.causality import before
+    from ddpcheck.explain.reader import Record
+
+    a, b = Record("n0.log", 9, "x", time=100.0), Record("n1.log", 1, "y", time=105.0)
+    assert before(a, b) is True and before(b, a) is False
+    assert before(Record("n0.log", 9, "x", time=100.0), Record("n1.log", 1, "y", time=100.5)) \
+        is None
+    assert before(Record("n0.log", 3, "x"), Record("n0.log", 7, "y")) is True
+    assert before(Record("n0.log", 3, "x"), Record("n1.log", 7, "y")) is None
+
+
+def test_tiers_rank_cause_hint_peers_symptom_generic_and_named_consequences():
+    from ddpcheck.diagnoses import RANK_EXITED
+    from ddpcheck.explain.causality import HINT, SYMPTOM, WARNING, Explained, tier
+    from ddpcheck.explain.codes import COLLECTIVE_TIMEOUT, CUDA_OOM
+    from ddpcheck.explain.reader import Record
+
+    rec = Record("job.log", 1, "x")
+
+    def ex(diag, root=True, grade="cause", echo=""):
+        problem = diag.problem("seen").where(consequence_of=echo or None)
+        return Explained(problem, rec, root, "next", (), grade)
+
+    assert tier(ex(CUDA_OOM)) == 0
+    assert tier(ex(CUDA_OOM, grade=HINT)) == tier(ex(CUDA_OOM, grade=WARNING)) == 1
+    assert tier(ex(CUDA_OOM, root=False)) == 2
+    assert tier(ex(CUDA_OOM, grade=SYMPTOM)) == tier(ex(COLLECTIVE_TIMEOUT)) == 3
+    assert tier(ex(RANK_EXITED)) == 4
+    assert tier(ex(CUDA_OOM, echo="duplicate-device")) == 5
