@@ -84,6 +84,11 @@ def judge(case: Case) -> tuple[str, str]:
     return "wrong", got
 
 
+def _hedged(case: Case) -> bool:
+    """A right answer given as an abstention (the confirmed code shown as a symptom)."""
+    return explain_inputs(read_inputs([str(case.path)], None)).undetermined
+
+
 def line(name: str, counts: Counter[str]) -> str:
     n = sum(counts.values())
     cells = "  ".join(f"{v} {counts[v]:3d} ({100 * counts[v] / n:5.1f}%)" for v in VERDICTS)
@@ -105,8 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     by_family: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     by_batch: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     misses: list[str] = []
+    hedged: Counter[str] = Counter()  # right, but as an abstention that shows that code
     for case in cases:
         verdict, got = judge(case)
+        if verdict == "right" and got != "none" and case.split != "heldout":
+            hedged[case.split] += _hedged(case)
         by_split[case.split][verdict] += 1
         by_family[(case.split, case.family)][verdict] += 1
         if case.batch:
@@ -123,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"\n{split}:")
         print(line("ALL", by_split[split]))
+        if hedged[split]:
+            print(f"  (of the right: {hedged[split]} hedged, ROOT CAUSE UNDETERMINED showing the "
+                  "confirmed code as a symptom)")
         for (s, family), counts in sorted(by_family.items()):
             if s == split:
                 print(line(family, counts))

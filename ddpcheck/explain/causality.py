@@ -2,18 +2,37 @@
 
 Runs wherever ``ddpcheck explain`` runs. One rank's crash, OOM or stop makes every other
 rank time out in its next collective, and torchrun then reports each worker it tore down.
-So: a problem whose evidence is only what peers see (``Pattern.root`` False, or a generic
-code) becomes a consequence of the earliest root problem; roots are ordered by the time of
-their first line (then by position in the log), like the run report's causes-first order.
+So explain names a root cause only on cause-grade evidence, and says so when it cannot:
+
+- evidence has a grade: ``CAUSE`` (the line names the cause in its own words: "Duplicate GPU
+  detected", "No space left on device", errno 98), ``HINT`` (the line makes a cause likely
+  but other causes print it too: a bare SIGKILL or "Killed", the watchdog's sequence
+  numbers), ``WARNING`` (a hit only on warning or INFO lines), and symptoms
+  (``Pattern.root`` False, grade ``SYMPTOM``, or a code in ``SYMPTOMS`` / ``GENERIC``: what
+  any failure makes the ranks print, or a line that does not say whose name or which rank);
+- a hint answers only when no cause-grade evidence stands beside it and no symptom of
+  another failure came before it (or beside it, unordered); a warning only when the log
+  shows no other failure at all;
+- an exception that no rule explains (and no wrapper such as ChildFailedError or an NCCL
+  error summary) printed before the candidate, or unordered with it, may be the first
+  failure: explain abstains;
+- a cause-grade line printed after a symptom (in one stream's order or by timestamps) is not
+  the first failure: explain abstains;
+- two candidates of different codes in the same grade are ordered by causality only when
+  the log carries the order (one stream's line order, or timestamps of both); otherwise
+  explain abstains with ``root-cause-ambiguous`` and lists them;
+- everything else becomes a consequence of the root; symptoms alone leave the root cause
+  undetermined (the engine quotes the first error lines).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ddpcheck.diagnoses import RANK_EXITED, Problem
-from ddpcheck.explain.codes import NCCL_ERROR
+from ddpcheck.explain.codes import NCCL_ERROR, ROOT_CAUSE_AMBIGUOUS
 from ddpcheck.explain.reader import Record
 
 # Codes too generic to stand next to a specific cause: they follow from it.
@@ -28,7 +47,50 @@ SYMPTOMS = frozenset({"collective-timeout", "endpoint-unreachable", "endpoint-re
                       "rendezvous-timeout", "rank-killed", "peer-unreachable",
                       "slurm-job-cancelled"})
 # First causes that say the log cannot tell why: explain abstains and quotes the first errors.
-UNDETERMINED = frozenset({"unexplained", *GENERIC, *SYMPTOMS})
+UNDETERMINED = frozenset({"unexplained", ROOT_CAUSE_AMBIGUOUS.code, *GENERIC, *SYMPTOMS})
+CAUSE = "cause"  # the evidence names the cause in its own words
+HINT = "hint"  # the evidence makes the cause likely; other causes print it too
+WARNING = "warning"  # a hint only warning or INFO lines show: the job may have gone on
+SYMPTOM = "symptom"  # the line does not say which of several causes (whose name, which rank)
+# Two timestamps closer than this do not order two failures (clocks of different nodes,
+# lines of one second printed by different processes).
+CLOCK_SLACK_S = 1.0
+MAX_CANDIDATES = 4
+AMBIGUOUS_NEXT = ("ddpcheck explain on every rank's log with its timestamps (torchrun "
+                  "--log-dir DIR --tee 3, then ddpcheck explain DIR)")
+# What one cause makes the ranks print, documented where it is printed: two ranks on one GPU
+# share its memory (NCCL init.cc checks for duplicates only at communicator creation, the
+# allocator fails first when the model is loaded twice); /dev/shm that cannot be written
+# makes NCCL's "Error while creating shared memory segment" follow its "Call to shm_open
+# failed : Permission denied" (misc/shmutils.cc); a CUDA_VISIBLE_DEVICES that hides GPUs
+# makes any index beyond it an invalid ordinal.
+LEADS_TO = {
+    "duplicate-device": frozenset({"cuda-out-of-memory"}),
+    "dev-shm-unwritable": frozenset({"dev-shm-too-small"}),
+    "cuda-visible-devices-invalid": frozenset({"invalid-device-ordinal"}),
+}
+UNORDERED = ("the log shows failures that each name a cause, printed by different files or "
+             "ranks without timestamps that order them: either may be the root and the other "
+             "its consequence")
+SYMPTOM_FIRST = ("the log shows {seen} before {hint}, or beside it where it does not order "
+                 "them, and {hint} rests on a hint{why}")
+TEARDOWN = (": a SIGKILL after a hang or another rank's exit is torchrun's teardown (SIGTERM, "
+            "then SIGKILL after 30 s), not the OOM killer")
+NOISE = ": a warning or INFO line, which a job that failed for another reason prints too"
+# Lines of the kernel's or the scheduler's own log (dmesg, slurmstepd), which users paste
+# beside the job's output: their place in a paste is no time order.
+HOST_LOG = re.compile(r"^\s*\[\s*\d+\.\d+\]|NVRM:|slurmstepd|oom-kill|oom_kill|invoked "
+                      r"oom-killer|Killed process|Memory cgroup out of memory")
+CAUSE_AFTER_SYMPTOM = ("the log shows {seen} before {cause}: something failed before "
+                       "{cause} was printed, and {cause} may be its consequence (an NCCL or "
+                       "transport error after a peer aborted, an error of a rank torn down)")
+NOT_FIRST_RANK = ("torchrun's Root Cause block names rank {rank} as the first failure, and "
+                  "{hint} on other ranks rests on a hint (a SIGKILL there is most often "
+                  "torchrun's teardown after rank {rank} failed): look at rank {rank}'s own "
+                  "lines")
+UNCLAIMED_FIRST = ("an exception that no rule explains was printed before {hint}, or where "
+                   "the log does not order them: that exception may be the first failure and "
+                   "{hint} its consequence")
 
 
 @dataclass(frozen=True)
@@ -40,22 +102,128 @@ class Explained:
     root: bool
     next_run: str
     evidence: tuple[str, ...] = ()  # "file:line" of the lines that showed it, first first
+    grade: str = CAUSE  # CAUSE or HINT (symptoms are told by root and code)
 
 
-def order(found: Sequence[Explained]) -> list[Explained]:
-    """Roots first (earliest first); the rest marked as consequences of the first root."""
-    roots = sorted((e for e in found if e.root and e.problem.code not in UNDETERMINED),
-                   key=lambda e: e.first.order)
-    if not roots:  # nothing specific: a symptom, then the generic ones, are the best we have
-        roots = sorted((e for e in found if e.root and e.problem.code not in GENERIC),
-                       key=lambda e: e.first.order)
-    if not roots:
-        roots = sorted((e for e in found if e.root), key=lambda e: e.first.order)
-    if not roots:
-        return sorted(found, key=lambda e: e.first.order)
-    cause = roots[0].problem.code
+def tier(e: Explained) -> int:
+    """0: cause-grade, 1: a hint, 2: a specific code only peers' lines show, 3: a symptom,
+    4: a generic code, 5: a consequence a refinement already named."""
+    code = e.problem.code
+    if e.problem.consequence_of:
+        return 5
+    if code in GENERIC:
+        return 4
+    if code in UNDETERMINED or e.grade == SYMPTOM:
+        return 3
+    if not e.root:
+        return 2
+    return 0 if e.grade == CAUSE else 1
+
+
+def before(a: Record, b: Record) -> bool | None:
+    """Whether ``a`` was printed before ``b``; None when the log does not say."""
+    if a.time is not None and b.time is not None and abs(a.time - b.time) > CLOCK_SLACK_S:
+        return a.time < b.time
+    if a.source == b.source:  # one stream: its line order is the order things happened
+        return a.lineno < b.lineno
+    return None
+
+
+def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
+          first_rank: int | None = None) -> list[Explained]:
+    """The root first, then the rest as its consequences; an ambiguity first when the log
+    shows candidates of one grade that it does not order, or a hint that an exception no
+    pattern explains may have preceded (``unclaimed``: the first failure may be that one).
+    ``first_rank`` is the rank torchrun's "Root Cause (first observed failure)" names."""
+    if not found:
+        return []
+    best = min(tier(e) for e in found)
+    top = sorted((e for e in found if tier(e) == best), key=lambda e: e.first.order)
+    if best < 3 and len({e.problem.code for e in top}) > 1:
+        root = _earliest(top, first_rank)
+        if root is None:
+            return _ambiguous(top, [e for e in found if e not in top], UNORDERED)
+        top = [root, *(e for e in top if e is not root)]
+    if best <= 2:  # an exception no rule explains may have been the first failure
+        earlier = [u for u in unclaimed if before(top[0].first, u.first) is not True]
+        if earlier:
+            return _ambiguous([earlier[0], *top], [e for e in found if e not in top],
+                              UNCLAIMED_FIRST.format(hint=top[0].problem.code))
+    hint = top[0]
+    if best == 0:  # the first failure is the root: a symptom printed before a cause came first
+        seen = [e for e in found if tier(e) == 3 and e.grade != WARNING
+                and e.problem.code != hint.problem.code and before(e.first, hint.first)
+                and not (HOST_LOG.search(hint.first.text) and None in (e.first.time,
+                                                                        hint.first.time))]
+        if seen:
+            return _ambiguous([seen[0], *top], [e for e in found if e not in top and
+                                                e is not seen[0]],
+                              CAUSE_AFTER_SYMPTOM.format(seen=seen[0].problem.code,
+                                                         cause=hint.problem.code))
+    if (best == 1 and first_rank is not None and hint.problem.ranks
+            and first_rank not in hint.problem.ranks):
+        return _ambiguous([hint], [e for e in found if e is not hint], NOT_FIRST_RANK.format(
+            hint=hint.problem.code, rank=first_rank))
+    if best == 1:  # a hint is no root when another failure's symptom may have come first;
+        # a warning none when the log shows another failure at all (it warned, the job went on)
+        hint = top[0]
+        seen = [e for e in found if tier(e) in (3, 4) and e.problem.code != hint.problem.code
+                and (hint.grade == WARNING or before(hint.first, e.first) is not True)]
+        if seen:
+            return _ambiguous([seen[0], *top], [e for e in found if e not in top and
+                                                e is not seen[0]],
+                              SYMPTOM_FIRST.format(
+                                  hint=hint.problem.code, seen=seen[0].problem.code,
+                                  why=NOISE if hint.grade == WARNING else TEARDOWN
+                                  if "SIGKILL" in hint.problem.observed else ""))
+    cause = top[0].problem.code
+    roots = [e for e in top if e.problem.code == cause]
     rest = [e for e in found if e not in roots]
-    echoes = [Explained(e.problem.where(consequence_of=cause), e.first, e.root, e.next_run,
-                        e.evidence)
-              for e in sorted(rest, key=lambda e: e.first.order)]
-    return [*roots, *echoes]
+    return [*roots, *_echoes(rest, cause)]
+
+
+def _earliest(candidates: Sequence[Explained], first_rank: int | None) -> Explained | None:
+    """The candidate that precedes every candidate of another code, if the log says so: in
+    time or one stream's line order, as the rank torchrun saw fail first, or as a known
+    cause of the other (``LEADS_TO``)."""
+    for e in candidates:
+        others = [o for o in candidates if o.problem.code != e.problem.code]
+        if all(_precedes(e, o, first_rank) for o in others):
+            return e
+    return None
+
+
+def _precedes(a: Explained, b: Explained, first_rank: int | None) -> bool:
+    if b.problem.code in LEADS_TO.get(a.problem.code, ()):
+        return True
+    if a.problem.code in LEADS_TO.get(b.problem.code, ()):
+        return False
+    said = before(a.first, b.first)
+    if said is not None:
+        return said
+    return (first_rank is not None and first_rank in a.problem.ranks
+            and first_rank not in b.problem.ranks)
+
+
+def _echoes(rest: Sequence[Explained], cause: str) -> list[Explained]:
+    return [Explained(e.problem.where(consequence_of=cause), e.first, e.root, e.next_run,
+                      e.evidence, e.grade)
+            for e in sorted(rest, key=lambda e: e.first.order)]
+
+
+def _ambiguous(candidates: Sequence[Explained], rest: Sequence[Explained],
+               why: str) -> list[Explained]:
+    """Abstain: name the candidates, each with where it was seen, and keep their blocks."""
+    by_code: dict[str, Explained] = {}
+    for e in candidates:
+        by_code.setdefault(e.problem.code, e)
+    shown = list(by_code.values())[:MAX_CANDIDATES]
+    names = "; ".join(f"{e.problem.code} ({e.first.source}:{e.first.lineno})" for e in shown)
+    ranks = tuple(sorted({r for e in shown for r in e.problem.ranks}))
+    hosts = tuple(sorted({h for e in shown for h in e.problem.hosts}))
+    first = min((e.first for e in shown), key=lambda r: r.order)
+    problem = ROOT_CAUSE_AMBIGUOUS.problem(
+        f"candidates: {names}", cause=why, ranks=ranks, hosts=hosts)
+    head = Explained(problem, first, True, AMBIGUOUS_NEXT,
+                     tuple(e.evidence[0] for e in shown if e.evidence))
+    return [head, *candidates, *_echoes(rest, ROOT_CAUSE_AMBIGUOUS.code)]

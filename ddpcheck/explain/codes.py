@@ -113,6 +113,14 @@ UNEXPLAINED = register(
     "unknown: the first error lines are quoted",
     "run ddpcheck run --nodes N on the same nodes to test the cluster itself; report the "
     "log to ddpcheck if it is a distributed failure")
+ROOT_CAUSE_AMBIGUOUS = register(
+    "root-cause-ambiguous", "the log shows several possible root causes and not which came "
+    "first",
+    "two failures that each name a cause were printed by different files or ranks without "
+    "timestamps that order them: either may be the root and the other its consequence",
+    "rerun with timestamps on every rank's lines (torchrun --log-dir, or a logging format "
+    "with %(asctime)s) and look at each candidate's lines; fix the candidate that failed "
+    "first")
 # --- codes the explain corpus needed (tests/data/explain/NEW_CODES-*.md) -----------------
 HOST_OOM = register(
     "host-out-of-memory", "a rank or DataLoader worker was killed by the kernel's OOM killer",

@@ -17,13 +17,20 @@ from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
 from ddpcheck.explain import codes, tracebacks
-from ddpcheck.explain.causality import UNDETERMINED, Explained, order
+from ddpcheck.explain.causality import (
+    HINT,
+    SYMPTOM,
+    UNDETERMINED,
+    WARNING,
+    Explained,
+    order,
+)
 from ddpcheck.explain.families import PATTERNS, network, slurm, watchdog
 from ddpcheck.explain.flightrec import RankTrace
 from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
 from ddpcheck.explain.inputs import Inputs
-from ddpcheck.explain.matching import Hit, default_combine
-from ddpcheck.explain.reader import Record, read_text
+from ddpcheck.explain.matching import Hit, Pattern, default_combine
+from ddpcheck.explain.reader import Record, first_failed_rank, read_text
 from ddpcheck.report.text import render_problem
 
 # Lines that show something failed, quoted when no pattern explains the log.
@@ -35,6 +42,9 @@ ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|(?:CUDA|
 # a tuner it fell back from), and a rank's progress output.
 NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\b[Ww]arning:|\w+Warning\b|\bNCCL INFO\b|"
                           r"^\s*warnings\.warn")
+# Lines that report but do not fail: a glog/torch warning ("[W socket.cpp:...]", "W0325
+# 20:57:27"), a Python warning, NCCL INFO. A pattern that hits only such lines is a hint.
+WARNING_LINE = re.compile(NOT_AN_ERROR.pattern + r"|^\s*W\d{4} \d\d:\d\d:\d\d")
 QUOTED_ERRORS = 3
 MAX_EVIDENCE = 4
 # Signals a rank receives *because* of another failure: the agent's teardown, the watchdog.
@@ -57,8 +67,9 @@ class Explanation:
     @property
     def undetermined(self) -> bool:
         """True when the log shows a failure but not its root cause (explain abstains)."""
-        causes = [p for p in self.problems if not p.consequence_of]
-        return bool(causes) and causes[0].code in UNDETERMINED
+        causes = [e for e in self.found if not e.problem.consequence_of]
+        return bool(causes) and (causes[0].problem.code in UNDETERMINED
+                                 or causes[0].grade == SYMPTOM)
 
     @property
     def exit_code(self) -> int:
@@ -74,6 +85,10 @@ class Explanation:
         more = f" (+{echoes} consequence{'s' if echoes != 1 else ''})" if echoes else ""
         if first.code == codes.UNEXPLAINED.code:
             return "UNEXPLAINED: the log shows a failure ddpcheck does not recognise"
+        if first.code == codes.ROOT_CAUSE_AMBIGUOUS.code:
+            quoted = "".join(f"\n  {q}" for q in self.first_errors)
+            return (f"ROOT CAUSE UNDETERMINED: {first.observed}: {first.cause}. "
+                    "First error lines:" + (quoted or " (none)"))
         if self.undetermined:
             quoted = "".join(f"\n  {q}" for q in self.first_errors)
             return (f"ROOT CAUSE UNDETERMINED: the log shows {first.code}{_where(first)}{more}, "
@@ -84,7 +99,10 @@ class Explanation:
 
     def render_text(self) -> str:
         parts = []
-        if self.undetermined and self.problems[0].code != codes.UNEXPLAINED.code:
+        lead = self.problems[0].code if self.found else ""
+        if lead == codes.ROOT_CAUSE_AMBIGUOUS.code:
+            parts.append("candidate causes (the log does not show which came first):")
+        elif self.undetermined and lead != codes.UNEXPLAINED.code:
             parts.append("what the log shows (a symptom, not its root cause):")
         for e in self.found:
             if e.problem.consequence_of:
@@ -126,8 +144,12 @@ def explain_inputs(inputs: Inputs) -> Explanation:
 
 
 def explain_texts(named_texts: Iterable[tuple[str, str]],
-                  traces: Sequence[RankTrace] = ()) -> Explanation:
-    """Explain every input (name, text) together: one job's logs from several nodes."""
+                  traces: Sequence[RankTrace] = (),
+                  patterns: Sequence[Pattern] = PATTERNS) -> Explanation:
+    """Explain every input (name, text) together: one job's logs from several nodes.
+
+    ``patterns`` is every family's by default; the robustness checks leave some out to see
+    what explain says of a cause it has no rule for (it must abstain, not guess)."""
     _load_catalogue()
     records: list[Record] = []
     found: list[Explained] = []
@@ -140,7 +162,8 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
                                    "ddpcheck run") for i, p in enumerate(own))
         else:
             records.extend(read_text(name, text))
-    found.extend(network.refine(watchdog.refine(_match(records), records), records))
+    found.extend(network.refine(watchdog.refine(_match(records, patterns), records),
+                                records))
     notes: list[str] = []
     if traces:
         sources.extend(t.source for t in traces)
@@ -155,7 +178,9 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
                      [*errors[:QUOTED_ERRORS], *(e.first for e in found)]}.items())
     quoted = [f"{r.source}:{r.lineno}: {r.text.strip()[:200]}"
               for _, r in firsts[:QUOTED_ERRORS]]
-    return Explanation(order(found), sources, notes, quoted)
+    unclaimed = [_unclaimed(c) for c in tracebacks.unclaimed(records, patterns)]
+    return Explanation(order(found, unclaimed, first_failed_rank(records)), sources, notes,
+                       quoted)
 
 
 def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:
@@ -169,10 +194,10 @@ def _stuck_note(traces: Sequence[RankTrace]) -> str:
         f"  rank {r}: {what}" for r, what in ranks.items())
 
 
-def _match(records: list[Record]) -> list[Explained]:
+def _match(records: list[Record], patterns: Sequence[Pattern]) -> list[Explained]:
     groups: dict[tuple[str, str], list[Hit]] = {}
     for rec in records:
-        for pat in PATTERNS:
+        for pat in patterns:
             m = pat.regex.search(rec.text)
             if m:
                 key = m[pat.group_by] if pat.group_by else ""
@@ -185,8 +210,28 @@ def _match(records: list[Record]) -> list[Explained]:
         root = pat.root and not (problem.code == RANK_KILLED.code
                                  and any(s in problem.cause[:8] for s in ECHO_SIGNALS))
         first = min((h.record for h in hits), key=lambda r: r.order)
-        out.append(Explained(problem, first, root, pat.next_run, _evidence(hits)))
+        out.append(Explained(problem, first, root, pat.next_run, _evidence(hits),
+                             _grade(hits)))
     return out
+
+
+def _grade(hits: Sequence[Hit]) -> str:
+    """The pattern's grade; a cause or hint that only warning or INFO lines show is a
+    warning."""
+    grade = hits[0].pattern.grade
+    if grade != "symptom" and all(WARNING_LINE.search(h.record.text) for h in hits):
+        return WARNING
+    return grade
+
+
+def _unclaimed(crash: tracebacks.Crash) -> Explained:
+    """An exception no pattern explains, as a candidate a hint must not hide."""
+    r = crash.record
+    problem = codes.UNEXPLAINED.problem(
+        f"an exception no rule explains: {crash.exception[:200]}"
+        + (f" (user code: {crash.user_frame})" if crash.user_frame else ""),
+        ranks=(r.rank,) if r.rank is not None else (), hosts=(r.host,) if r.host else ())
+    return Explained(problem, r, True, codes.UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), HINT)
 
 
 def _evidence(hits: Sequence[Hit]) -> tuple[str, ...]:

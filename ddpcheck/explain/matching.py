@@ -29,7 +29,8 @@ class Hit:
 
 @dataclass(frozen=True)
 class Pattern:
-    """Evidence for ``diagnosis``; ``root`` False marks what peers see of another failure."""
+    """Evidence for ``diagnosis``; ``root`` False marks what peers see of another failure,
+    ``grade`` how surely the line names the cause."""
 
     diagnosis: Diagnosis
     regex: re.Pattern[str]
@@ -39,6 +40,12 @@ class Pattern:
     fix: str = ""
     combine: Callable[[Sequence[Hit]], Problem] | None = None
     group_by: str = ""  # a regex group whose value splits hits into separate problems
+    # "cause" when the line names the cause in its own words; "hint" when other causes print
+    # it too (a bare SIGKILL, a bus error): a hint gives way to cause-grade evidence
+    # (causality.order); "symptom" when the line does not say which of several causes (whose
+    # name did not resolve): explain shows it and abstains. A hit only on warning or INFO
+    # lines is graded "warning" whatever the pattern says (the engine's _grade).
+    grade: str = "cause"
 
     @property
     def code(self) -> str:

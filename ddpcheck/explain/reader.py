@@ -151,3 +151,21 @@ def _float(value: object) -> float | None:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
+
+
+# torchrun's ChildFailedError summary names the failure it observed first (torch/distributed/
+# elastic/multiprocessing/errors/__init__.py): "Root Cause (first observed failure):" then
+# "[0]:", "time", "host", "rank : R (local_rank: L)".
+ROOT_CAUSE_BLOCK = re.compile(r"^\s*Root Cause \(first observed failure\):")
+BLOCK_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
+BLOCK_LINES = 8  # the fields of one failure: "[0]:", time, host, rank, exitcode, ...
+
+
+def first_failed_rank(records: list[Record]) -> int | None:
+    """The rank torchrun's "Root Cause (first observed failure)" block names, if any."""
+    for i, r in enumerate(records):
+        if ROOT_CAUSE_BLOCK.match(r.text):
+            for nxt in records[i + 1:i + 1 + BLOCK_LINES]:
+                if m := BLOCK_RANK.match(nxt.text):
+                    return int(m["rank"])
+    return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ddpcheck.explain.reader import Record
 
@@ -20,6 +21,16 @@ START = re.compile(r"Traceback \(most recent call last\):")
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 EXCEPTION = re.compile(r"^\s*(?P<type>(?:[\w]+\.)*\w*(?:Error|Exception|Interrupt|Exit|"
                        r"Warning|Failure))(?::\s?(?P<msg>.*))?$")
+# Exceptions that wrap whatever failed below them (the launcher's summary, NCCL's and gloo's
+# error summaries, a subprocess wrapper, a forwarded signal, a timeout): never a failure of
+# their own, whatever precedes them.
+WRAPPER = re.compile(r"ChildFailedError|CalledProcessError|SignalException|DistBackendError|"
+                     r"NCCL error|nccl\w*Error|Gloo |gloo|enforce fail|ProcessGroup|"
+                     r"Connection (?:reset|closed)|KeyboardInterrupt|SystemExit|"
+                     r"ProcessRaisedException|ProcessExitedException|DistNetworkError|"
+                     r"DistStoreError|TimeoutError|timed out|Timeout|[Ww]arning")
+# An exception line pasted without its traceback: "module.Type: message" at a line's start.
+BARE = re.compile(r"^\s*(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen |\\lib\\")
 
 
@@ -64,3 +75,24 @@ def summary(records: Sequence[Record]) -> str:
     rank = f"rank {first.rank}: " if first.rank is not None else ""
     return (f"{rank}{first.exception}{where} "
             f"[{first.record.source}:{first.record.lineno}]")
+
+
+class Matcher(Protocol):
+    """What ``unclaimed`` needs of a pattern: its compiled regex."""
+
+    @property
+    def regex(self) -> re.Pattern[str]: ...
+
+
+def unclaimed(records: Sequence[Record], patterns: Sequence[Matcher]) -> list[Crash]:
+    """Exceptions no pattern explains and nothing wraps: a failure of its own, which a hint
+    (a SIGKILL, a warning) may have followed. The first of each rank, earliest first."""
+    bare = [Crash(r.rank, r.text.strip()[:300], "", r) for r in records if BARE.match(r.text)]
+    first: dict[int | None, Crash] = {}
+    for crash in sorted([*crashes(records), *bare], key=lambda c: c.record.order):
+        text = crash.record.text
+        if crash.rank in first or WRAPPER.search(text) or any(
+                p.regex.search(text) for p in patterns):
+            continue
+        first[crash.rank] = crash
+    return list(first.values())

@@ -26,6 +26,16 @@ PATTERNS = [
     pattern(NCCL_CPU_TENSOR,
             r"Tensors must be CUDA and dense|No backend type associated with device type cpu",
             DDP),
+    # A count of 0 says one of two things: the model really has no (trainable) parameters on
+    # that rank (PEFT/LoRA set up on one rank only: flow_grpo#245), or the all-gather of the
+    # counts delivered zeros (an NCCL transport or network setting): a symptom.
+    pattern(DDP_MODEL_MISMATCH,
+            r"DDP expects same model across all ranks, but Rank (?P<a>\d+) has (?P<na>\d+) "
+            r"params, while rank (?P<b>\d+) has inconsistent 0 params", DDP, grade="symptom",
+            cause="rank {b} reported 0 parameters against rank {a}'s {na}: either its model has "
+                  "no trainable parameters (PEFT/LoRA or freezing set up on one rank only), or "
+                  "DDP's first collective delivered zeros (a broken NCCL transport: P2P, shared "
+                  "memory or network settings); the line does not say which"),
     pattern(DDP_MODEL_MISMATCH,
             r"DDP expects same model across all ranks, but Rank (?P<a>\d+) has (?P<na>\d+) "
             r"params, while rank (?P<b>\d+) has inconsistent (?P<nb>\d+) params|"

@@ -3,6 +3,8 @@
 Lines from torch/distributed/elastic/multiprocessing/api.py ("failed (exitcode: -9)
 local_rank: 0 (pid: 123) of binary: ...") and the ChildFailedError summary ("Signal 9
 (SIGKILL) received by PID 123"). A negative exit code is the signal that ended the worker.
+A SIGKILL read as the OOM killer is a hint (``Pattern.grade``): a scheduler, a user or
+torchrun's own teardown send it too, so any cause-grade line in the log comes first.
 """
 
 from __future__ import annotations
@@ -69,16 +71,17 @@ PATTERNS = [
             "(ddpcheck's per-rank process reads --local-rank, as a script must)"),
     pattern(RANK_KILLED,
             r"failed \(exitcode: (?P<code>-\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)",
-            NEXT, combine=combine_killed),
+            NEXT, combine=combine_killed, grade="hint"),
     # DeepSpeed's launcher (deepspeed/launcher/launch.py sigkill_handler): "{cmd} exits with
     # return code = -9"; a negative code is the signal, as for torchrun
-    pattern(RANK_KILLED, r"exits with return code = (?P<code>-\d+)", NEXT, combine=combine_killed),
+    pattern(RANK_KILLED, r"exits with return code = (?P<code>-\d+)", NEXT,
+            combine=combine_killed, grade="hint"),
     pattern(RANK_KILLED, r"Signal (?P<sig>\d+) \(SIG\w+\) received by PID (?P<pid>\d+)",
-            NEXT, combine=combine_killed),
+            NEXT, combine=combine_killed, grade="hint"),
     # The "Root Cause (first observed failure)" block of torchrun's ChildFailedError
     # (torch/distributed/elastic/multiprocessing/errors/__init__.py _format_failure).
     pattern(RANK_KILLED, r"^\s*exitcode\s*: (?P<code>-\d+) \(pid: (?P<pid>\d+)\)", NEXT,
-            combine=combine_killed),
+            combine=combine_killed, grade="hint"),
     pattern(RANK_EXITED,
             r"failed \(exitcode: (?P<code>[1-9]\d*)\) local_rank: (?P<lr>\d+)", NEXT,
             root=False),

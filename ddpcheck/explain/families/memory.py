@@ -21,10 +21,12 @@ PATTERNS = [
     pattern(HOST_OOM,
             r"oom-kill event|out-of-memory handler|task \d+: Out Of Memory|"
             r"Out of memory: Killed process|Memory cgroup out of memory|invoked oom-killer|"
-            r"DataLoader worker \(pid \d+\) is killed by signal: Killed|"
             r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|"
-            r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b|\bOOMKilled\b|"
-            r"exit(?:ed with)? code:? 137\b", NODE),
+            r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b|\bOOMKilled\b", NODE),
+    # SIGKILL without the kernel's or Slurm's word for it: most often the OOM killer (a hint)
+    pattern(HOST_OOM,
+            r"DataLoader worker \(pid \d+\) is killed by signal: Killed|"
+            r"exit(?:ed with)? code:? 137\b", NODE, grade="hint"),
     # torch's file_system / file_descriptor sharing: tensors cross as fds or /dev/shm files
     pattern(OPEN_FILE_LIMIT, r"Too many open files|received 0 items of ancdata", NODE,
             cause="DataLoader workers share tensors through file descriptors and ran past "
@@ -47,5 +49,6 @@ PATTERNS = [
 SHELL_KILLED = [
     pattern(HOST_OOM, r"(?:^|[\s|\]])[Kk]illed\s*$|line \d+: +\d+ Killed +\S", NODE,
             cause="the shell reports its child Killed (SIGKILL) with no other error: the "
-                  "kernel's OOM killer, most often while loading a model or dataset into RAM"),
+                  "kernel's OOM killer, most often while loading a model or dataset into RAM",
+            grade="hint"),
 ]

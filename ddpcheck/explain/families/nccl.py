@@ -38,10 +38,13 @@ PATTERNS = [
     pattern(DEV_SHM_TOO_SMALL,
             r"Error while creating shared memory segment|failed to extend /dev/shm\S* to|"
             r"Call to posix_fallocate failed ?: ?No space left on device|"
-            r"unable to allocate shared memory|Unexpected bus error encountered in worker|"
-            r"killed by signal: Bus error", NODE,
+            r"unable to allocate shared memory|Unexpected bus error encountered in worker", NODE,
             cause="/dev/shm is too small for NCCL's shared-memory transport or the "
                   "DataLoader workers (containers default to 64 MB)"),
+    # SIGBUS alone: most often /dev/shm, but a bad mmap of a file does it too (a hint)
+    pattern(DEV_SHM_TOO_SMALL, r"killed by signal: Bus error", NODE, grade="hint",
+            cause="a DataLoader worker died of SIGBUS, most often a /dev/shm too small for its "
+                  "shared tensors (containers default to 64 MB)"),
     pattern(DUPLICATE_DEVICE,
             r"Duplicate GPU detected : rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device "
             r"(?P<dev>\w+)", "ddpcheck run --stages node,placement",
@@ -63,6 +66,12 @@ PATTERNS = [
             r"NET/Plugin ?: ?dlerror=.*(?:version `|undefined symbol|required by)|"
             r"Failed to find ncclNetPlugin symbol|NET/OFI Could not find any optimal provider",
             COLL),
+    # A work completion with IBV_WC_RETRY_EXC_ERR (12) or IBV_WC_WR_FLUSH_ERR (5): the remote
+    # QP stopped answering, a link down or a peer process that died (killed, crashed, or
+    # aborted by its watchdog): a hint, which another cause in the log outranks.
+    pattern(NCCL_NET_ERROR,
+            r"NCCL WARN NET/IB ?: ?Got completion (?:from peer \S+ )?with error (?:12|5)\b",
+            "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint"),
     pattern(NCCL_NET_ERROR,
             r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
             r"NET/Plugin.*(?:failed|\berror\b)",

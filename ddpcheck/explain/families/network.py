@@ -44,8 +44,11 @@ PATTERNS = [
     pattern(HOSTNAME_UNRESOLVABLE,
             r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved "
             r"\(gai error: -[23]|rp != nullptr\. Unable to find address for:|"
-            r"hostname of the (?:client|server) socket cannot be retrieved|"
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
+    # c10d's reverse lookup of a peer (socket.cpp): healthy jobs print it too (a symptom)
+    pattern(HOSTNAME_UNRESOLVABLE,
+            r"hostname of the (?:client|server) socket cannot be retrieved", HOSTS,
+            grade="symptom"),
     # gloo/transport/tcp/device.cc sockaddrToInterfaceName: the address this node's name
     # resolved to (or the one it was given) belongs to no local interface.
     pattern(HOSTNAME_UNRESOLVABLE, r"Unable to find interface for: \[(?P<addr>[^\]]+)\]", HOSTS,

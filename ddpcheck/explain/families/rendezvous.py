@@ -29,8 +29,10 @@ PATTERNS = [
             RDZV, cause=UNREACHABLE_CAUSE),
     pattern(ENDPOINT_REFUSED,
             r"client socket has failed to connect to (?P<addr>\S+) \(errno: 111", RDZV),
+    # The resolver's words do not say whose name failed: the endpoint's, or this node's own
+    # host name missing from /etc/hosts (hostname-unresolvable) print the same (a symptom).
     pattern(ENDPOINT_UNRESOLVABLE,
             r"host not found: Name or service not known|Name or service not known|"
-            r"gaierror: \[Errno -[23]\]", RDZV),
+            r"gaierror: \[Errno -[23]\]", RDZV, grade="symptom"),
     pattern(RENDEZVOUS_TIMEOUT, r"RendezvousTimeoutError", RDZV),
 ]

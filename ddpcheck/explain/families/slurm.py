@@ -58,8 +58,10 @@ def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Expla
     """Kills after a Slurm cancellation are its consequences; a multi-node batch script
     whose launcher runs without srun (the wait that follows is its consequence)."""
     if any(e.problem.code == SLURM_JOB_CANCELLED.code for e in found):
-        found = [replace(e, root=False) if e.problem.code == HOST_OOM.code
-                 and "killed by SIGKILL" in e.problem.observed else e for e in found]
+        found = [replace(e, root=False, problem=e.problem.where(
+                     consequence_of=SLURM_JOB_CANCELLED.code))
+                 if e.problem.code == HOST_OOM.code and "killed by SIGKILL" in e.problem.observed
+                 else e for e in found]
     nodes = next((r for r in records if (m := SBATCH_NODES.match(r.text)) and int(m["n"]) > 1),
                  None)
     launch = next((r for r in records if LAUNCH.match(r.text)), None)

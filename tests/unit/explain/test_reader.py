@@ -61,3 +61,14 @@ def test_the_root_cause_block_gives_its_exitcode_line_a_rank_and_a_host():
     exitcode = next(r for r in recs if "exitcode" in r.text)
     assert (exitcode.rank, exitcode.host) == (3, "gpu-node-07")
     assert recs[-1].rank is None and recs[-1].host == ""
+
+
+def test_the_root_cause_block_names_the_rank_that_failed_first():
+    from ddpcheck.explain.reader import first_failed_rank
+
+    summary = ("Failures:\n[1]:\n  rank      : 2 (local_rank: 0)\n"
+               "------------------------------------------------------------\n"
+               "Root Cause (first observed failure):\n[0]:\n  time      : 2024-05-01_10:00:00\n"
+               "  host      : node1\n  rank      : 5 (local_rank: 1)\n  exitcode  : 1 (pid: 9)\n")
+    assert first_failed_rank(read_text("job.log", summary)) == 5
+    assert first_failed_rank(read_text("job.log", "rank : 3\n")) is None

@@ -32,3 +32,18 @@ def test_an_unexplained_log_quotes_the_first_exception_and_its_frame():
     assert p.code == "unexplained"
     assert "first exception: rank 1: ValueError: shapes" in p.observed
     assert "user code: /home/me/model.py:7 in forward" in p.observed
+
+
+def test_unclaimed_keeps_each_ranks_first_exception_that_nothing_wraps_or_explains():
+    from ddpcheck.explain.families import PATTERNS
+    from ddpcheck.explain.tracebacks import unclaimed
+
+    log = ("[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1, "
+           "unhandled system error\n"
+           "[rank1]: RuntimeError: CUDA error: invalid device ordinal\n"
+           "[rank2]: FileNotFoundError: [Errno 2] No such file or directory: '/ckpt/last.pt'\n"
+           "[rank2]: ValueError: later, same rank\n"
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
+    found = unclaimed(read_text("job.log", LOG + log), PATTERNS)
+    assert [(c.rank, c.exception.split(":")[0]) for c in found] == [
+        (1, "ValueError"), (0, "KeyError"), (2, "FileNotFoundError")]
