@@ -1,5 +1,5 @@
 """What a worker process's start or death says about its cause: mp.spawn arguments that do
-not fit the function, and SIGBUS.
+not fit the function, SIGBUS, and a launcher that got SIGHUP.
 
 Runs inside ``ddpcheck explain`` (a pure reader of log lines). Sources:
 - ``torch/multiprocessing/spawn.py`` ``_wrap`` calls ``fn(i, *args)``; a call that does not
@@ -12,6 +12,12 @@ Runs inside ``ddpcheck explain`` (a pure reader of log lines). Sources:
   encountered in worker. This might be caused by insufficient shared memory (shm)",
   torch/csrc/DataLoader.cpp), and torchrun reports the worker as "Signal 7 (SIGBUS) received
   by PID N" / exitcode -7 (torch/distributed/elastic/multiprocessing/api.py).
+- SIGHUP: torchrun handles SIGTERM, SIGINT, SIGHUP and SIGQUIT (multiprocessing/api.py,
+  TORCHELASTIC_SIGNALS_TO_HANDLE): its handler raises ``SignalException("Process N got
+  signal: 1")`` (``Signals.SIGHUP`` on newer torch), the agent logs "Received 1 death signal,
+  shutting down workers" (agent/server/api.py) and sends each worker the same signal
+  ("Sending process N closing signal SIGHUP"); the summary then says "Signal 1 (SIGHUP)
+  received by PID N". SIGHUP is what a terminal or SSH session sends when it closes.
 """
 
 from __future__ import annotations
@@ -30,6 +36,15 @@ SPAWN_ARGS_MISMATCH = register(
     "process index as its first parameter",
     "pass args as a tuple (args=(cfg,)) and declare fn as def fn(rank, cfg): mp.spawn adds "
     "the process index in front of args")
+
+LAUNCHER_HANGUP = register(
+    "launcher-hangup",
+    "the launcher received SIGHUP and shut its workers down",
+    "the terminal or SSH session that started the job closed (a dropped connection, a closed "
+    "laptop): the kernel sends SIGHUP to its process group, and torchrun passes it on to "
+    "every worker; nohup alone does not always detach the launcher's process group",
+    "run the job inside tmux or screen, or detach it fully (setsid nohup torchrun ... &), or "
+    "submit it through the scheduler (sbatch) instead of an interactive shell")
 
 # The frame line spawn.py prints for its call of the user's function (torch 1.x to 2.13).
 SPAWN_FRAME = r"^\s*fn\(i, \*args\)\s*$"
@@ -69,4 +84,9 @@ PATTERNS = [
             cause="a worker died of SIGBUS, what a process gets when a page of a shared-memory "
                   "mapping cannot be backed: /dev/shm is full or too small (containers default "
                   "to 64 MB) for the DataLoader's shared tensors or NCCL's shared buffers"),
+    pattern(LAUNCHER_HANGUP,
+            r"Received (?:1|Signals\.SIGHUP|SIGHUP) death signal|"
+            r"Process \d+ got signal: (?:1|Signals\.SIGHUP)\s*$|"
+            r"Sending process \d+ closing signal SIGHUP|Signal 1 \(SIGHUP\) received by PID",
+            "rerun it detached: tmux / screen, setsid nohup ... &, or sbatch"),
 ]

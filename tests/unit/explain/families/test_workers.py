@@ -48,3 +48,24 @@ def test_sigbus_is_dev_shm_too_small():
 def test_other_signals_are_not_sigbus():
     assert first_cause("Signal 6 (SIGABRT) received by PID 54") != "dev-shm-too-small"
     assert first_cause("  exitcode  : -70 (pid: 1016)") != "dev-shm-too-small"
+
+
+def test_sighup_to_the_launcher_is_a_hangup():
+    # torch/distributed/elastic: agent/server/api.py and multiprocessing/api.py, old and new
+    for line in ("WARNING:torch.distributed.elastic.agent.server.api:Received 1 death signal, "
+                 "shutting down workers",
+                 "W0101 12:00:00.000 api.py:704] Received Signals.SIGHUP death signal, "
+                 "shutting down workers",
+                 "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 1234 "
+                 "closing signal SIGHUP",
+                 "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1200 "
+                 "got signal: 1",
+                 "Signal 1 (SIGHUP) received by PID 1234"):
+        assert first_cause(line) == "launcher-hangup", line
+
+
+def test_sigterm_and_signal_numbers_starting_with_1_are_not_a_hangup():
+    assert first_cause("Received 15 death signal, shutting down workers") != "launcher-hangup"
+    assert first_cause("Sending process 1234 closing signal SIGTERM") != "launcher-hangup"
+    assert first_cause("SignalException: Process 1200 got signal: 15") != "launcher-hangup"
+    assert first_cause("Signal 15 (SIGTERM) received by PID 1234") != "launcher-hangup"
