@@ -131,6 +131,8 @@ CATALOGUE_MODULES: tuple[str, ...] = (
     "ddpcheck.cluster.peerprobe",
     "ddpcheck.cluster.userjob",
     "ddpcheck.explain.codes",
+    "ddpcheck.explain.families.addresses",
+    "ddpcheck.explain.families.workers",
     "ddpcheck.launcher.fdlimit",
     "ddpcheck.launcher.initfile",
     "ddpcheck.launcher.mastercheck",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from ddpcheck.explain.families import (
+    addresses,
     ddp,
     device,
+    fingerprints,
     launcher,
     memory,
     nccl,
@@ -13,10 +15,12 @@ from ddpcheck.explain.families import (
     rendezvous,
     slurm,
     watchdog,
+    workers,
+    wrappers,
 )
 from ddpcheck.explain.matching import Pattern
 
-FAMILIES = (own_report, rendezvous, network, nccl, watchdog, device, ddp, memory, launcher,
-            slurm)
+FAMILIES = (own_report, rendezvous, network, nccl, watchdog, device, ddp, memory, workers,
+            launcher, slurm, addresses, wrappers, fingerprints)
 PATTERNS: tuple[Pattern, ...] = (*(p for f in FAMILIES for p in f.PATTERNS),
                                  *memory.SHELL_KILLED)

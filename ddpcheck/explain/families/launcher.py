@@ -85,4 +85,9 @@ PATTERNS = [
     pattern(RANK_EXITED,
             r"failed \(exitcode: (?P<code>[1-9]\d*)\) local_rank: (?P<lr>\d+)", NEXT,
             root=False),
+    # stop24 dev: the agent's line as users paste it, cut or wrapped after "local_rank"
+    # (api.py prints "failed (exitcode: -9) local_rank: 0 (pid: N) of binary: ..."); the
+    # exit code alone names the signal.
+    pattern(RANK_KILLED, r"failed \(exitcode: (?P<code>-\d+)\) local_rank(?!: \d+ \(pid)", NEXT,
+            combine=combine_killed),
 ]

@@ -107,4 +107,29 @@ PATTERNS = [
             fix="unset {var} (NCCL picks per call), or set it to a list that includes a "
                 "fallback, e.g. NCCL_ALGO=Ring,Tree"),
     pattern(NCCL_ERROR, r"NCCL WARN (?!.*Cuda failure 217)", COLL),
+    # stop24 dev: transport/nvls.cc (NCCL >= 2.18) when cuMulticastBindMem fails: "Failed to
+    # bind NVLink SHARP (NVLS) Multicast memory of size N ... : CUDA error 401 '...'.\nThis is
+    # usually caused by a system or configuration error in the Fabric Manager or NVSwitches."
+    # (torch repeats it after "Last error:"; a WARN line is NCCL_ERROR above, its second line
+    # is not).
+    pattern(FABRIC_MANAGER_NOT_READY,
+            r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory|"
+            r"usually caused by a system or configuration error in the Fabric Manager or "
+            r"NVSwitches", COLL,
+            cause="NCCL could not bind NVLink SHARP (NVLS) multicast memory: the NVSwitch "
+                  "fabric is not set up for it (Fabric Manager not running, of another "
+                  "version than the driver, or the NVSwitches in a bad state)",
+            fix="check systemctl status nvidia-fabricmanager (same version as the driver) and "
+                "nvidia-smi -q | grep -A2 Fabric on the node; until fixed, NCCL_NVLS_ENABLE=0 "
+                "avoids NVLS"),
+    # stop24 dev: NCCL's error back trace, printed at INFO level only when a call fails
+    # (include/checks.h NCCLCHECK / SYSCHECKGOTO: INFO(NCCL_ALL, "%s:%d -> %d", __FILE__,
+    # __LINE__, res), res a ncclResult_t: 2 system, 3 internal, 6 remote error; 7 is
+    # ncclInProgress). Healthy jobs print such traces from misc/socket.cc and the proxy at
+    # teardown, when peers close first; one from bootstrap.cc is the communicator's setup
+    # failing, a failure even with no WARN line.
+    pattern(NCCL_ERROR, r"NCCL INFO bootstrap\.cc:\d+ -> (?:[1-689]|\d{2,})\s*$", COLL,
+            cause="NCCL's bootstrap (the TCP exchange that builds the communicator) failed: "
+                  "its INFO back trace 'bootstrap.cc:line -> code' shows where, without the "
+                  "WARN line that would name why"),
 ]

@@ -164,4 +164,14 @@ PATTERNS = [
             cause="rank 0 had not reached its first NCCL collective when the others asked "
                   "for its ncclUniqueId: it was busy with a step of its own (dataset "
                   "preprocessing, loading) longer than the timeout"),
+    # stop24 dev: the same message (ProcessGroupNCCL.cpp broadcastUniqueNCCLID: "... but
+    # store->get('0') got error: " + e.what()) with the store's reason on a line of its own
+    # or lost: the rank waited for rank 0's key, a symptom like a timeout; refine() names the
+    # work rank 0 was doing when the log shows it.
+    pattern(COLLECTIVE_TIMEOUT,
+            r"retrieving ncclUniqueId from \[0\] via c10d key-value store by key '\d+', but "
+            r"store->get\('\d+'\) got error:?\s*$", NEXT, root=False,
+            cause="this rank waited for rank 0's ncclUniqueId in the store and the wait failed "
+                  "(the reason is not on the line): rank 0 had not reached its first NCCL "
+                  "collective (busy alone, or dead: look for its error)"),
 ]

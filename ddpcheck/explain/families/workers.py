@@ -1,0 +1,92 @@
+"""What a worker process's start or death says about its cause: mp.spawn arguments that do
+not fit the function, SIGBUS, and a launcher that got SIGHUP.
+
+Runs inside ``ddpcheck explain`` (a pure reader of log lines). Sources:
+- ``torch/multiprocessing/spawn.py`` ``_wrap`` calls ``fn(i, *args)``; a call that does not
+  fit fn's signature raises Python's ``TypeError: main() takes 2 positional arguments but 63
+  were given`` (or ``missing 1 required positional argument``) right at that frame, and the
+  parent re-raises it as ``ProcessRaisedException``. Only a TypeError printed directly under
+  the ``fn(i, *args)`` frame is spawn's: any other is some call of the user's own.
+- SIGBUS: a process touching a page of a shared-memory mapping that tmpfs cannot back
+  (/dev/shm full) gets SIGBUS; torch's DataLoader says so itself ("Unexpected bus error
+  encountered in worker. This might be caused by insufficient shared memory (shm)",
+  torch/csrc/DataLoader.cpp), and torchrun reports the worker as "Signal 7 (SIGBUS) received
+  by PID N" / exitcode -7 (torch/distributed/elastic/multiprocessing/api.py).
+- SIGHUP: torchrun handles SIGTERM, SIGINT, SIGHUP and SIGQUIT (multiprocessing/api.py,
+  TORCHELASTIC_SIGNALS_TO_HANDLE): its handler raises ``SignalException("Process N got
+  signal: 1")`` (``Signals.SIGHUP`` on newer torch), the agent logs "Received 1 death signal,
+  shutting down workers" (agent/server/api.py) and sends each worker the same signal
+  ("Sending process N closing signal SIGHUP"); the summary then says "Signal 1 (SIGHUP)
+  received by PID N". SIGHUP is what a terminal or SSH session sends when it closes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, Problem, register
+from ddpcheck.explain.codes import UNEXPLAINED
+from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
+
+SPAWN_ARGS_MISMATCH = register(
+    "spawn-args-mismatch",
+    "torch.multiprocessing.spawn called the worker function with arguments that do not fit it",
+    "mp.spawn(fn, args=..., nprocs=N) calls fn(i, *args): args is not a tuple (args=(cfg) "
+    "instead of args=(cfg,), so the object itself is unpacked), or fn does not take the "
+    "process index as its first parameter",
+    "pass args as a tuple (args=(cfg,)) and declare fn as def fn(rank, cfg): mp.spawn adds "
+    "the process index in front of args")
+
+LAUNCHER_HANGUP = register(
+    "launcher-hangup",
+    "the launcher received SIGHUP and shut its workers down",
+    "the terminal or SSH session that started the job closed (a dropped connection, a closed "
+    "laptop): the kernel sends SIGHUP to its process group, and torchrun passes it on to "
+    "every worker; nohup alone does not always detach the launcher's process group",
+    "run the job inside tmux or screen, or detach it fully (setsid nohup torchrun ... &), or "
+    "submit it through the scheduler (sbatch) instead of an interactive shell")
+
+# The frame line spawn.py prints for its call of the user's function (torch 1.x to 2.13).
+SPAWN_FRAME = r"^\s*fn\(i, \*args\)\s*$"
+ARITY_ERROR = (r"TypeError: (?P<fn>[\w.]+)\(\) (?:takes (?:from \d+ to )?\d+ positional "
+               r"arguments? but \d+ (?:was|were) given|missing \d+ required positional "
+               r"arguments?)")
+# The exception line follows the frame line directly, or after Python 3.11's caret line.
+MAX_GAP = 2
+
+
+def combine_spawn(hits: Sequence[Hit]) -> Problem:
+    """spawn-args-mismatch for a TypeError right under spawn's fn(i, *args) frame; else the
+    lines stay unexplained (a TypeError of the user's own code, or spawn's frame above some
+    other exception that the other families read)."""
+    frames = {(h.record.source, h.record.lineno) for h in hits if "fn(i" in h.record.text}
+    spawn_errors = [h for h in hits if h.match.groupdict().get("fn") and any(
+        (h.record.source, h.record.lineno - gap) in frames for gap in range(1, MAX_GAP + 1))]
+    if spawn_errors:
+        fn = spawn_errors[0].match["fn"]
+        return SPAWN_ARGS_MISMATCH.problem(
+            observed_lines(spawn_errors),
+            cause=f"mp.spawn called {fn}(i, *args) and the call does not fit {fn}'s "
+                  "parameters: args is not a tuple (args=(cfg) unpacks cfg itself), or "
+                  f"{fn} does not take the process index first",
+            **where(spawn_errors))
+    return UNEXPLAINED.problem(observed_lines(hits), **where(hits))
+
+
+PATTERNS = [
+    pattern(SPAWN_ARGS_MISMATCH, f"{SPAWN_FRAME}|{ARITY_ERROR}",
+            "python -c 'import inspect, main; print(inspect.signature(main.main))' (fn must "
+            "take the process index, then the args tuple)", combine=combine_spawn),
+    pattern(DEV_SHM_TOO_SMALL,
+            r"Signal 7 \(SIGBUS\) received by PID|"
+            r"failed \(exitcode: -7\) local_rank|exitcode\s*[:=]\s*-7\b",
+            "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)",
+            cause="a worker died of SIGBUS, what a process gets when a page of a shared-memory "
+                  "mapping cannot be backed: /dev/shm is full or too small (containers default "
+                  "to 64 MB) for the DataLoader's shared tensors or NCCL's shared buffers"),
+    pattern(LAUNCHER_HANGUP,
+            r"Received (?:1|Signals\.SIGHUP|SIGHUP) death signal|"
+            r"Process \d+ got signal: (?:1|Signals\.SIGHUP)\s*$|"
+            r"Sending process \d+ closing signal SIGHUP|Signal 1 \(SIGHUP\) received by PID",
+            "rerun it detached: tmux / screen, setsid nohup ... &, or sbatch"),
+]
