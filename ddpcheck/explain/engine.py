@@ -207,6 +207,8 @@ def _match(records: list[Record], patterns: Sequence[Pattern]) -> list[Explained
     for hits in groups.values():
         pat = hits[0].pattern
         problem = (pat.combine or default_combine)(hits)
+        if problem is None:  # the pattern's own check found no failure in these lines
+            continue
         root = pat.root and not (problem.code == RANK_KILLED.code
                                  and any(s in problem.cause[:8] for s in ECHO_SIGNALS))
         first = min((h.record for h in hits), key=lambda r: r.order)

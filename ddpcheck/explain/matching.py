@@ -38,7 +38,7 @@ class Pattern:
     root: bool = True
     cause: str = ""
     fix: str = ""
-    combine: Callable[[Sequence[Hit]], Problem] | None = None
+    combine: Callable[[Sequence[Hit]], Problem | None] | None = None  # None: no failure here
     group_by: str = ""  # a regex group whose value splits hits into separate problems
     # "cause" when the line names the cause in its own words; "hint" when other causes print
     # it too (a bare SIGKILL, a bus error): a hint gives way to cause-grade evidence

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from ddpcheck import parsing
-from ddpcheck.launcher import launchspec
-from ddpcheck.launcher.launchspec import InitMethod
 from ddpcheck.cluster import deadlines
 from ddpcheck.cluster.linkplan import initial_rounds
+from ddpcheck.launcher import launchspec
+from ddpcheck.launcher.launchspec import InitMethod
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import PREFLIGHT, parse_stages
 from ddpcheck.worker.settings import DEFAULT_PROBE_TIMEOUT, DEFAULT_SLOW_LINK_RATIO

@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, Problem, register
-from ddpcheck.explain.codes import UNEXPLAINED
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 
 SPAWN_ARGS_MISMATCH = register(
@@ -55,10 +54,10 @@ ARITY_ERROR = (r"TypeError: (?P<fn>[\w.]+)\(\) (?:takes (?:from \d+ to )?\d+ pos
 MAX_GAP = 2
 
 
-def combine_spawn(hits: Sequence[Hit]) -> Problem:
-    """spawn-args-mismatch for a TypeError right under spawn's fn(i, *args) frame; else the
-    lines stay unexplained (a TypeError of the user's own code, or spawn's frame above some
-    other exception that the other families read)."""
+def combine_spawn(hits: Sequence[Hit]) -> Problem | None:
+    """spawn-args-mismatch for a TypeError right under spawn's fn(i, *args) frame; else no
+    problem of its own (a TypeError of the user's own code, or spawn's frame above some other
+    exception that the other families read: the engine quotes it if nothing else does)."""
     frames = {(h.record.source, h.record.lineno) for h in hits if "fn(i" in h.record.text}
     spawn_errors = [h for h in hits if h.match.groupdict().get("fn") and any(
         (h.record.source, h.record.lineno - gap) in frames for gap in range(1, MAX_GAP + 1))]
@@ -70,7 +69,7 @@ def combine_spawn(hits: Sequence[Hit]) -> Problem:
                   "parameters: args is not a tuple (args=(cfg) unpacks cfg itself), or "
                   f"{fn} does not take the process index first",
             **where(spawn_errors))
-    return UNEXPLAINED.problem(observed_lines(hits), **where(hits))
+    return None
 
 
 PATTERNS = [
