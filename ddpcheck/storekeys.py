@@ -33,7 +33,7 @@ def peer_result(index: int) -> str:
     return f"{PEERS}/{index}"
 
 
-# --- spawn launches with a file:// init method (launcher.initfile) ---------------------------
+# --- spawn launches with a file:// init method (launcher.spawn.initfile) ---------------------
 INITFILE_TOKEN = f"{ROOT}/initfile/token"
 
 

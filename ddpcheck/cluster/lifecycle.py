@@ -87,7 +87,7 @@ class Config(Protocol):
     @property
     def launch(self) -> str: ...
     @property
-    def init_method(self) -> Any: ...  # launcher.launchspec.InitMethod | None
+    def init_method(self) -> Any: ...  # launcher.spawn.launchspec.InitMethod | None
 
 
 def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],

@@ -10,7 +10,7 @@ up to FULL_MESH_MAX nodes, a sample above: :func:`peerprobe.peer_targets`); the 
 alone resolving them (as before) missed the node whose own resolver lacks a name.
 Under spawn and srun every rank dials the master host (MASTER_ADDR or the tcp:// host):
 every node resolves it, and it must give an address of the node that starts rank 0
-(``launcher.mastercheck`` checks it there). Static torchrun dials the endpoint host, which
+(``launcher.spawn.mastercheck`` checks it there). Static torchrun dials the endpoint host, which
 every node has resolved to join the check-in.
 
 A name that fails on most of the nodes that tried it is the name's fault (its owner is named:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from ddpcheck import parsing
-from ddpcheck.launcher import launchspec
-from ddpcheck.launcher.launchspec import InitMethod
+from ddpcheck.launcher.spawn import launchspec
+from ddpcheck.launcher.spawn.launchspec import InitMethod
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import PREFLIGHT, parse_stages
 from ddpcheck.worker.settings import DEFAULT_PROBE_TIMEOUT, DEFAULT_SLOW_LINK_RATIO

@@ -44,8 +44,8 @@ from ddpcheck.launcher.noderun import (
 from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, torchrun_failed
 from ddpcheck.launcher.preflight import auto_nproc, node_preflight
 from ddpcheck.launcher.progress import Progress, read_appended
-from ddpcheck.launcher.spawn import run_spawned
-from ddpcheck.launcher.spawnplan import SpawnPlan
+from ddpcheck.launcher.spawn.plan import SpawnPlan
+from ddpcheck.launcher.spawn.ranks import run_spawned
 from ddpcheck.node.nccl import parse_nccl_debug_transport
 from ddpcheck.report.as_json import to_json
 from ddpcheck.report.build import Report, hosts_of_events, merge_problems

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from ddpcheck.diagnoses import Problem, register
-from ddpcheck.launcher.launchspec import LaunchSpec
+from ddpcheck.launcher.spawn.launchspec import LaunchSpec
 from ddpcheck.node.interfaces import is_loopback
 from ddpcheck.node.netprobe import BindResult, Resolution, bind_check, resolve
 

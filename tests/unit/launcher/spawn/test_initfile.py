@@ -7,7 +7,7 @@ import os
 
 import torch.distributed as dist
 
-from ddpcheck.launcher import initfile
+from ddpcheck.launcher.spawn import initfile
 
 
 def test_a_fresh_path_in_a_lockable_directory_has_no_problem(tmp_path) -> None:

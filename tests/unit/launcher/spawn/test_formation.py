@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from ddpcheck.diagnoses import RANK_EXITED, Problem
-from ddpcheck.launcher.spawnpostmortem import replace_generic, world_not_formed
+from ddpcheck.launcher.spawn.formation import replace_generic, world_not_formed
 from ddpcheck.results import ExitStatus
 from tests.helpers.paths import DATA
 

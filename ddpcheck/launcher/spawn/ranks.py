@@ -1,9 +1,9 @@
 """Start this node's ranks as ``torch.multiprocessing.spawn`` does, and watch them.
 
-Runs in the launcher with ``--launch spawn``: no torchrun agent, so this process starts one
-per-rank wrapper (``python -m ddpcheck.worker``, the same one torchrun starts) for each
-local rank, with the environment a spawn-style job gives its processes: RANK =
-first rank + local rank, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/MASTER_PORT, and the init
+Runs in the launcher with ``--launch spawn`` or ``srun``: no torchrun agent, so this
+process starts one per-rank wrapper (``python -m ddpcheck.worker``, the same one torchrun
+starts) for each local rank, with the environment a spawn-style job gives its processes:
+RANK = first rank + local rank, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/MASTER_PORT, and the init
 method (WorkerSettings.init_method, read by ddpcheck.worker.initmethod). It watches them under
 the same deadlines as torchrun (ddpcheck.launcher.launch): the run deadline, the end grace
 once a rank logged its end, stopped ranks; and, as mp.spawn's ``ProcessContext.join`` does
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Callable
 
 from ddpcheck.launcher.launch import LaunchOutcome, watch
-from ddpcheck.launcher.launchspec import LaunchSpec
+from ddpcheck.launcher.spawn.launchspec import LaunchSpec
 from ddpcheck.scheduler import gpubinding
 from ddpcheck.worker.settings import WorkerSettings
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ddpcheck.launcher.launchspec import ENV, InitMethod, LaunchSpec
-from ddpcheck.launcher.spawn import rank_env
+from ddpcheck.launcher.spawn.launchspec import ENV, InitMethod, LaunchSpec
+from ddpcheck.launcher.spawn.ranks import rank_env
 
 
 def test_a_spawned_rank_gets_its_global_rank_the_master_and_the_init_method() -> None:
@@ -27,8 +27,8 @@ def test_a_file_init_method_sets_no_master() -> None:
 
 
 def test_launch_srun_gives_each_task_its_own_gpu_as_srun_gpus_per_task_would() -> None:
-    from ddpcheck.launcher.launchspec import LaunchSpec  # noqa: F401  (the spec's type)
-    from ddpcheck.launcher.spawn import srun_task
+    from ddpcheck.launcher.spawn.launchspec import LaunchSpec  # noqa: F401  (the spec's type)
+    from ddpcheck.launcher.spawn.ranks import srun_task
 
     class Spec:
         first_rank, world_size, node_rank, nproc = 8, 16, 1, 8

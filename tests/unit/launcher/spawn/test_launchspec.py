@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddpcheck.launcher.config import build_config
-from ddpcheck.launcher.launchspec import InitMethod, parse_init_method, spec_of
+from ddpcheck.launcher.spawn.launchspec import InitMethod, parse_init_method, spec_of
 from ddpcheck.parsing import UsageError
 
 

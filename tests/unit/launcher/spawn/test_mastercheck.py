@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ddpcheck.launcher.launchspec import ENV, InitMethod, LaunchSpec
-from ddpcheck.launcher.mastercheck import master_problems
+from ddpcheck.launcher.spawn.launchspec import ENV, InitMethod, LaunchSpec
+from ddpcheck.launcher.spawn.mastercheck import master_problems
 from ddpcheck.node.netprobe import BindResult, Resolution
 
 

@@ -5,7 +5,7 @@ Ties together the pure parts (launchspec: which ranks this node starts; ranklayo
 nodes' ranks make one world; mastercheck and initfile: can the world form through the init
 method) with the run: its problems go on this node's check-in card (so every node names
 them, before any rank starts), the file:// share token is exchanged through the check-in
-store, and each rank gets the environment spawn.rank_env builds.
+store, and each rank gets the environment ranks.rank_env builds.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 from ddpcheck import results
 from ddpcheck.cluster import board
 from ddpcheck.diagnoses import Problem
-from ddpcheck.launcher import initfile
-from ddpcheck.launcher.launchspec import LaunchSpec, spec_of
-from ddpcheck.launcher.mastercheck import master_problems
-from ddpcheck.launcher.spawn import rank_env
-from ddpcheck.launcher.spawnpostmortem import replace_generic, world_not_formed
+from ddpcheck.launcher.spawn import initfile
+from ddpcheck.launcher.spawn.formation import replace_generic, world_not_formed
+from ddpcheck.launcher.spawn.launchspec import LaunchSpec, spec_of
+from ddpcheck.launcher.spawn.mastercheck import master_problems
+from ddpcheck.launcher.spawn.ranks import rank_env
 from ddpcheck.node.interfaces import interfaces
 from ddpcheck.verdicts.ranklayout import NodeRanks
 from ddpcheck.verdicts.ranklayout import judge as judge_layout
