@@ -1,7 +1,7 @@
 """Stage *bandwidth*, continued: which node or link is slow, and who arrives last.
 
 Runs inside every worker. Pairwise links are measured between one leader rank per node, in
-rounds planned by ddpcheck.cluster.linkplan (the pairs of a round at the same time):
+rounds planned by ddpcheck.cluster.pairing (the pairs of a round at the same time):
 every pair up to 32 nodes, O(log N) rounds above. Intra-node and cross-node all-reduce
 are measured on their own groups. Measurement stays apart from judgement: the figures are
 recorded, and ddpcheck.verdicts.links turns them into verdicts.
@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck.cluster import linkplan
+from ddpcheck.cluster import deadlines, pairing
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.node import nics
 from ddpcheck.stages import stage
@@ -55,26 +55,26 @@ def play_link_rounds(pg, lay, group, slow_link_ratio: float) -> tuple[dict[str, 
     per rank (was an all_gather_object of the whole N log N table on every leader).
     """
     leaders, hosts = lay.leaders, list(lay.hosts)
-    first = linkplan.initial_rounds(len(hosts))
+    first = pairing.initial_rounds(len(hosts))
     me = leaders.index(pg.rank) if pg.rank in leaders else None
     mine: dict[str, float] = {}
     if me is not None:
         _play(pg, first, me, leaders, hosts, mine, group, "first")
-    if len(hosts) <= linkplan.FULL_MATRIX_MAX:
+    if len(hosts) <= pairing.FULL_MATRIX_MAX:
         return mine, len(first)
     index = {h: i for i, h in enumerate(hosts)}
 
     def plan(ex) -> dict[int, dict]:
         so_far = {(index[a], index[b]): v for row in ex.values.values() if row
                   for a, b, v in ((*k.split("->"), v) for k, v in row.items())}
-        more = linkplan.followup_rounds(len(hosts), so_far, slow_link_ratio)
+        more = pairing.followup_rounds(len(hosts), so_far, slow_link_ratio)
         parts: dict[int, dict] = {r: {"rounds": len(more), "pairs": []} for r in leaders}
         for i, pairs in enumerate(more):
             for a, b in pairs:
                 parts[leaders[a]]["pairs"].append([i, a, b])
                 parts[leaders[b]]["pairs"].append([i, a, b])
         return parts
-    budget = linkplan.round_budget(len(first) + 4, ROUND_S, pg.timeout)
+    budget = deadlines.round_budget(len(first) + 4, ROUND_S, pg.timeout)
     part, _ = pg.decide_each("links-plan", mine, plan, timeout=budget)
     if me is None or not part:
         return mine, len(first)
@@ -91,8 +91,8 @@ def judge_links(pg, lay, mine, played, slow_link_ratio, record, start) -> None:
     Cost: one gather (a non-zero rank 3 operations, O(log N) figures sent by a leader, none
     read back); rank 0 reads the N log N table once. The others record only their own row.
     """
-    budget = linkplan.round_budget(len(linkplan.initial_rounds(len(lay.hosts))) + 4, ROUND_S,
-                                   pg.timeout)
+    budget = deadlines.round_budget(len(pairing.initial_rounds(len(lay.hosts))) + 4, ROUND_S,
+                                    pg.timeout)
     got = pg.gather("links", mine, timeout=budget)
     record.measure("links_wall_s", round(time.monotonic() - start, 3))
     record.measure("link_rounds", played)

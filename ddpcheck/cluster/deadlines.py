@@ -53,3 +53,9 @@ def verdict(base: float, nodes: int, ranks: int) -> float:
     every rank's events and building the report: a large world never ends verdict-unknown
     merely for being large."""
     return outcomes(base, nodes) + final_gather(0.0, ranks) + ranks * REPORT_PER_RANK_S
+
+
+def round_budget(rounds: int, per_round_s: float, base_s: float) -> float:
+    """A deadline that grows with the link stage's rounds: the waits of ranks that lead no
+    node (checks/test_links.py)."""
+    return base_s + rounds * per_round_s

@@ -25,13 +25,13 @@ from ddpcheck.cluster.namecheck import (
     names_to_resolve,
     resolve_all,
 )
+from ddpcheck.cluster.pairing import peer_targets
 from ddpcheck.cluster.pathjudge import judge_bulk
 from ddpcheck.cluster.peerprobe import (
     BULK_TIMEOUT,
     Listener,
     judge_addresses,
     judge_peers,
-    peer_targets,
 )
 from ddpcheck.cluster.store import CONNECT_TIMEOUT as PEER_TIMEOUT
 from ddpcheck.cluster.store import hold

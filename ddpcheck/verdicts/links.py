@@ -1,13 +1,12 @@
-"""Node-to-node links and scaling: the round-robin pairing, the slow-link/slow-node verdicts.
+"""Node-to-node links and scaling: the slow-link/slow-node judgements, the scaling table.
 
 Pure (no torch), used by the worker's link probe and the launcher's report. Which pairs
-are measured, round by round, is ``ddpcheck.cluster.linkplan``'s choice: up to its
-FULL_MATRIX_MAX nodes the :func:`round_robin` tournament here (every pair once, no node
-in two measurements at a time), O(log N) planned rounds above. The probe measures GB/s in
-each direction and hands the matrix to :func:`link_verdicts`. Absolute expectations are
-``ddpcheck.verdicts.expectations``, stragglers ``ddpcheck.verdicts.straggler``; DDP runs at
-several world sizes go to :func:`scaling_table`. The report renders these figures
-(:mod:`ddpcheck.report.tables`).
+are measured, round by round, is ``ddpcheck.cluster.pairing``'s choice (every pair up to
+its FULL_MATRIX_MAX nodes, O(log N) planned rounds above, no node in two measurements at a
+time). The probe measures GB/s in each direction and hands the matrix to
+:func:`link_verdicts`. Absolute expectations are ``ddpcheck.verdicts.expectations``,
+stragglers ``ddpcheck.verdicts.straggler``; DDP runs at several world sizes go to
+:func:`scaling_table`. The report renders these figures (:mod:`ddpcheck.report.tables`).
 
 GB/s means 10^9 bytes per second, as in nccl-tests and :mod:`ddpcheck.verdicts.bandwidth`.
 """
@@ -36,34 +35,6 @@ SLOW_NODE = register(
     "(NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), or the node is busy with other work",
     "exclude the node (Slurm: --exclude=NODE) and report it; check its link speed and errors "
     "(ethtool IFACE, ibstat, ethtool -S IFACE), its *_SOCKET_IFNAME and its load (top)")
-
-
-# --- pairing -----------------------------------------------------------------------------
-def round_robin(n: int) -> list[list[tuple[int, int]]]:
-    """Circle-method tournament of n nodes: rounds of disjoint pairs (low, high).
-
-    Every unordered pair appears exactly once; no node is in two pairs of a round. Even n
-    gives n-1 rounds of n/2 pairs, odd n gives n rounds in which one node sits out (bye).
-    Node 0 stays put and the others rotate one place per round. Deterministic.
-    """
-    if n < 0:
-        raise ValueError(f"round_robin needs n >= 0, got {n}")
-    if n < 2:
-        return []
-    players: list[int | None] = list(range(n))
-    if n % 2:
-        players.append(None)  # the bye
-    m = len(players)
-    rounds: list[list[tuple[int, int]]] = []
-    for _ in range(m - 1):
-        pairs = []
-        for i in range(m // 2):
-            a, b = players[i], players[m - 1 - i]
-            if a is not None and b is not None:
-                pairs.append((min(a, b), max(a, b)))
-        rounds.append(sorted(pairs))
-        players = [players[0], players[-1], *players[1:-1]]
-    return rounds
 
 
 # --- link verdicts -----------------------------------------------------------------------

@@ -21,3 +21,7 @@ def test_the_verdict_wait_covers_rank_0s_gather_and_report() -> None:
     assert deadlines.verdict(25, 1024, 8192) > deadlines.final_gather(0, 8192)
     assert deadlines.verdict(25, 1024, 8192) > deadlines.outcomes(25, 1024) > 25
     assert deadlines.verdict(25, 2, 4) < 26
+
+
+def test_the_deadline_grows_with_the_rounds() -> None:
+    assert deadlines.round_budget(14, 10.0, 20.0) == 160.0

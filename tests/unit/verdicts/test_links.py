@@ -1,4 +1,4 @@
-"""Tests for ddpcheck.verdicts.links: pairing, link/node verdicts, scaling.
+"""Tests for ddpcheck.verdicts.links: link/node verdicts, scaling.
 
 Matrices and wait times are in tests/data/links: recorded gloo runs on this machine
 (waits_recorded_*, allreduce_sweep_*), and seeded or hand-written inputs modelled on real
@@ -19,7 +19,6 @@ from ddpcheck.verdicts.links import (
     hosts_of,
     link_figures,
     link_verdicts,
-    round_robin,
     scaling_table,
 )
 from tests.helpers.linkdata import load_matrix, scaling_rows
@@ -37,39 +36,6 @@ def load_waits(name: str) -> tuple[dict[int, list[float]], dict[int, str]]:
 def noisy_matrix(hosts: list[str], nominal, noise: float, rnd: random.Random):
     return {(a, b): nominal(a, b) * rnd.uniform(1 - noise, 1 + noise)
             for a, b in itertools.permutations(hosts, 2)}
-
-
-# --- round_robin -------------------------------------------------------------------------------
-@pytest.mark.parametrize("n", range(2, 18))
-def test_round_robin_pairs_every_node_once_and_no_node_twice_per_round(n):
-    rounds = round_robin(n)
-    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
-    pairs = [p for rnd in rounds for p in rnd]
-    assert sorted(pairs) == list(itertools.combinations(range(n), 2))
-    for rnd in rounds:
-        nodes = [x for p in rnd for x in p]
-        assert len(nodes) == len(set(nodes))
-        assert len(rnd) == n // 2  # odd n: exactly one node sits out each round
-    if n % 2:
-        byes = [(set(range(n)) - {x for p in rnd for x in p}).pop() for rnd in rounds]
-        assert sorted(byes) == list(range(n))  # every node sits out exactly once
-
-
-def test_round_robin_is_deterministic_with_ordered_pairs():
-    assert round_robin(4) == [[(0, 3), (1, 2)], [(0, 2), (1, 3)], [(0, 1), (2, 3)]]
-    assert round_robin(6) == round_robin(6)
-    assert all(a < b for rnd in round_robin(9) for a, b in rnd)
-
-
-@pytest.mark.parametrize("n, expected", [(0, []), (1, []), (2, [[(0, 1)]]),
-                                         (3, [[(1, 2)], [(0, 2)], [(0, 1)]])])
-def test_round_robin_small_worlds(n, expected):
-    assert round_robin(n) == expected
-
-
-def test_round_robin_rejects_negative_n():
-    with pytest.raises(ValueError):
-        round_robin(-1)
 
 
 # --- link figures ------------------------------------------------------------------------------
