@@ -5,7 +5,7 @@ direction gets independent noise of +-30% (what CPU-bound figures show on these 
 see MEASURING.md). Cases: a healthy mesh (many seeds: nothing may be named), one slow node
 (every path x0.2), one slow link on a pair the plan measures (x0.1), and one slow link on a
 pair the plan does not measure (reported as not measured: by design, see pairing.py). The
-planner's rounds are played as the worker plays them, then ddpcheck.verdicts.links judges.
+planner's rounds are played as the worker plays them, then ddpcheck.judgements.links judges.
 Target: at most 2 log2(N) + 8 rounds; exactly the injected fault named.
 
 Usage: python -m bench.link_planner [--nodes 1024] [--seeds 20]
@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable
 
 from ddpcheck.cluster import pairing
-from ddpcheck.verdicts import links
+from ddpcheck.judgements import links
 
 Speed = Callable[[int, int], float]
 
@@ -39,7 +39,7 @@ def play(n: int, speed: Speed, rng: random.Random) -> tuple[int, int, list]:
     more = pairing.followup_rounds(n, matrix)
     measure(more)
     named = {(f"n{a}", f"n{b}"): v for (a, b), v in matrix.items()}
-    problems = links.link_verdicts(named)
+    problems = links.judge_links(named)
     return len(first) + len(more), sum(map(len, first + more)), problems
 
 

@@ -131,6 +131,12 @@ CATALOGUE_MODULES: tuple[str, ...] = (
     "ddpcheck.cluster.peerprobe",
     "ddpcheck.cluster.userjob",
     "ddpcheck.explain.codes",
+    "ddpcheck.judgements.compare",
+    "ddpcheck.judgements.expectations",
+    "ddpcheck.judgements.links",
+    "ddpcheck.judgements.ranklayout",
+    "ddpcheck.judgements.readiness",
+    "ddpcheck.judgements.straggler",
     "ddpcheck.launcher.fdlimit",
     "ddpcheck.launcher.postmortem",
     "ddpcheck.launcher.spawn.formation",
@@ -150,12 +156,6 @@ CATALOGUE_MODULES: tuple[str, ...] = (
     "ddpcheck.scheduler.contradictions",
     "ddpcheck.scheduler.detect",
     "ddpcheck.scheduler.gpubinding",
-    "ddpcheck.verdicts.compare",
-    "ddpcheck.verdicts.expectations",
-    "ddpcheck.verdicts.links",
-    "ddpcheck.verdicts.ranklayout",
-    "ddpcheck.verdicts.readiness",
-    "ddpcheck.verdicts.straggler",
 )
 
 

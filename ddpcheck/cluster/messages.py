@@ -6,7 +6,7 @@ Runs in the launcher of every node of a multi-node run. Like the ranks' events
 Reading is lenient the same way: unknown fields are ignored and missing ones take their
 defaults, so a node of an older or newer ddpcheck still reads; a message of another kind
 is refused (ValueError), never read as this one. The messages: this node's check-in card
-(``checkin.NodeCard``), the endpoint node's check-in decision (``board.Verdict``) and each
+(``checkin.NodeCard``), the endpoint node's check-in decision (``board.CheckinDecision``) and each
 node's run outcome (``ending.Outcome``).
 """
 

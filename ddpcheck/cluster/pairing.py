@@ -36,7 +36,7 @@ import random
 import statistics
 from collections.abc import Mapping, Sequence
 
-from ddpcheck.verdicts.links import link_figures
+from ddpcheck.judgements.links import link_figures
 
 FULL_MESH_MAX = 32  # peer probes: up to this many nodes every node probes every other
 RANDOM_PEERS = 2

@@ -1,6 +1,6 @@
 """The ``ddpcheck`` command: the process the user starts once per node.
 
-The story of ``ddpcheck run``: ``cli`` parses the command line and hands a ``config.Config``
+The story of ``ddpcheck run``: ``cli`` parses the command line and hands a ``config.RunConfig``
 (flags > ``DDPCHECK_*`` > the scheduler's environment) to ``runner``. The runner checks this
 node before anything starts (``preflight`` with ``nodehealth``, ``fdlimit``; for ``--launch
 spawn/srun`` also the ``spawn`` package's pre-checks), meets the other nodes through

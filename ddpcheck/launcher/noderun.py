@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from ddpcheck import results
 from ddpcheck.cluster.ending import Outcome
 from ddpcheck.diagnoses import Problem
+from ddpcheck.judgements.readiness import Expected
 from ddpcheck.report.build import (
     Report,
     StageResult,
@@ -24,7 +25,6 @@ from ddpcheck.report.build import (
     merge_problems,
 )
 from ddpcheck.stages import PREFLIGHT
-from ddpcheck.verdicts.readiness import Expected
 
 # NodeRun.mode: how far this node's run went.
 STOPPED = "stopped"  # preflight or check-in found problems: no rank was started

@@ -10,7 +10,7 @@ does what that job does and checks what it relies on:
   (``LaunchSpec``).
 - Before any rank starts: ``mastercheck`` (can the ranks reach rank 0's store at the master
   address?) and ``initfile`` (is a file:// init file's directory shared, lockable, the file
-  new?); ``ddpcheck.verdicts.ranklayout`` judges whether the nodes' ranks make one world.
+  new?); ``ddpcheck.judgements.ranklayout`` judges whether the nodes' ranks make one world.
 - ``plan`` ties these to the run (``SpawnPlan``): the pre-checks go on the node's check-in
   card, the file:// share token crosses the check-in store, each rank gets its environment.
 - ``ranks`` starts one ``python -m ddpcheck.worker`` per local rank with that environment

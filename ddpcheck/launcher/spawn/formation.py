@@ -13,9 +13,9 @@ each rank saw, instead of bare exit codes.
 from __future__ import annotations
 
 from ddpcheck.diagnoses import LAUNCH_FAILED, RANK_EXITED, Problem, register
+from ddpcheck.judgements.readiness import SESSION_ERROR
 from ddpcheck.ranges import format_ranks
 from ddpcheck.results import ExitStatus
-from ddpcheck.verdicts.readiness import SESSION_ERROR
 
 GENERIC = (LAUNCH_FAILED.code, RANK_EXITED.code, SESSION_ERROR.code)  # what it replaces
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from ddpcheck import parsing
 from ddpcheck.parsing import UsageError
-from ddpcheck.scheduler.defaults import DEFAULT_PORT
 from ddpcheck.scheduler.hostlist import expand_slurm_nodelist
+from ddpcheck.scheduler.jobsettings import DEFAULT_PORT
 from ddpcheck.scheduler.srunworld import torch_env
 
 LAUNCHES = ("torchrun", "spawn", "srun")
@@ -107,7 +107,7 @@ class LaunchSpec:
 
 
 def spec_of(cfg: Any, nproc: int) -> LaunchSpec:
-    """The resolved launch of this node (cfg: launcher Config, validated)."""
+    """The resolved launch of this node (cfg: launcher RunConfig, validated)."""
     node_rank = cfg.node_rank or 0
     offsets = cfg.rank_offsets
     first = offsets[node_rank] if offsets else node_rank * nproc
@@ -153,7 +153,7 @@ def srun_master(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
 
 def derive(values: MutableMapping[str, Any], sources: MutableMapping[str, str],
            env: Mapping[str, str]) -> None:
-    """Fill the spawn defaults into the settings before the Config is built."""
+    """Fill the spawn defaults into the settings before the RunConfig is built."""
     if values.get("launch", "torchrun") == "torchrun":
         return
     job = job_settings(env)

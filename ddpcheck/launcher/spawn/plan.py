@@ -18,14 +18,14 @@ from typing import Any
 from ddpcheck import results
 from ddpcheck.cluster import board
 from ddpcheck.diagnoses import Problem
+from ddpcheck.judgements.ranklayout import NodeRanks
+from ddpcheck.judgements.ranklayout import judge as judge_layout
 from ddpcheck.launcher.spawn import initfile
 from ddpcheck.launcher.spawn.formation import replace_generic, world_not_formed
 from ddpcheck.launcher.spawn.launchspec import LaunchSpec, spec_of
 from ddpcheck.launcher.spawn.mastercheck import master_problems
 from ddpcheck.launcher.spawn.ranks import rank_env
 from ddpcheck.node.interfaces import interfaces
-from ddpcheck.verdicts.ranklayout import NodeRanks
-from ddpcheck.verdicts.ranklayout import judge as judge_layout
 
 
 class SpawnPlan:

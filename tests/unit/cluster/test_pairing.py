@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ddpcheck.cluster import pairing
 from ddpcheck.cluster.pairing import peer_targets, round_robin
-from ddpcheck.verdicts import links
+from ddpcheck.judgements import links
 
 
 def test_up_to_the_threshold_the_plan_is_the_whole_matrix() -> None:
@@ -64,7 +64,7 @@ def test_the_injected_fault_and_only_it_is_named_at_256_nodes(fault: str) -> Non
     assert (more == []) == (fault == "healthy")  # targeted tests only for suspects
     matrix |= _measure(n, speed, rng, more)
     assert len(first) + len(more) <= 2 * math.log2(n) + 8
-    named = [(p.code, p.hosts) for p in links.link_verdicts(
+    named = [(p.code, p.hosts) for p in links.judge_links(
         {(f"n{a:03d}", f"n{b:03d}"): v for (a, b), v in matrix.items()})]
     expected = {"healthy": [], "node": [("slow-node", ("n077",))],
                 "link": [("slow-link", ("n100", "n101"))]}[fault]

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from ddpcheck.launcher import config
-from ddpcheck.launcher.config import Config, build_config, check_writable_file, endpoint_text
+from ddpcheck.launcher.config import RunConfig, build_config, check_writable_file, endpoint_text
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import STAGES
 
 
-def build(flags=None, env=None, scheduler=None) -> Config:
+def build(flags=None, env=None, scheduler=None) -> RunConfig:
     return build_config(flags or {}, env or {}, scheduler)
 
 
@@ -33,7 +33,7 @@ def test_defaults_without_flags_env_or_scheduler():
 
 def test_every_setting_has_a_flag_and_a_ddpcheck_variable():
     for name, flag, var, _ in config.SETTINGS:
-        assert name in Config.__dataclass_fields__
+        assert name in RunConfig.__dataclass_fields__
         assert flag == "--" + name.replace("_", "-") or (name, flag) in (
             ("json_path", "--json"), ("plot_dir", "--plot"), ("junit_path", "--junitxml"))
         assert var.startswith("DDPCHECK_")
@@ -260,8 +260,8 @@ def test_rdzv_id_from_the_scheduler_mapping_is_recorded_with_its_source():
     ({"PBS_JOBID": "77.pbs"}, "ddpcheck-77.pbs", "PBS_JOBID"),
 ])
 def test_rdzv_id_comes_from_the_slurm_or_pbs_job_id(env, run_id, var):
-    from ddpcheck.scheduler.defaults import scheduler_settings
     from ddpcheck.scheduler.detect import detect
+    from ddpcheck.scheduler.jobsettings import scheduler_settings
 
     cfg = build({}, env, scheduler_settings(detect(env)))
     assert cfg.rdzv_id == run_id

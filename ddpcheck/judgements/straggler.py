@@ -41,7 +41,7 @@ def _mad(values: Sequence[float]) -> float:
 def waits_from_work(work: Mapping[int, Sequence[float]]) -> dict[int, list[float]]:
     """Per-iteration work times -> what each rank would wait for the slowest (last waits 0).
 
-    Lets straggler_verdict judge ranks by their own work time, which needs no clock shared
+    Lets judge_stragglers judge ranks by their own work time, which needs no clock shared
     between nodes and is not blurred by time spent inside the collective.
     """
     count = min((len(w) for w in work.values()), default=0)
@@ -49,7 +49,7 @@ def waits_from_work(work: Mapping[int, Sequence[float]]) -> dict[int, list[float
     return {r: [slowest[i] - w[i] for i in range(count)] for r, w in work.items()}
 
 
-def straggler_verdict(waits: Mapping[int, Sequence[float]], hosts: Mapping[int, str],
+def judge_stragglers(waits: Mapping[int, Sequence[float]], hosts: Mapping[int, str],
                       min_share: float = 0.8, min_lateness_s: float = 0.005, *,
                       noise_factor: float = 2.0, min_iterations: int = 5,
                       iteration_s: float | None = None,

@@ -1,4 +1,4 @@
-"""Settings worked out from the job's environment (Slurm, PBS, torchrun) for the config.
+"""The settings map of the job's environment (Slurm, PBS) for the run config, with sources.
 
 Runs in the launcher. Maps the scheduler's view of the job (ddpcheck.scheduler.detect)
 onto config settings, each with the variable it came from, so flags and DDPCHECK_*

@@ -1,4 +1,4 @@
-"""Tests for ddpcheck.verdicts.bandwidth: nccl-tests' algbw/busbw, sweep rows and sizes."""
+"""Tests for ddpcheck.judgements.bandwidth: nccl-tests' algbw/busbw, sweep rows and sizes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ddpcheck.verdicts.bandwidth import (
+from ddpcheck.judgements.bandwidth import (
     GB,
     algbw,
     allreduce_busbw,

@@ -4,11 +4,11 @@ Pure (no torch), used by the worker's link probe and the launcher's report. Whic
 are measured, round by round, is ``ddpcheck.cluster.pairing``'s choice (every pair up to
 its FULL_MATRIX_MAX nodes, O(log N) planned rounds above, no node in two measurements at a
 time). The probe measures GB/s in each direction and hands the matrix to
-:func:`link_verdicts`. Absolute expectations are ``ddpcheck.verdicts.expectations``,
-stragglers ``ddpcheck.verdicts.straggler``; DDP runs at several world sizes go to
+:func:`judge_links`. Absolute expectations are ``ddpcheck.judgements.expectations``,
+stragglers ``ddpcheck.judgements.straggler``; DDP runs at several world sizes go to
 :func:`scaling_table`. The report renders these figures (:mod:`ddpcheck.report.tables`).
 
-GB/s means 10^9 bytes per second, as in nccl-tests and :mod:`ddpcheck.verdicts.bandwidth`.
+GB/s means 10^9 bytes per second, as in nccl-tests and :mod:`ddpcheck.judgements.bandwidth`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddpcheck.diagnoses import Problem, register
-from ddpcheck.verdicts.expectations import gbps
+from ddpcheck.judgements.expectations import gbps
 
 SLOW_LINK = register(
     "slow-link", "the link between two nodes is much slower than the other links",
@@ -72,7 +72,7 @@ def _direction(matrix: Matrix, src: str, dst: str) -> str:
     return f"{src}->{dst} " + ("?" if value is None else gbps(value))
 
 
-def link_verdicts(matrix: Matrix, slow_ratio: float = 0.5) -> list[Problem]:
+def judge_links(matrix: Matrix, slow_ratio: float = 0.5) -> list[Problem]:
     """Slow nodes and slow links, judged against the other links of the same matrix.
 
     matrix[(src, dst)] is GB/s from src to dst. A link's figure is its faster direction
@@ -89,7 +89,7 @@ def link_verdicts(matrix: Matrix, slow_ratio: float = 0.5) -> list[Problem]:
 
     With ±30% noise every healthy figure lies within 0.7/1.3 = 0.54 of any other, above the
     default ratio 0.5, so noise alone never gives a verdict. With 2 nodes there is one
-    link and nothing to compare it with: no verdict (use expect_verdict). When most nodes
+    link and nothing to compare it with: no verdict (use judge_expectation). When most nodes
     are slow, the slow figures are the norm and nothing is relative-slow either.
     """
     figures = link_figures(matrix)

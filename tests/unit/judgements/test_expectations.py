@@ -1,26 +1,26 @@
-"""Tests for ddpcheck.verdicts.expectations: the below-expected-bandwidth verdict and the
+"""Tests for ddpcheck.judgements.expectations: the below-expected-bandwidth verdict and the
 reference busbw of known GPU models."""
 
 from __future__ import annotations
 
 import pytest
 
-from ddpcheck.verdicts.expectations import expect_verdict, reference_busbw
+from ddpcheck.judgements.expectations import judge_expectation, reference_busbw
 
 
-def test_expect_verdict_message_and_code():
-    [p] = expect_verdict(12.3, 40.0, "busbw (--expect-busbw)")
+def test_judge_expectation_message_and_code():
+    [p] = judge_expectation(12.3, 40.0, "busbw (--expect-busbw)")
     assert p.code == "below-expected-bandwidth"
     assert p.observed == "expected >= 40.0 GB/s busbw (--expect-busbw), measured 12.3 GB/s"
 
 
 @pytest.mark.parametrize("measured, expected", [(40.0, 40.0), (55.0, 40.0), (1.0, 0.0)])
-def test_expect_verdict_passes_at_or_above_the_expectation(measured, expected):
-    assert expect_verdict(measured, expected, "busbw") == []
+def test_judge_expectation_passes_at_or_above_the_expectation(measured, expected):
+    assert judge_expectation(measured, expected, "busbw") == []
 
 
-def test_expect_verdict_shows_small_figures_with_two_decimals():
-    [p] = expect_verdict(0.043, 0.5, "busbw")
+def test_judge_expectation_shows_small_figures_with_two_decimals():
+    [p] = judge_expectation(0.043, 0.5, "busbw")
     assert p.observed == "expected >= 0.50 GB/s busbw, measured 0.04 GB/s"
 
 

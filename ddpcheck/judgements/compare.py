@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ddpcheck.diagnoses import Problem, register
+from ddpcheck.judgements.bandwidth import human_size
 from ddpcheck.parsing import UsageError
-from ddpcheck.verdicts.bandwidth import human_size
 
 REGRESSION = register(
     "regression", "a figure is worse than the baseline report's",

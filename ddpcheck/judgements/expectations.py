@@ -2,9 +2,9 @@
 
 Pure (no torch), used by the worker's bandwidth and link probes. :func:`reference_busbw`
 gives a conservative minimum intra-node all-reduce busbw for known GPU models (tables below,
-with their sources); :func:`expect_verdict` turns a measured figure and an expectation
+with their sources); :func:`judge_expectation` turns a measured figure and an expectation
 (``--expect-busbw`` or the reference) into ``below-expected-bandwidth``. GB/s means 10^9
-bytes per second, as in nccl-tests and :mod:`ddpcheck.verdicts.bandwidth`.
+bytes per second, as in nccl-tests and :mod:`ddpcheck.judgements.bandwidth`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def gbps(value: float) -> str:
     return f"{value:.1f}" if abs(value) >= 1 else f"{value:.2f}"
 
 
-def expect_verdict(measured_gbps: float, expected_gbps: float, what: str) -> list[Problem]:
+def judge_expectation(measured_gbps: float, expected_gbps: float, what: str) -> list[Problem]:
     """``below-expected-bandwidth`` when measured < expected (nothing if expected <= 0).
 
     what names the figure and where the expectation comes from, e.g.
@@ -42,7 +42,7 @@ def expect_verdict(measured_gbps: float, expected_gbps: float, what: str) -> lis
 
 _MARGIN = ("the minimum expected here is ~70% of that, to allow for ddpcheck's 256 MiB "
            "messages (NVLS peaks above them) and for busy nodes; judged only at 256 MiB and "
-           "up (verdicts.bandwidth.NCCL_JUDGE_RULE, docs/bandwidth.md)")
+           "up (judgements.bandwidth.NCCL_JUDGE_RULE, docs/bandwidth.md)")
 _NVLINK_SRC = "NVIDIA/nccl-tests#212 (NCCL maintainer)"
 _NVSWITCH_8 = {
     # model: (typical busbw GB/s, minimum expected GB/s, what the typical figure is)

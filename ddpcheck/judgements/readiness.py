@@ -6,7 +6,8 @@ Runs in the launcher, on the report being built. READY needs all of:
   - every stage PASS or SKIP on every rank;
   - no problem at all (a node's launcher failure, another node's, a preflight finding).
 NOT READY always carries at least one problem with its evidence: when nothing else
-explains it (a rank that never reported, a run that ended early), ``explain`` adds one.
+explains it (a rank that never reported, a run that ended early), ``missing_cause_problems``
+adds one.
 When every root cause is ddpcheck's own failure (its code raised), the verdict is UNKNOWN:
 the check could not be completed, which says nothing about the cluster either way.
 
@@ -119,9 +120,9 @@ def _passed(stage: StageView, ranks: Collection[int]) -> bool:
     return all(stage.per_rank.get(r) in PASSING for r in ranks)
 
 
-def explain(stages: Sequence[StageView], problems: Sequence[Problem], expected: Expected,
-            reported: Collection[int], evidence: Sequence[str],
-            blocked_by: str = "") -> list[Problem]:
+def missing_cause_problems(stages: Sequence[StageView], problems: Sequence[Problem],
+                           expected: Expected, reported: Collection[int],
+                           evidence: Sequence[str], blocked_by: str = "") -> list[Problem]:
     """Problems that make a NOT READY explicit when nothing else names its cause."""
     out: list[Problem] = []
     lines = _evidence(evidence)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ddpcheck.verdicts.ranklayout import NodeRanks, judge
+from ddpcheck.judgements.ranklayout import NodeRanks, judge
 
 
 def node(host: str, node_rank: int, first: int, nproc: int, world: int) -> NodeRanks:

@@ -78,7 +78,7 @@ class JudgeRule:
                 f"least {self.min_iters} iterations ({self.why})")
 
 
-# NCCL: nccl-tests' own figures (and ddpcheck's GPU references, verdicts.expectations) are
+# NCCL: nccl-tests' own figures (and ddpcheck's GPU references, judgements.expectations) are
 # large-message plateaus. NVLink/NVSwitch all-reduce on 8 H100/A100 reaches its plateau only
 # from ~256 MiB (NVLS peaks above 256 MiB: NVIDIA/nccl-tests#212), and nccl-tests times 20
 # iterations after 5 warm-ups by default (its "warmup iters: 5 iters: 20" header). ddpcheck

@@ -1,4 +1,4 @@
-"""Tests for ddpcheck.scheduler.defaults: config settings from the recorded job environments."""
+"""Tests for ddpcheck.scheduler.jobsettings: config settings from the recorded job environments."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from ddpcheck.scheduler.defaults import scheduler_settings
 from ddpcheck.scheduler.detect import detect
+from ddpcheck.scheduler.jobsettings import scheduler_settings
 from tests.helpers.recorded_jobs import job_of, recorded
 
 

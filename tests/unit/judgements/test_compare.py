@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from ddpcheck.judgements.compare import compare_reports, load_report, match_nodes
 from ddpcheck.launcher.cli import main
 from ddpcheck.parsing import UsageError
-from ddpcheck.verdicts.compare import compare_reports, load_report, match_nodes
 from tests.helpers.paths import DATA
 
 RUNS = DATA / "runs"

@@ -1,8 +1,8 @@
-"""Tests for ddpcheck.verdicts.consistency: the odd ranks out and the line that names them."""
+"""Tests for ddpcheck.judgements.consistency: the odd ranks out and the line that names them."""
 
 from __future__ import annotations
 
-from ddpcheck.verdicts.consistency import describe_disagreement, odd_ranks
+from ddpcheck.judgements.consistency import describe_disagreement, odd_ranks
 
 
 def test_odd_ranks_of_agreeing_ranks_is_the_value_and_nothing_else():

@@ -1,4 +1,4 @@
-"""Tests for verdicts.readiness: the one verdict rule, on hand-made and generated result sets.
+"""Tests for judgements.readiness: the one verdict rule, on hand-made and generated result sets.
 
 The property tests build rank events the way workers write them (typed Start, Probe and
 End records), then drop ranks, cut logs short, empty them, or add launcher problems, and check the
@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from ddpcheck import results
 from ddpcheck.diagnoses import RANK_KILLED
+from ddpcheck.judgements.readiness import Expected, is_ready, missing_cause_problems, missing_ranks
 from ddpcheck.report.as_json import to_json
 from ddpcheck.report.build import StageResult, build_report
 from ddpcheck.report.text import render_text
-from ddpcheck.verdicts.readiness import Expected, explain, is_ready, missing_ranks
 
 STAGES = ["node", "rendezvous", "collectives"]
 
@@ -99,7 +99,7 @@ def test_a_rank_that_stopped_reporting_midway_is_named() -> None:
 
 def test_explain_adds_nothing_when_a_cause_is_already_named() -> None:
     cause = RANK_KILLED.problem("rank 1 killed", ranks=[1])
-    assert explain([stage("FAIL")], [cause], Expected.whole(2), {0, 1}, []) == []
+    assert missing_cause_problems([stage("FAIL")], [cause], Expected.whole(2), {0, 1}, []) == []
 
 
 # --- generated result sets ----------------------------------------------------------------
