@@ -47,7 +47,6 @@ from ddpcheck.launcher.preflight import auto_nproc, node_preflight
 from ddpcheck.launcher.progress import Progress, read_appended
 from ddpcheck.launcher.spawn.plan import SpawnPlan
 from ddpcheck.launcher.spawn.ranks import run_spawned
-from ddpcheck.node.nccl import parse_nccl_debug_transport
 from ddpcheck.report.as_json import to_json
 from ddpcheck.report.build import Report, hosts_of_events, merge_problems
 from ddpcheck.report.text import render_text
@@ -126,12 +125,11 @@ def _observe(cfg: RunConfig, node: NodeRun, results_dir: Path, nproc: int,
     rank0_here = 0 in local
     expected = (Expected.whole(node.world) if rank0_here or cfg.nodes == 1
                 else Expected.node_part(node.world, local, nproc))
-    transport = parse_nccl_debug_transport(_tail(results_dir / "torchrun.log", 1 << 20))
     return node.with_(
         mode=LAUNCHED, events=events, exits=exits, launch_problems=tuple(problems),
         expected=expected, rank0_here=rank0_here,
         evidence=(*_exit_tails(exits), *log_tail.splitlines()[-6:]),
-        rank0_host=_rank0_host(events) if cfg.nodes > 1 else "", nccl_transport=transport or "")
+        rank0_host=_rank0_host(events) if cfg.nodes > 1 else "")
 
 
 def _judge(cfg: RunConfig, node: NodeRun, results_dir: Path) -> NodeRun:
