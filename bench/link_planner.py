@@ -4,8 +4,8 @@ Pure simulation (no processes): every node has a 25 GB/s path to the fabric; eac
 direction gets independent noise of +-30% (what CPU-bound figures show on these machines,
 see MEASURING.md). Cases: a healthy mesh (many seeds: nothing may be named), one slow node
 (every path x0.2), one slow link on a pair the plan measures (x0.1), and one slow link on a
-pair the plan does not measure (reported as not measured: by design, see linkplan.py). The
-planner's rounds are played as the worker plays them, then ddpcheck.verdicts.links judges.
+pair the plan does not measure (reported as not measured: by design, see pairing.py). The
+planner's rounds are played as the worker plays them, then ddpcheck.judgements.links judges.
 Target: at most 2 log2(N) + 8 rounds; exactly the injected fault named.
 
 Usage: python -m bench.link_planner [--nodes 1024] [--seeds 20]
@@ -18,8 +18,8 @@ import math
 import random
 from collections.abc import Callable
 
-from ddpcheck.cluster import linkplan
-from ddpcheck.verdicts import links
+from ddpcheck.cluster import pairing
+from ddpcheck.judgements import links
 
 Speed = Callable[[int, int], float]
 
@@ -28,18 +28,18 @@ def play(n: int, speed: Speed, rng: random.Random) -> tuple[int, int, list]:
     """(rounds, pair tests, problems) for one cluster."""
     matrix: dict[tuple[int, int], float] = {}
 
-    def measure(rounds: list[linkplan.Round]) -> None:
+    def measure(rounds: list[pairing.Round]) -> None:
         for r in rounds:
             for a, b in r:
                 matrix[(a, b)] = speed(a, b) * rng.uniform(0.7, 1.3)
                 matrix[(b, a)] = speed(b, a) * rng.uniform(0.7, 1.3)
 
-    first = linkplan.initial_rounds(n)
+    first = pairing.initial_rounds(n)
     measure(first)
-    more = linkplan.followup_rounds(n, matrix)
+    more = pairing.followup_rounds(n, matrix)
     measure(more)
     named = {(f"n{a}", f"n{b}"): v for (a, b), v in matrix.items()}
-    problems = links.link_verdicts(named)
+    problems = links.judge_links(named)
     return len(first) + len(more), sum(map(len, first + more)), problems
 
 
@@ -55,7 +55,7 @@ def main() -> None:
     args = ap.parse_args()
     for n in args.nodes:
         target = 2 * math.log2(n) + 8
-        planned = linkplan.initial_rounds(n)
+        planned = pairing.initial_rounds(n)
         on_plan = planned[0][len(planned[0]) // 2]  # a ring link in the middle
         measured = {frozenset(p) for r in planned for p in r}
         off_plan = next((a, b) for a in range(3, n) for b in range(a + 5, n)

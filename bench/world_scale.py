@@ -54,7 +54,7 @@ import checks.test_collectives  # noqa: F401  (the module whose broadcast roots 
 import checks.test_links as links_probe
 from checks import test_checkpoint, test_node, test_rendezvous
 from ddpcheck import results
-from ddpcheck.cluster import linkplan
+from ddpcheck.cluster import pairing
 from ddpcheck.diagnoses import ProblemFound
 from ddpcheck.node import ncclstack, nics
 from ddpcheck.report import junit
@@ -72,7 +72,7 @@ from tests.helpers.counting_store import CountingStore
 from tests.helpers.fast_store import GreenStore
 
 REAL = {"nccl_view": test_node._nccl_view, "driver": test_node._driver_version,
-        "rounds": linkplan.initial_rounds, "facts": ncclstack.stack_facts}
+        "rounds": pairing.initial_rounds, "facts": ncclstack.stack_facts}
 PROBES = 28  # test functions in checks/ (each one agreement)
 FAST_GBPS, SLOW_GBPS, STEP_S = 12.0, 3.0, 0.020
 
@@ -234,7 +234,7 @@ def simulate(ranks: int, nodes: int, workdir: Path) -> dict[str, Any]:
     # its own /proc/self/maps and driver (the NCCL stack probe), the link plan of N nodes.
     test_node._nccl_view = functools.cache(REAL["nccl_view"])
     test_node._driver_version = functools.cache(REAL["driver"])
-    linkplan.initial_rounds = functools.cache(REAL["rounds"])
+    pairing.initial_rounds = functools.cache(REAL["rounds"])
     facts = functools.cache(lambda: REAL["facts"](*test_node._nccl_view()[:1], os.environ,
                                                   test_node._driver_version(),
                                                   *test_node._nccl_view()[1:]))

@@ -3,7 +3,7 @@
 Runs inside every worker. Every rank runs the same deterministic schedule (sizes,
 warm-up, iterations, trials) so the ranks enter the same collectives; the time of a trial
 is the slowest rank's, and rates come from the median trial time. Only rows at sizes and
-iteration counts where the reference applies (verdicts.bandwidth.judge_rule: 256 MiB and
+iteration counts where the reference applies (judgements.bandwidth.judge_rule: 256 MiB and
 5+ iterations on NCCL) are judged; smaller ones are shown (docs/bandwidth.md).
 """
 
@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from ddpcheck.diagnoses import ProblemFound
+from ddpcheck.judgements import expectations
+from ddpcheck.judgements.bandwidth import SweepRow, judge_rule, judged_peak, sizes, sweep_row
 from ddpcheck.node import nics
 from ddpcheck.report.tables import format_sweep
 from ddpcheck.stages import stage
-from ddpcheck.verdicts import expectations
-from ddpcheck.verdicts.bandwidth import SweepRow, judge_rule, judged_peak, sizes, sweep_row
 from ddpcheck.worker.timing import iterations, time_all_reduce, warm_up
 
 TRIALS = 3
@@ -66,7 +66,7 @@ def test_all_reduce_bandwidth_sweep(pg, settings, record):
         judged = judged_peak(rows)
         if judged is not None:
             record.measure("judged_busbw_gbps", judged.busbw)
-            problems = expectations.expect_verdict(
+            problems = expectations.judge_expectation(
                 judged.busbw, expected, f"{what}; {rule.describe()}")
             if problems:
                 raise ProblemFound(*problems)

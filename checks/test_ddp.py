@@ -21,9 +21,9 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data.distributed import DistributedSampler
 
 from ddpcheck.diagnoses import DDP_DIVERGED, SAMPLER_SHARDS_WRONG
+from ddpcheck.judgements import links
 from ddpcheck.scheduler.jobidentity import job_identity, judge
 from ddpcheck.stages import stage
-from ddpcheck.verdicts import links
 from ddpcheck.worker import precision, subgroups
 
 STEPS, PER_RANK, LR = 3, 4, 0.1

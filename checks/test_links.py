@@ -1,10 +1,10 @@
 """Stage *bandwidth*, continued: which node or link is slow, and who arrives last.
 
 Runs inside every worker. Pairwise links are measured between one leader rank per node, in
-rounds planned by ddpcheck.cluster.linkplan (the pairs of a round at the same time):
+rounds planned by ddpcheck.cluster.pairing (the pairs of a round at the same time):
 every pair up to 32 nodes, O(log N) rounds above. Intra-node and cross-node all-reduce
 are measured on their own groups. Measurement stays apart from judgement: the figures are
-recorded, and ddpcheck.verdicts.links turns them into verdicts.
+recorded, and ddpcheck.judgements.links turns them into verdicts.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpcheck.cluster import linkplan
+from ddpcheck.cluster import deadlines, pairing
 from ddpcheck.diagnoses import ProblemFound
+from ddpcheck.judgements import expectations, links, straggler
+from ddpcheck.judgements.bandwidth import allreduce_busbw, judge_rule
 from ddpcheck.node import nics
 from ddpcheck.stages import stage
-from ddpcheck.verdicts import expectations, links, straggler
-from ddpcheck.verdicts.bandwidth import allreduce_busbw, judge_rule
 from ddpcheck.worker import subgroups
 from ddpcheck.worker.timing import iterations, link_gbps, time_all_reduce, warm_up
 
@@ -55,26 +55,26 @@ def play_link_rounds(pg, lay, group, slow_link_ratio: float) -> tuple[dict[str, 
     per rank (was an all_gather_object of the whole N log N table on every leader).
     """
     leaders, hosts = lay.leaders, list(lay.hosts)
-    first = linkplan.initial_rounds(len(hosts))
+    first = pairing.initial_rounds(len(hosts))
     me = leaders.index(pg.rank) if pg.rank in leaders else None
     mine: dict[str, float] = {}
     if me is not None:
         _play(pg, first, me, leaders, hosts, mine, group, "first")
-    if len(hosts) <= linkplan.FULL_MATRIX_MAX:
+    if len(hosts) <= pairing.FULL_MATRIX_MAX:
         return mine, len(first)
     index = {h: i for i, h in enumerate(hosts)}
 
     def plan(ex) -> dict[int, dict]:
         so_far = {(index[a], index[b]): v for row in ex.values.values() if row
                   for a, b, v in ((*k.split("->"), v) for k, v in row.items())}
-        more = linkplan.followup_rounds(len(hosts), so_far, slow_link_ratio)
+        more = pairing.followup_rounds(len(hosts), so_far, slow_link_ratio)
         parts: dict[int, dict] = {r: {"rounds": len(more), "pairs": []} for r in leaders}
         for i, pairs in enumerate(more):
             for a, b in pairs:
                 parts[leaders[a]]["pairs"].append([i, a, b])
                 parts[leaders[b]]["pairs"].append([i, a, b])
         return parts
-    budget = linkplan.round_budget(len(first) + 4, ROUND_S, pg.timeout)
+    budget = deadlines.round_budget(len(first) + 4, ROUND_S, pg.timeout)
     part, _ = pg.decide_each("links-plan", mine, plan, timeout=budget)
     if me is None or not part:
         return mine, len(first)
@@ -91,8 +91,8 @@ def judge_links(pg, lay, mine, played, slow_link_ratio, record, start) -> None:
     Cost: one gather (a non-zero rank 3 operations, O(log N) figures sent by a leader, none
     read back); rank 0 reads the N log N table once. The others record only their own row.
     """
-    budget = linkplan.round_budget(len(linkplan.initial_rounds(len(lay.hosts))) + 4, ROUND_S,
-                                   pg.timeout)
+    budget = deadlines.round_budget(len(pairing.initial_rounds(len(lay.hosts))) + 4, ROUND_S,
+                                    pg.timeout)
     got = pg.gather("links", mine, timeout=budget)
     record.measure("links_wall_s", round(time.monotonic() - start, 3))
     record.measure("link_rounds", played)
@@ -107,7 +107,7 @@ def judge_links(pg, lay, mine, played, slow_link_ratio, record, start) -> None:
     record.measure("link_hosts", list(lay.hosts))
     slowest = min(matrix.values()) if matrix else 0.0
     record.key_figure(f"slowest link {slowest:.2f} GB/s")
-    problems = links.link_verdicts(matrix, slow_link_ratio)
+    problems = links.judge_links(matrix, slow_link_ratio)
     if problems:
         raise ProblemFound(*[p.where(ranks=[lay.ranks[h][0] for h in p.hosts if h in lay.ranks])
                              for p in problems])
@@ -163,7 +163,7 @@ def test_intra_node_and_cross_node_all_reduce(pg, record):
 def judge_busbw(pg, lay, intra, inter, judged, nbytes, record) -> None:
     """Node leaders' figures gathered to rank 0, recorded and judged there only; a figure is
     judged only when every rank that measured it ran where the judge rule applies
-    (verdicts.bandwidth.judge_rule: large messages, enough iterations).
+    (judgements.bandwidth.judge_rule: large messages, enough iterations).
 
     Cost: one gather (3 operations per non-zero rank, O(1) bytes each), and under NCCL the
     NIC reference (one ``decide``: 3 operations, O(1) bytes back). Communicators: one per
@@ -205,14 +205,14 @@ def _raise_below_reference(pg, intra, cross_bw, lay, nic, record) -> None:
         ref = expectations.reference_busbw(name, len(lay.ranks[host]), "nccl")
         if ref:
             problems += [p.where(hosts=[host], ranks=lay.ranks[host])
-                         for p in expectations.expect_verdict(
+                         for p in expectations.judge_expectation(
                              value, ref[0],
                              f"intra-node busbw on {host} (reference, {ref[1]}; {rule})")]
     if cross_bw is not None:
         ref = nic
         if ref:
             record.measure("cross_node_expected_gbps", ref[0])
-            problems += expectations.expect_verdict(
+            problems += expectations.judge_expectation(
                 cross_bw, ref[0],
                 f"cross-node busbw (NIC reference, {ref[1]}; {rule})")
     if problems:
@@ -261,7 +261,7 @@ def judge_stragglers(pg, work: list[float], record) -> None:
 
     Cost: one gather (a non-zero rank 3 operations, STRAGGLER_ITERS figures sent, nothing
     world-sized read back); rank 0 reads R x STRAGGLER_ITERS figures once and runs the
-    O(R x iterations) verdict (ddpcheck.verdicts.straggler). Communicators: the default
+    O(R x iterations) verdict (ddpcheck.judgements.straggler). Communicators: the default
     group, STRAGGLER_ITERS all-reduces of one element.
     """
     got = pg.gather("straggler", [round(x, 6) for x in work]).values
@@ -275,6 +275,6 @@ def judge_stragglers(pg, work: list[float], record) -> None:
     record.measure("straggler_work_ms", {r: [round(x * 1e3, 3) for x in w]
                                          for r, w in got.items()})
     record.key_figure(f"work {step * 1e3:.1f} ms per iteration")
-    problems = straggler.straggler_verdict(waits, pg.hosts_by_rank, iteration_s=step)
+    problems = straggler.judge_stragglers(waits, pg.hosts_by_rank, iteration_s=step)
     if problems:
         raise ProblemFound(*problems)

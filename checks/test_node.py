@@ -15,11 +15,11 @@ import torch
 import torch.distributed as dist
 
 from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, DEV_SHM_TOO_SMALL, ProblemFound
+from ddpcheck.judgements.bandwidth import human_size
 from ddpcheck.node import devices, gpu, gpustate, nccl, ncclstack
 from ddpcheck.scheduler import gpubinding
 from ddpcheck.scheduler.srunworld import is_srun_rank
 from ddpcheck.stages import stage
-from ddpcheck.verdicts.bandwidth import human_size
 from ddpcheck.worker.world import first_line
 
 SHM_MIN_BYTES = 512 << 20  # below this, NCCL's shared-memory transport and DataLoaders fail

@@ -18,10 +18,10 @@ from ddpcheck.diagnoses import (
     WORLD_SIZE_MISMATCH,
     ProblemFound,
 )
+from ddpcheck.judgements.consistency import describe_disagreement, odd_ranks
 from ddpcheck.node.envinfo import distributed_env
 from ddpcheck.ranges import format_ranks
 from ddpcheck.stages import stage
-from ddpcheck.verdicts.consistency import describe_disagreement, odd_ranks
 from ddpcheck.worker.world import node_facts
 
 # Variables whose value must be the same everywhere (interface names may differ per node).

@@ -9,12 +9,13 @@ Two kinds of process take part in a run, and the packages follow them:
 - ``worker`` runs once per rank under torchrun (or srun): a pytest session of the probes in
   ``ddpcheck.checks`` with the ddpcheck plugin; ranks agree on every outcome through the store.
 
-``verdicts`` holds the pure judgements both sides use (bandwidth, links, stragglers, the
+``judgements`` holds the pure judgements both sides use (bandwidth, links, stragglers, the
 READY rule). The contracts between the two processes sit at the top: ``diagnoses`` (the
 problem catalogue), ``stages``, ``results`` (the rank files, the only channel from workers to
-the launcher) and ``parsing``. ``explain`` reads a failed job's log after the fact.
-Only ``worker``, the probes and the one place that opens torch's store
-(``cluster.store``) import torch, the last one lazily.
+the launcher), ``storekeys`` (every key of the stores), ``parsing`` and ``ranges``;
+``plugin`` is the ``-p ddpcheck.plugin`` name users give pytest. ``explain`` reads a
+failed job's log after the fact. Only ``worker``, the probes and the one place that opens
+torch's store (``cluster.store``) import torch, the last one lazily.
 """
 
 __version__ = "0.1.0"

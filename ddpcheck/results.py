@@ -152,11 +152,13 @@ KINDS: dict[str, type[Event]] = {c.KIND: c for c in  # type: ignore[misc]
                                  (Start, Hello, ProbeStart, Probe, Problems, End)}
 
 
-def to_record(event: Event) -> dict[str, Any]:
-    """The event as its JSON line holds it."""
-    out: dict[str, Any] = {"event": event.KIND}
-    for f in fields(event):
-        value = getattr(event, f.name)
+def record_fields(record: Any) -> dict[str, Any]:
+    """The fields of a typed record (a rank event, a launcher message) as JSON values:
+    problems as Problem dicts, tuples as lists, mappings as dicts. The one encoder of both
+    channels (``to_record`` here, ``ddpcheck.cluster.messages.encode``)."""
+    out: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
         if f.name == "problems":
             value = [p.to_dict() for p in value]
         elif isinstance(value, tuple):
@@ -165,6 +167,11 @@ def to_record(event: Event) -> dict[str, Any]:
             value = dict(value)
         out[f.name] = value
     return out
+
+
+def to_record(event: Event) -> dict[str, Any]:
+    """The event as its JSON line holds it."""
+    return {"event": event.KIND, **record_fields(event)}
 
 
 def parse_event(record: Mapping[str, Any]) -> Event | None:

@@ -15,7 +15,7 @@ ROOT = "ddpcheck"
 # --- check-in (cluster.board): one card per node, then the host's decision ------------------
 CHECKIN = f"{ROOT}/checkin"
 CHECKIN_COUNT = f"{CHECKIN}/count"
-CHECKIN_VERDICT = f"{CHECKIN}/verdict"
+CHECKIN_DECISION = f"{CHECKIN}/verdict"
 
 
 def checkin_card(index: int) -> str:
@@ -26,14 +26,14 @@ def checkin_card(index: int) -> str:
 # --- peer probes (cluster.board, cluster.nodeflow) ------------------------------------------
 PEERS = f"{ROOT}/peers"
 PEER_COUNT = f"{PEERS}/count"
-PEER_VERDICT = f"{PEERS}/verdict"
+PEER_DECISION = f"{PEERS}/verdict"
 
 
 def peer_result(index: int) -> str:
     return f"{PEERS}/{index}"
 
 
-# --- spawn launches with a file:// init method (launcher.initfile) ---------------------------
+# --- spawn launches with a file:// init method (launcher.spawn.initfile) ---------------------
 INITFILE_TOKEN = f"{ROOT}/initfile/token"
 
 

@@ -1,9 +1,9 @@
-"""The check-in board: node cards in, one verdict out, in O(N) store operations.
+"""The check-in board: node cards in, one decision out, in O(N) store operations.
 
 Runs in the launcher of every node of a multi-node run, on the c10d store hosted on the
 rendezvous port. Every node writes one card (``add`` for its index, ``set`` for the card)
 and one peer-probe result; only the node hosting the store reads them all (incrementally,
-with ``multi_get``), judges, and publishes one verdict key that every other node waits on
+with ``multi_get``), judges, and publishes one decision key that every other node waits on
 (``wait``, not a polling loop). So a node costs O(1) store operations and the host O(N)
 (plus a poll of one counter, bounded by time, not by N), where reading every card on every
 node cost O(N^2) per polling pass.
@@ -28,7 +28,7 @@ from ddpcheck.cluster.store import gather_keys
 from ddpcheck.diagnoses import Problem, register
 
 COUNT_KEY = storekeys.CHECKIN_COUNT
-VERDICT_KEY = storekeys.CHECKIN_VERDICT
+DECISION_KEY = storekeys.CHECKIN_DECISION
 MAX_CARD_BYTES = 16 << 10  # a real card is ~1 KiB: host, addresses, a few problems
 MAX_RESULT_BYTES = 256 << 10  # one node's peer results: a few hundred bytes per target
 EXTRA_CARDS = 8  # cards read beyond --nodes, to name who joined too many
@@ -42,7 +42,7 @@ CHECKIN_REFUSED = register(
 
 
 @dataclass
-class Verdict:
+class CheckinDecision:
     """What the store's host decided: problems, and the nodes (host, address, probe port)."""
 
     KIND: ClassVar[str] = "checkin-decision"
@@ -56,11 +56,11 @@ class Verdict:
         return messages.encode(self)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Verdict:
-        verdict = messages.decode(cls, text, {"nodes": lambda nodes: [
+    def from_json(cls, text: str | bytes) -> CheckinDecision:
+        decision = messages.decode(cls, text, {"nodes": lambda nodes: [
             (str(h), str(a), int(p)) for h, a, p in nodes]})
-        verdict.problems = list(verdict.problems)  # the endpoint node prepends to them
-        return verdict
+        decision.problems = list(decision.problems)  # the endpoint node prepends to them
+        return decision
 
 
 class CountedStore:
@@ -100,9 +100,9 @@ def await_key(store: Any, key: str, deadline: float) -> bytes | None:
     return gather_keys(store, {key: key}, deadline - time.monotonic())[0].get(key)
 
 
-def await_verdict(store: Any, deadline: float) -> Verdict | None:
-    raw = await_key(store, VERDICT_KEY, deadline)
-    return None if raw is None else Verdict.from_json(raw)
+def await_decision(store: Any, deadline: float) -> CheckinDecision | None:
+    raw = await_key(store, DECISION_KEY, deadline)
+    return None if raw is None else CheckinDecision.from_json(raw)
 
 
 # --- the node hosting the store ------------------------------------------------------------
@@ -158,7 +158,8 @@ class Board:
                 f"ddpcheck read the first {cap} and refused the rest", hosts=[self.me.host]))
         return problems
 
-    def collect(self, deadline: float, sleep: Callable[[float], None] = time.sleep) -> Verdict:
+    def collect(self, deadline: float,
+                sleep: Callable[[float], None] = time.sleep) -> CheckinDecision:
         """Poll until every node is in, a contradiction shows, or the deadline passes."""
         pause = 0.02
         while True:
@@ -170,7 +171,8 @@ class Board:
             # problems wait for every node, so that each one learns all of them.
             decisive = len(problems) > sum(len(c.problems) for c in same)
             if decisive or len(same) >= self.me.nodes or final:
-                return Verdict(problems, node_list(same), self.me.host, names=dial_names(same))
+                return CheckinDecision(problems, node_list(same), self.me.host,
+                                       names=dial_names(same))
             sleep(pause)
             pause = min(pause * 1.5, 0.25)  # O(deadline / 0.25 s) polls, whatever N
 
@@ -190,8 +192,8 @@ def dial_names(cards: Sequence[NodeCard]) -> dict[str, str]:
     return names
 
 
-def publish_verdict(store: Any, verdict: Verdict, key: str = VERDICT_KEY) -> None:
-    store.set(key, verdict.to_json())
+def publish_decision(store: Any, decision: CheckinDecision, key: str = DECISION_KEY) -> None:
+    store.set(key, decision.to_json())
 
 
 # --- peer-probe results ------------------------------------------------------------------

@@ -4,7 +4,7 @@ Runs in the launcher of a multi-node run, before torchrun. The node that owns th
 address hosts a c10d TCPStore on the rendezvous port (torchrun's agents then join it as
 clients, ``is_host=false``), so only that one port has to be reachable, exactly as for the
 real job. Each node publishes a card (host, --nodes, run id, nproc, addresses, its own
-preflight problems); the host judges the cards (:func:`judge`) and publishes one verdict
+preflight problems); the host judges the cards (:func:`judge`) and publishes one decision
 (:mod:`ddpcheck.cluster.board`), so the cluster either goes on together or stops with the same
 diagnosis on every node, within the rendezvous deadline instead of torchrun's 600 s.
 """
@@ -17,10 +17,10 @@ from typing import ClassVar
 
 from ddpcheck.cluster import messages
 from ddpcheck.diagnoses import Problem, register
+from ddpcheck.judgements.consistency import odd_ranks
+from ddpcheck.judgements.ranklayout import NodeRanks, gaps
+from ddpcheck.judgements.ranklayout import judge as judge_layout
 from ddpcheck.ranges import format_ranks
-from ddpcheck.verdicts.consistency import odd_ranks
-from ddpcheck.verdicts.ranklayout import NodeRanks, gaps
-from ddpcheck.verdicts.ranklayout import judge as judge_layout
 
 NODE_MISSING = register(
     "node-missing", "nodes did not join before the rendezvous deadline",

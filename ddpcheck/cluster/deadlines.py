@@ -64,3 +64,9 @@ def whole_run(base: float, ranks: int, nodes: int, rounds: int) -> float:
     end of the run. A user's ``--timeout`` replaces it: it is the budget they give the run."""
     per_probe = agreement(0.0, ranks) + nodes * PER_NODE_S
     return base + PROBES_BOUND * per_probe + rounds * ROUND_S + verdict(0.0, nodes, ranks)
+
+
+def round_budget(rounds: int, per_round_s: float, base_s: float) -> float:
+    """A deadline that grows with the link stage's rounds: the waits of ranks that lead no
+    node (checks/test_links.py)."""
+    return base_s + rounds * per_round_s

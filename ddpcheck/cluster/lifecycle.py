@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from ddpcheck import storekeys
 from ddpcheck.cluster import board
 from ddpcheck.cluster import nodeflow as flow
-from ddpcheck.cluster.board import Verdict
+from ddpcheck.cluster.board import CheckinDecision
 from ddpcheck.cluster.checkin import ENDPOINT_NODE_STOPPED, ENDPOINT_NOT_A_STORE, NodeCard
 from ddpcheck.cluster.nodeflow import FINAL_WAIT, STORE_LOST, ClusterState
 from ddpcheck.cluster.peerprobe import Listener
@@ -69,8 +69,8 @@ def advertised_address(env: dict[str, str], backend: str, ifaces: Sequence[Inter
     return (best.ipv4[0].address if best and best.ipv4 else ""), "route to the endpoint"
 
 
-class Config(Protocol):
-    """What these steps read of the launcher's settings (``launcher.config.Config``)."""
+class ClusterSettings(Protocol):
+    """What these steps read of the launcher's settings (``launcher.config.RunConfig``)."""
 
     @property
     def rdzv_endpoint(self) -> tuple[str, int] | None: ...
@@ -87,10 +87,10 @@ class Config(Protocol):
     @property
     def launch(self) -> str: ...
     @property
-    def init_method(self) -> Any: ...  # launcher.launchspec.InitMethod | None
+    def init_method(self) -> Any: ...  # launcher.spawn.launchspec.InitMethod | None
 
 
-def connect(cfg: Config, env: dict[str, str], nproc: int, local: list[Problem],
+def connect(cfg: ClusterSettings, env: dict[str, str], nproc: int, local: list[Problem],
             deadline: float, expected_hosts: Sequence[str] = (),
             card_fields: dict[str, Any] | None = None,
             before_card: Callable[[ClusterState], list[Problem]] | None = None) -> ClusterState:
@@ -188,10 +188,10 @@ def _open_store(st: ClusterState, host: str, port: int, node: str, grace: float)
     return False
 
 
-def announce_stop(cfg: Config, problems: list[Problem]) -> None:
+def announce_stop(cfg: ClusterSettings, problems: list[Problem]) -> None:
     """On the endpoint node stopping before the check-in: say why to the nodes that ask.
 
-    Hosts the store just long enough (until every other node has read the verdict, at most
+    Hosts the store just long enough (until every other node has read the decision, at most
     FINAL_WAIT) that the others name this node and its problems instead of a refused port.
     """
     assert cfg.rdzv_endpoint is not None
@@ -202,7 +202,8 @@ def announce_stop(cfg: Config, problems: list[Problem]) -> None:
         return
     try:
         store = host_store(port, timeout=FINAL_WAIT)
-        board.publish_verdict(store, Verdict(problems, [], socket.gethostname(), stopped=True))
+        board.publish_decision(store, CheckinDecision(problems, [], socket.gethostname(),
+                                                      stopped=True))
         hold(store, storekeys.settled(cfg.rdzv_id), cfg.nodes - 1, FINAL_WAIT)
     except (RuntimeError, ValueError):  # lost the port: the others see a refused or odd port
         return
@@ -214,7 +215,7 @@ def _unresolved(res: Any) -> Any:
     return ConnectResult("resolve-failed", "", 0.0, res.error)
 
 
-def launch_text(cfg: Config) -> str:
+def launch_text(cfg: ClusterSettings) -> str:
     """How this node starts its ranks, as the cards compare it: "torchrun", "spawn env://"."""
     init = f" {cfg.init_method.url}" if cfg.launch != "torchrun" and cfg.init_method else ""
     return f"--launch {cfg.launch}{init}"

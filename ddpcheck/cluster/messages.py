@@ -6,8 +6,9 @@ Runs in the launcher of every node of a multi-node run. Like the ranks' events
 Reading is lenient the same way: unknown fields are ignored and missing ones take their
 defaults, so a node of an older or newer ddpcheck still reads; a message of another kind
 is refused (ValueError), never read as this one. The messages: this node's check-in card
-(``checkin.NodeCard``), the endpoint node's check-in decision (``board.Verdict``) and each
-node's run outcome (``ending.Outcome``).
+(``checkin.NodeCard``), the endpoint node's check-in decision (``board.CheckinDecision``)
+and each node's run outcome (``ending.Outcome``). Fields are encoded by the same function
+as the rank events' (``results.record_fields``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import fields
 from typing import Any, TypeVar
 
 from ddpcheck.diagnoses import Problem
+from ddpcheck.results import record_fields
 
 VERSION = 1
 T = TypeVar("T")
@@ -25,15 +27,7 @@ T = TypeVar("T")
 
 def encode(message: Any) -> str:
     """The message as its JSON text on the store."""
-    out: dict[str, Any] = {"message": message.KIND, "version": VERSION}
-    for f in fields(message):
-        value = getattr(message, f.name)
-        if f.name == "problems":
-            value = [p.to_dict() for p in value]
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[f.name] = value
-    return json.dumps(out)
+    return json.dumps({"message": message.KIND, "version": VERSION, **record_fields(message)})
 
 
 def decode(cls: type[T], text: str | bytes,

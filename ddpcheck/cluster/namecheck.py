@@ -6,11 +6,11 @@ answers (:func:`judge_resolutions`). Under c10d torchrun the workers' MASTER_ADD
 rank 0's agent advertises: ``local_addr or socket.getfqdn()`` (``_NodeDescGenerator.generate``
 and ``RendezvousStoreInfo.build`` in torch/distributed/elastic/rendezvous), and any node can
 get rank 0. So each node resolves its own FQDN and those of the peers it probes (every peer
-up to FULL_MESH_MAX nodes, a sample above: :func:`peerprobe.peer_targets`); the endpoint node
+up to FULL_MESH_MAX nodes, a sample above: :func:`pairing.peer_targets`); the endpoint node
 alone resolving them (as before) missed the node whose own resolver lacks a name.
 Under spawn and srun every rank dials the master host (MASTER_ADDR or the tcp:// host):
 every node resolves it, and it must give an address of the node that starts rank 0
-(``launcher.mastercheck`` checks it there). Static torchrun dials the endpoint host, which
+(``launcher.spawn.mastercheck`` checks it there). Static torchrun dials the endpoint host, which
 every node has resolved to join the check-in.
 
 A name that fails on most of the nodes that tried it is the name's fault (its owner is named:

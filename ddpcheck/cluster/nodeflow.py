@@ -17,7 +17,7 @@ from typing import Any
 
 from ddpcheck import storekeys
 from ddpcheck.cluster import board, peerprobe
-from ddpcheck.cluster.board import Board, Verdict
+from ddpcheck.cluster.board import Board, CheckinDecision
 from ddpcheck.cluster.checkin import ENDPOINT_NODE_STOPPED, NodeCard
 from ddpcheck.cluster.namecheck import (
     RESOLVE_TIMEOUT,
@@ -25,20 +25,20 @@ from ddpcheck.cluster.namecheck import (
     names_to_resolve,
     resolve_all,
 )
+from ddpcheck.cluster.pairing import peer_targets
 from ddpcheck.cluster.pathjudge import judge_bulk
 from ddpcheck.cluster.peerprobe import (
     BULK_TIMEOUT,
     Listener,
     judge_addresses,
     judge_peers,
-    peer_targets,
 )
 from ddpcheck.cluster.store import CONNECT_TIMEOUT as PEER_TIMEOUT
 from ddpcheck.cluster.store import hold
 from ddpcheck.diagnoses import Problem, register
 
 FINAL_WAIT = 10.0
-VERDICT_SLACK = 5.0  # beyond the host's own deadline, for clocks and a slow host
+DECISION_SLACK = 5.0  # beyond the host's own deadline, for clocks and a slow host
 PEER_STEP = PEER_TIMEOUT + BULK_TIMEOUT  # a node's connects, then its payload exchanges
 
 STORE_LOST = register(
@@ -59,7 +59,7 @@ class ClusterState:
     advertised: str = ""
     listener: Listener | None = None
     peers: dict[str, dict] = field(default_factory=dict)
-    verdict: Verdict | None = None
+    decision: CheckinDecision | None = None
     figures: dict[str, Any] = field(default_factory=dict)  # network-only mode's report
 
     def close(self) -> None:
@@ -71,7 +71,7 @@ class ClusterState:
 # --- check-in ------------------------------------------------------------------------------
 def check_in(st: ClusterState, deadline: float, rdzv_timeout: float,
              expected_hosts: Sequence[str]) -> None:
-    """Post this node's card; the host judges every card, the others wait for its verdict."""
+    """Post this node's card; the host judges every card, the others wait for its decision."""
     post_card(st)
     if st.is_host:
         decide_check_in(st, deadline, expected_hosts)
@@ -88,53 +88,53 @@ def post_card(st: ClusterState) -> None:
 def decide_check_in(st: ClusterState, deadline: float, expected_hosts: Sequence[str]) -> None:
     assert st.me is not None
     reader = Board(st.store, st.me, expected_hosts)
-    verdict = reader.collect(deadline)
-    board.publish_verdict(st.store, verdict)
+    decision = reader.collect(deadline)
+    board.publish_decision(st.store, decision)
     st.cards = reader.cards
-    _take(st, verdict)
+    _take(st, decision)
 
 
 def receive_check_in(st: ClusterState, rdzv_timeout: float) -> None:
-    """Wait for the host's verdict: it decides by its own deadline, at most rdzv_timeout
+    """Wait for the host's decision: it decides by its own deadline, at most rdzv_timeout
     after this node joined."""
     assert st.me is not None
-    got = board.await_verdict(st.store, time.monotonic() + rdzv_timeout + VERDICT_SLACK)
-    verdict = got or Verdict([STORE_LOST.problem(
+    got = board.await_decision(st.store, time.monotonic() + rdzv_timeout + DECISION_SLACK)
+    decision = got or CheckinDecision([STORE_LOST.problem(
         f"the endpoint node published no check-in verdict within {rdzv_timeout:g} s + "
-        f"{VERDICT_SLACK:g} s of {st.me.host} joining", hosts=[st.me.host])])
-    if verdict.stopped:
-        verdict.problems.insert(0, ENDPOINT_NODE_STOPPED.problem(
-            f"ddpcheck on {verdict.host} (the endpoint node) stopped before the check-in "
-            f"on its own problems: {', '.join(p.code for p in verdict.problems)}",
-            hosts=[verdict.host]))
+        f"{DECISION_SLACK:g} s of {st.me.host} joining", hosts=[st.me.host])])
+    if decision.stopped:
+        decision.problems.insert(0, ENDPOINT_NODE_STOPPED.problem(
+            f"ddpcheck on {decision.host} (the endpoint node) stopped before the check-in "
+            f"on its own problems: {', '.join(p.code for p in decision.problems)}",
+            hosts=[decision.host]))
     st.cards = [NodeCard(h, st.me.nodes, st.me.run_id, st.me.nproc, 0, advertised=a,
-                         probe_port=p) for h, a, p in verdict.nodes]
-    _take(st, verdict)
+                         probe_port=p) for h, a, p in decision.nodes]
+    _take(st, decision)
 
 
-def _take(st: ClusterState, verdict: Verdict) -> None:
-    st.verdict = verdict
-    st.problems += verdict.problems
+def _take(st: ClusterState, decision: CheckinDecision) -> None:
+    st.decision = decision
+    st.problems += decision.problems
     st.figures["checkin_verdict_at"] = time.time()
 
 
 # --- peer probes ------------------------------------------------------------------------------
 def probe_peers_step(st: ClusterState) -> bool:
     """Probe this node's planned peers at once and post the results; False if not a member."""
-    assert st.me is not None and st.verdict is not None
-    nodes = st.verdict.nodes
+    assert st.me is not None and st.decision is not None
+    nodes = st.decision.nodes
     hosts = [h for h, _, _ in nodes]
     if st.me.host not in hosts:
         return False
     index = hosts.index(st.me.host)
-    ep = hosts.index(st.verdict.host) if st.verdict.host in hosts else 0
+    ep = hosts.index(st.decision.host) if st.decision.host in hosts else 0
     targets = [nodes[j] for j in peer_targets(index, len(nodes), ep, st.me.run_id)]
     # The names first, at once with the connects: both run under their own deadlines.
     spawned = st.me.launch != "--launch torchrun"
     if spawned:  # this node's ranks dial its own master host, which must be rank 0's node
-        dial = {h: st.me.master for h in st.verdict.names if st.me.master}
+        dial = {h: st.me.master for h in st.decision.names if st.me.master}
     else:
-        dial = names_to_resolve(st.me.host, st.verdict.names, [t[0] for t in targets])
+        dial = names_to_resolve(st.me.host, st.decision.names, [t[0] for t in targets])
     names: dict[str, dict] = {}
     lookup = Thread(target=lambda: names.update(resolve_all(list(dial.values()))), daemon=True)
     lookup.start()
@@ -161,9 +161,9 @@ def dial_problems(docs: dict[str, dict], cards: Sequence[NodeCard],
 
 
 def decide_peers(st: ClusterState, port: int, wait: float = PEER_STEP + 5) -> None:
-    """The host: every node's results, judged once, published as one verdict."""
-    assert st.me is not None and st.verdict is not None
-    nodes = st.verdict.nodes
+    """The host: every node's results, judged once, published as one decision."""
+    assert st.me is not None and st.decision is not None
+    nodes = st.decision.nodes
     hosts = [h for h, _, _ in nodes]
     docs = board.collect_results(st.store, nodes, time.monotonic() + wait)
     st.peers = {h: d.get("peers") or {} for h, d in docs.items()}
@@ -172,34 +172,35 @@ def decide_peers(st: ClusterState, port: int, wait: float = PEER_STEP + 5) -> No
     problems = judge_addresses(cards)
     problems += judge_peers(st.peers, port, silent)
     problems += judge_bulk(st.peers, cards)
-    problems += dial_problems(docs, cards, st.verdict.names)
-    board.publish_verdict(st.store, Verdict(problems, nodes, st.me.host), storekeys.PEER_VERDICT)
+    problems += dial_problems(docs, cards, st.decision.names)
+    board.publish_decision(st.store, CheckinDecision(problems, nodes, st.me.host),
+                           storekeys.PEER_DECISION)
     _peers_done(st, problems)
 
 
 def receive_peers(st: ClusterState, wait: float = PEER_STEP + 15) -> None:
-    """The host's verdict; without it, this node's own payload stalls are still named: a
-    path that drops large frames can drop the verdict too (a store reply above the MTU)."""
-    assert st.verdict is not None and st.me is not None
+    """The host's decision; without it, this node's own payload stalls are still named: a
+    path that drops large frames can drop the decision too (a store reply above the MTU)."""
+    assert st.decision is not None and st.me is not None
     own = judge_bulk(st.peers, [st.me])
     try:
-        raw = board.await_key(st.store, storekeys.PEER_VERDICT, time.monotonic() + wait)
+        raw = board.await_key(st.store, storekeys.PEER_DECISION, time.monotonic() + wait)
         why = f"within {wait:g} s"
     except (RuntimeError, ValueError, TimeoutError) as exc:
         if not own:
             raise  # the store's host went away: the caller names it
         raw, why = None, f"({str(exc).splitlines()[0][:120]})"
     if raw is not None:
-        _peers_done(st, Verdict.from_json(raw).problems)
+        _peers_done(st, CheckinDecision.from_json(raw).problems)
         return
     _peers_done(st, [*own, STORE_LOST.problem(
         f"the endpoint node published no peer-probe verdict {why}"
         + (": a reply larger than the path passes is dropped too" if own else ""),
-        hosts=[st.verdict.host])])
+        hosts=[st.decision.host])])
 
 
 def _peers_done(st: ClusterState, problems: list[Problem]) -> None:
-    """The listener stays open until the verdict: peers may still be connecting to it."""
+    """The listener stays open until the decision: peers may still be connecting to it."""
     st.problems += problems
     st.figures["peer_verdict_at"] = time.time()
     if st.listener:
@@ -209,7 +210,7 @@ def _peers_done(st: ClusterState, problems: list[Problem]) -> None:
 
 
 def probe_peers(st: ClusterState, port: int) -> None:
-    """Probe, post, and take the host's verdict on every node's results."""
+    """Probe, post, and take the host's decision on every node's results."""
     if not probe_peers_step(st):
         return
     if st.is_host:

@@ -4,10 +4,11 @@ Runs in the launcher of a multi-node run, after check-in. torchrun's workers do 
 the rendezvous port: the rank-0 node's agent hosts the workers' store on a random port, and
 gloo/NCCL open connections between every pair of nodes on ephemeral ports. So each node
 listens (and accepts) on an ephemeral port at the address it advertises, and connects, all
-at once under one deadline, to every other node up to FULL_MESH_MAX nodes, or to a sampled
-set above it (:func:`peer_targets`, O(N log N) connections in all). A firewall that lets
-only the rendezvous port through is named in seconds (torchrun would spend minutes in SYN
-retries), and failures are blamed on the end they have in common (:func:`judge_peers`).
+at once under one deadline, to the nodes :func:`ddpcheck.cluster.pairing.peer_targets`
+picks (every other node up to FULL_MESH_MAX nodes, a sample above: O(N log N) connections in
+all). A firewall that lets only the rendezvous port through is named in seconds (torchrun
+would spend minutes in SYN retries), and failures are blamed on the end they have in common
+(:func:`judge_peers`).
 Also catches advertised addresses that peers cannot use: loopback, or the same address on
 two hosts (docker0's 172.17.0.1). Each target that accepts a connection then gets real
 payloads, small to a few MiB, both ways (:mod:`ddpcheck.cluster.bulkprobe`), under a
@@ -16,7 +17,6 @@ deadline of its own: a path that passes handshakes but drops large frames is nam
 
 from __future__ import annotations
 
-import random
 import socket
 import threading
 import time
@@ -32,8 +32,6 @@ from ddpcheck.diagnoses import Problem, register
 from ddpcheck.node.interfaces import interfaces, is_loopback, route_interface
 from ddpcheck.node.netprobe import ConnectResult, tcp_connect
 
-FULL_MESH_MAX = 32  # up to this many nodes every node probes every other
-RANDOM_PEERS = 2
 MAX_PARALLEL = 64  # connects in flight per node
 BULK_TIMEOUT = 4.0  # the payload exchanges, after the connects: seconds for all targets
 MAX_SERVED = 512  # connections a listener serves at once (each node is probed by ~log2 N + 4,
@@ -114,26 +112,6 @@ class Listener:
         self._open = False
         self._thread.join(1.0)
         self.sock.close()
-
-
-def peer_targets(index: int, n: int, endpoint: int = 0, seed: str = "") -> list[int]:
-    """Indices node ``index`` of ``n`` connects to: all others up to FULL_MESH_MAX nodes.
-
-    Above it: ring neighbours (i-1, i+1), shifts i+2^k (k = 1..log2 n - 1, so each node is
-    probed by ~log2 n peers at every distance), RANDOM_PEERS random peers (seeded by the run
-    id, the same on every node) and the endpoint node: O(n log n) connections in all, and
-    each node is the target of ~log2 n + 4 others, enough to blame it by majority.
-    """
-    if n <= FULL_MESH_MAX:
-        return [j for j in range(n) if j != index]
-    picks = [index - 1, index + 1]
-    shift = 2
-    while shift < n:
-        picks.append(index + shift)
-        shift *= 2
-    rng = random.Random(f"{seed}/{index}")
-    picks += [rng.randrange(n) for _ in range(RANDOM_PEERS)] + [endpoint]
-    return sorted({p % n for p in picks} - {index})
 
 
 def probe_peers(me: tuple[str, str, int], targets: Sequence[tuple[str, str, int]],

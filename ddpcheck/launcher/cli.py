@@ -15,14 +15,14 @@ import sys
 from collections.abc import Sequence
 
 from ddpcheck import __version__
+from ddpcheck.judgements.readiness import ExitCode
 from ddpcheck.launcher.config import SETTINGS, build_config
 from ddpcheck.launcher.launch import Interrupted
 from ddpcheck.node.envinfo import distributed_env
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import STAGES
-from ddpcheck.verdicts.readiness import ExitCode
 
-Exit = ExitCode  # 0 READY, 1 NOT_READY, 2 USAGE, 3 UNKNOWN (verdicts.readiness)
+Exit = ExitCode  # 0 READY, 1 NOT_READY, 2 USAGE, 3 UNKNOWN (judgements.readiness)
 
 
 class Parser(argparse.ArgumentParser):
@@ -127,8 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         flags = {name: getattr(args, name) for name, *_ in SETTINGS}
         flags.update(verbose=args.verbose, quiet=args.quiet, traceback=args.traceback,
                      strict_health=args.strict_health)
-        from ddpcheck.scheduler.defaults import scheduler_settings
         from ddpcheck.scheduler.detect import detect
+        from ddpcheck.scheduler.jobsettings import scheduler_settings
 
         job = detect(os.environ)  # the scheduler's environment, read once per run
         cfg = build_config(flags, os.environ, scheduler_settings(job))

@@ -1,6 +1,6 @@
 """``ddpcheck compare BASE.json NEW.json`` and the ``run --baseline`` hook: render and exit.
 
-Runs in the launcher. The rules live in verdicts/compare.py and the text in
+Runs in the launcher. The rules live in judgements/compare.py and the text in
 report/comparison.py (a table of the figures that are not the same, then one block per
 regression); this module prints it, writes the baseline-vs-now plots when asked, and maps
 the outcome to exit codes: 0 no regression, 1 regression, 2 bad input.
@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ddpcheck.judgements.compare import DEFAULT_RATIO, compare_reports, load_report
 from ddpcheck.parsing import UsageError, convert, ratio
 from ddpcheck.report.comparison import render_comparison
-from ddpcheck.verdicts.compare import DEFAULT_RATIO, compare_reports, load_report
 
 
 def add_compare_parser(sub: Any) -> None:

@@ -16,9 +16,9 @@ from typing import Any, Callable, TypeVar
 
 from ddpcheck import parsing
 from ddpcheck.cluster import deadlines
-from ddpcheck.cluster.linkplan import initial_rounds
-from ddpcheck.launcher import launchspec
-from ddpcheck.launcher.launchspec import InitMethod
+from ddpcheck.cluster.pairing import initial_rounds
+from ddpcheck.launcher.spawn import launchspec
+from ddpcheck.launcher.spawn.launchspec import InitMethod
 from ddpcheck.parsing import UsageError
 from ddpcheck.stages import PREFLIGHT, parse_stages
 from ddpcheck.worker.settings import DEFAULT_PROBE_TIMEOUT, DEFAULT_SLOW_LINK_RATIO
@@ -30,7 +30,7 @@ DEFAULT_RDZV_TIMEOUT = 30.0
 
 
 @dataclass(frozen=True)
-class Config:
+class RunConfig:
     """Everything ``ddpcheck run`` needs, validated."""
 
     nodes: int = 1
@@ -145,8 +145,8 @@ def _nonempty(raw: str, what: str) -> str:
 
 
 def build_config(flags: Mapping[str, str | None], env: Mapping[str, str],
-                 scheduler: Mapping[str, tuple[Any, str]] | None = None) -> Config:
-    """Build the Config from raw flag strings, the environment and scheduler facts.
+                 scheduler: Mapping[str, tuple[Any, str]] | None = None) -> RunConfig:
+    """Build the RunConfig from raw flag strings, the environment and scheduler facts.
 
     ``flags`` maps setting names to the raw string given on the command line (or None);
     ``scheduler`` maps setting names to (value, source) worked out from the job's environment.
@@ -168,14 +168,14 @@ def build_config(flags: Mapping[str, str | None], env: Mapping[str, str],
         QUIET_ENV, env.get(QUIET_ENV, "0"), parsing.boolean)
     strict = bool(flags.get("strict_health")) or parsing.convert(
         STRICT_HEALTH_ENV, env.get(STRICT_HEALTH_ENV, "0"), parsing.boolean)
-    cfg = Config(**values, verbose=bool(flags.get("verbose")), quiet=quiet,
+    cfg = RunConfig(**values, verbose=bool(flags.get("verbose")), quiet=quiet,
                  strict_health=strict, traceback=bool(flags.get("traceback")),
                  sources=sources)
     check_consistency(cfg)
     return cfg
 
 
-def check_consistency(cfg: Config) -> None:
+def check_consistency(cfg: RunConfig) -> None:
     """Reject combinations that cannot work, naming the settings involved."""
     def src(name: str) -> str:
         """The setting as the user wrote it: "--nodes 3", "DDPCHECK_NODES=3", "SLURM_NNODES=3"."""
@@ -203,7 +203,7 @@ def check_consistency(cfg: Config) -> None:
     if cfg.junit_path is not None:
         check_writable_file(cfg.junit_path, cfg.sources.get("junit_path", "--junitxml"))
     if cfg.baseline is not None:
-        from ddpcheck.verdicts.compare import load_report
+        from ddpcheck.judgements.compare import load_report
 
         load_report(cfg.baseline, cfg.sources.get("baseline", "--baseline"))
     if cfg.plot_dir is not None:
@@ -248,7 +248,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def run_timeout(cfg: Config, nproc: int) -> float:
+def run_timeout(cfg: RunConfig, nproc: int) -> float:
     """The whole-run deadline: the user's ``--timeout`` / DDPCHECK_TIMEOUT as given, else the
     default grown with the world (``cluster.deadlines.whole_run``): 300 s on a few nodes,
     about 30 minutes at 8,192 ranks on 1,024 nodes, where each agreement alone may take 16 s."""

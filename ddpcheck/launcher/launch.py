@@ -21,7 +21,7 @@ from typing import IO, Callable
 import psutil
 
 from ddpcheck import results
-from ddpcheck.launcher.config import Config, endpoint_text
+from ddpcheck.launcher.config import RunConfig, endpoint_text
 from ddpcheck.worker.settings import ENV_NAMES, WorkerSettings
 
 END_GRACE_S = 8.0  # ranks reported their end; torchrun gets this long to exit by itself
@@ -40,7 +40,7 @@ def raise_interrupted(signum: int, _frame: object) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
-def torchrun_argv(cfg: Config, nproc: int, run_id: str) -> list[str]:
+def torchrun_argv(cfg: RunConfig, nproc: int, run_id: str) -> list[str]:
     """The torchrun command line for this node (pure).
 
     Multi-node: the rendezvous store is hosted by ddpcheck's launcher on the endpoint node
@@ -64,7 +64,8 @@ def torchrun_argv(cfg: Config, nproc: int, run_id: str) -> list[str]:
     return argv
 
 
-def worker_env(cfg: Config, env: dict[str, str], results_dir: Path, nproc: int) -> dict[str, str]:
+def worker_env(cfg: RunConfig, env: dict[str, str], results_dir: Path,
+               nproc: int) -> dict[str, str]:
     """The environment the workers see: ours plus the DDPCHECK_* settings (pure).
 
     Every DDPCHECK_* variable of the worker settings is replaced, so a stale value in our

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ddpcheck.diagnoses import Problem
-from ddpcheck.launcher.config import Config
+from ddpcheck.launcher.config import RunConfig
 from ddpcheck.node import devices, gpu, gpuhealth, gpuquery, infiniband, nvlinkfabric, xid
 from ddpcheck.node.findings import Finding, Unread
 
@@ -57,7 +57,7 @@ class _Deadline:
         return max(0.0, min(CALL_TIMEOUT, self.end - time.monotonic()))
 
 
-def node_health(cfg: Config, env: Mapping[str, str],
+def node_health(cfg: RunConfig, env: Mapping[str, str],
                 src: HealthSources = HealthSources()) -> NodeHealth:
     """This node's health findings, split into problems and shown notes."""
     if cfg.backend == "gloo":

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from ddpcheck import results
 from ddpcheck.cluster.ending import Outcome
 from ddpcheck.diagnoses import Problem
+from ddpcheck.judgements.readiness import Expected
 from ddpcheck.report.build import (
     Report,
     StageResult,
@@ -24,7 +25,6 @@ from ddpcheck.report.build import (
     merge_problems,
 )
 from ddpcheck.stages import PREFLIGHT
-from ddpcheck.verdicts.readiness import Expected
 
 # NodeRun.mode: how far this node's run went.
 STOPPED = "stopped"  # preflight or check-in found problems: no rank was started
@@ -53,7 +53,6 @@ class NodeRun:
     evidence: tuple[str, ...] = ()  # the last lines torchrun and the ranks printed
     rank0_here: bool = True
     rank0_host: str = ""  # where the whole report is printed (several nodes)
-    nccl_transport: str = ""  # from NCCL_DEBUG=INFO, when the user set it
     # the other nodes
     peer_problems: tuple[Problem, ...] = ()  # rank-0 node: the others' outcomes
     adopted: tuple[Problem, ...] = ()  # other nodes: the rank-0 node's verdict
@@ -96,8 +95,6 @@ def node_report(run: NodeRun) -> Report:
 
 def _notes(run: NodeRun) -> list[str]:
     notes = list(run.node_notes)
-    if run.nccl_transport:  # only with NCCL_DEBUG=INFO: NET/Socket where IB was expected
-        notes.append(f"NCCL's network transport (from NCCL_DEBUG=INFO): {run.nccl_transport}")
     if run.mode == LAUNCHED and run.rank0_host and not run.rank0_here:
         notes.append(f"this is {run.node}'s part; the whole report is printed on the node "
                      f"hosting rank 0 ({run.rank0_host})")

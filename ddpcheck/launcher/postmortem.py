@@ -22,10 +22,10 @@ from ddpcheck.diagnoses import (
     Problem,
     register,
 )
+from ddpcheck.judgements.readiness import SESSION_ERROR
 from ddpcheck.launcher.launch import LaunchOutcome
 from ddpcheck.ranges import format_ranks
 from ddpcheck.results import End, Event, ExitStatus, Probe, ProbeStart, Start
-from ddpcheck.verdicts.readiness import SESSION_ERROR
 
 WATCHDOG_ABORT = register(
     "watchdog-abort", "NCCL's watchdog aborted ranks after a collective timed out",

@@ -13,7 +13,7 @@ import socket
 from collections.abc import Mapping
 
 from ddpcheck.diagnoses import Problem
-from ddpcheck.launcher.config import Config
+from ddpcheck.launcher.config import RunConfig
 from ddpcheck.node import devices, gpu, gpustate
 from ddpcheck.node.diskspace import space_problems
 from ddpcheck.node.interfaces import interfaces
@@ -38,7 +38,7 @@ def auto_nproc(gpus: list[gpu.GpuInfo] | None = None,
     return count or CPU_RANKS
 
 
-def endpoint_ip(cfg: Config) -> str | None:
+def endpoint_ip(cfg: RunConfig) -> str | None:
     """The rendezvous host's IPv4 address, or None on a single-node run."""
     if cfg.rdzv_endpoint is None or cfg.nodes == 1:
         return None
@@ -46,7 +46,7 @@ def endpoint_ip(cfg: Config) -> str | None:
     return res.addresses[0] if res.ok and res.addresses else None
 
 
-def node_preflight(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Problem]:
+def node_preflight(cfg: RunConfig, env: Mapping[str, str], nproc: int) -> list[Problem]:
     """Every node-local problem that must stop the run before torchrun starts."""
     node = socket.gethostname()
     problems: list[Problem] = []
@@ -61,7 +61,7 @@ def node_preflight(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Prob
     return [p.where(stage=p.stage or PREFLIGHT, hosts=p.hosts or (node,)) for p in problems]
 
 
-def _gpu_problems(cfg: Config, env: Mapping[str, str], nproc: int) -> list[Problem]:
+def _gpu_problems(cfg: RunConfig, env: Mapping[str, str], nproc: int) -> list[Problem]:
     # A broken driver or a lost GPU stops the run whatever the backend: the node is not fit
     # for GPU training, and auto mode must never turn it into a quiet CPU/gloo READY.
     health = gpustate.check_node_gpus(gpu.run_nvidia_smi(("-L",)), gpustate.device_files(),

@@ -22,7 +22,8 @@ from ddpcheck.cluster import ending, lifecycle
 from ddpcheck.cluster.lifecycle import ClusterState
 from ddpcheck.cluster.store import torch_would_host
 from ddpcheck.diagnoses import Problem
-from ddpcheck.launcher.config import NETWORK_ONLY, Config, new_run_id, run_timeout
+from ddpcheck.judgements.readiness import Expected
+from ddpcheck.launcher.config import NETWORK_ONLY, RunConfig, new_run_id, run_timeout
 from ddpcheck.launcher.fdlimit import open_file_limits
 from ddpcheck.launcher.launch import (
     LaunchOutcome,
@@ -44,18 +45,16 @@ from ddpcheck.launcher.noderun import (
 from ddpcheck.launcher.postmortem import diagnose_launch, diagnose_ranks, torchrun_failed
 from ddpcheck.launcher.preflight import auto_nproc, node_preflight
 from ddpcheck.launcher.progress import Progress, read_appended
-from ddpcheck.launcher.spawn import run_spawned
-from ddpcheck.launcher.spawnplan import SpawnPlan
-from ddpcheck.node.nccl import parse_nccl_debug_transport
+from ddpcheck.launcher.spawn.plan import SpawnPlan
+from ddpcheck.launcher.spawn.ranks import run_spawned
 from ddpcheck.report.as_json import to_json
 from ddpcheck.report.build import Report, hosts_of_events, merge_problems
 from ddpcheck.report.text import render_text
 from ddpcheck.scheduler.contradictions import shape_problems
 from ddpcheck.scheduler.detect import JobEnv
-from ddpcheck.verdicts.readiness import Expected
 
 
-def run(cfg: Config, job: JobEnv) -> int:
+def run(cfg: RunConfig, job: JobEnv) -> int:
     start = time.monotonic()
     env = dict(os.environ)
     results_dir = (cfg.results_dir or default_results_dir()).resolve()
@@ -110,7 +109,7 @@ def run(cfg: Config, job: JobEnv) -> int:
     return 128 + signal.Signals[interrupted] if interrupted else code
 
 
-def _observe(cfg: Config, node: NodeRun, results_dir: Path, nproc: int,
+def _observe(cfg: RunConfig, node: NodeRun, results_dir: Path, nproc: int,
              outcome: LaunchOutcome, log_tail: str, plan: SpawnPlan | None = None) -> NodeRun:
     """What this node's ranks left after the launch: events, exits, diagnosed problems."""
     events = results.rank_events(results_dir)
@@ -126,21 +125,20 @@ def _observe(cfg: Config, node: NodeRun, results_dir: Path, nproc: int,
     rank0_here = 0 in local
     expected = (Expected.whole(node.world) if rank0_here or cfg.nodes == 1
                 else Expected.node_part(node.world, local, nproc))
-    transport = parse_nccl_debug_transport(_tail(results_dir / "torchrun.log", 1 << 20))
     return node.with_(
         mode=LAUNCHED, events=events, exits=exits, launch_problems=tuple(problems),
         expected=expected, rank0_here=rank0_here,
         evidence=(*_exit_tails(exits), *log_tail.splitlines()[-6:]),
-        rank0_host=_rank0_host(events) if cfg.nodes > 1 else "", nccl_transport=transport or "")
+        rank0_host=_rank0_host(events) if cfg.nodes > 1 else "")
 
 
-def _judge(cfg: Config, node: NodeRun, results_dir: Path) -> NodeRun:
+def _judge(cfg: RunConfig, node: NodeRun, results_dir: Path) -> NodeRun:
     """The whole node-side judgement: --baseline, plots and where the results are."""
     draft = node_report(node)
     base = None
     if cfg.baseline:  # regressions become problems of this report (exit 1)
+        from ddpcheck.judgements.compare import load_report
         from ddpcheck.launcher.compare_command import against_baseline
-        from ddpcheck.verdicts.compare import load_report
 
         found, notes = against_baseline(to_json(draft), cfg.baseline, cfg.regression_ratio)
         node = node.with_(baseline_problems=tuple(found), baseline_notes=tuple(notes))
@@ -157,7 +155,7 @@ def _judge(cfg: Config, node: NodeRun, results_dir: Path) -> NodeRun:
     return node.with_(results_note=f"results: {results_dir}  (rank files, {log})")
 
 
-def _exchange(cfg: Config, st: ClusterState, node: NodeRun) -> NodeRun:
+def _exchange(cfg: RunConfig, st: ClusterState, node: NodeRun) -> NodeRun:
     """On several nodes, the whole run's one verdict, after each node's own judgement.
 
     The rank-0 node has collected every node's outcome before judging and publishes its
@@ -180,7 +178,7 @@ def _exit_tails(exits: dict[int, results.ExitStatus]) -> list[str]:
             if not ex.finished or ex.session_error for ln in ex.tail[-3:]]
 
 
-def _shape_problems(cfg: Config, job: JobEnv, nproc: int) -> list[Problem]:
+def _shape_problems(cfg: RunConfig, job: JobEnv, nproc: int) -> list[Problem]:
     """Contradictions between the flags and the scheduler's allocation."""
     if job.source == "none":
         return []
@@ -202,7 +200,7 @@ def _rank0_host(events: dict[int, list[results.Event]]) -> str:
     return "unknown"
 
 
-def _launch(cfg: Config, results_dir: Path, nproc: int, start: float,
+def _launch(cfg: RunConfig, results_dir: Path, nproc: int, start: float,
             plan: SpawnPlan | None = None):  # type: ignore[no-untyped-def]
     argv = torchrun_argv(cfg, nproc, cfg.rdzv_id or new_run_id())
     env = worker_env(cfg, dict(os.environ), results_dir, nproc)
@@ -247,7 +245,7 @@ def _tail(path: Path, limit: int = 4000) -> str:
     return data[-limit:]
 
 
-def _publish(cfg: Config, report: Report, results_dir: Path, nproc: int,
+def _publish(cfg: RunConfig, report: Report, results_dir: Path, nproc: int,
              extra: dict | None = None) -> int:
     """Write the finished report where it was asked for (JUnit, stdout, --json)."""
     if cfg.junit_path:

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ddpcheck.diagnoses import Problem, register
+from ddpcheck.judgements.consistency import describe_disagreement, odd_ranks
 from ddpcheck.node.nccl import Version, format_version, loaded_libnccls, parse_nccl_version
-from ddpcheck.verdicts.consistency import describe_disagreement, odd_ranks
 
 NCCL_STACK_MISMATCH = register(
     "nccl-stack-mismatch", "ranks load different NCCL libraries, network plugins or drivers",

@@ -4,7 +4,7 @@ Runs in the launcher. ``build_report`` is pure over the rank events (typed recor
 :mod:`ddpcheck.results`) and the problems the launcher found itself (preflight, postmortem):
 stages agreed over ranks, problems merged across ranks with root causes first, and the
 measurements. :mod:`ddpcheck.report.text` renders it for people, :mod:`ddpcheck.report.as_json`
-for machines; :mod:`ddpcheck.verdicts.readiness` holds the READY rule.
+for machines; :mod:`ddpcheck.judgements.readiness` holds the READY rule.
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ from typing import Any
 
 from ddpcheck import results
 from ddpcheck.diagnoses import CONSEQUENCE, ROOT_CAUSE, Problem
-from ddpcheck.verdicts.readiness import Expected, exit_code, explain, is_incomplete, is_ready
+from ddpcheck.judgements.readiness import (
+    Expected,
+    exit_code,
+    is_incomplete,
+    is_ready,
+    missing_cause_problems,
+)
 
 # How statuses combine over probes and ranks: a stage is SKIP only when nothing in it ran.
 ORDER = {s: s.order for s in results.Status}
@@ -79,8 +85,8 @@ def build_report(events: dict[int, list[results.Event]], stages: Sequence[str],
     _mark_failed_ranks(stage_results, problems)
     _mark_blocked(stage_results)
     blocked = next((s.blocked_by for s in stage_results if s.blocked_by), "")
-    problems += explain(stage_results, mark_consequences(list(problems)), expected, hosts,
-                        evidence, blocked)
+    problems += missing_cause_problems(stage_results, mark_consequences(list(problems)),
+                                       expected, hosts, evidence, blocked)
     problems = mark_consequences(problems)
     backend = next((e.backend for evs in events.values() for e in evs
                     if isinstance(e, results.Start)), "")

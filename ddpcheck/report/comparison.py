@@ -1,15 +1,15 @@
 """The text of a comparison against a baseline: what differs, each regression, the verdict.
 
 Runs in the launcher (``ddpcheck compare`` and ``ddpcheck run --baseline``). Pure: a
-``verdicts.compare.Comparison`` in, text out.
+``judgements.compare.Comparison`` in, text out.
 """
 
 from __future__ import annotations
 
 from tabulate import tabulate
 
+from ddpcheck.judgements.compare import Comparison
 from ddpcheck.report.text import render_problem
-from ddpcheck.verdicts.compare import Comparison
 
 
 def render_comparison(result: Comparison, threshold: float, base_name: str,

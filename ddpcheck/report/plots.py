@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ddpcheck.verdicts.bandwidth import human_size
-from ddpcheck.verdicts.links import scaling_table
+from ddpcheck.judgements.bandwidth import human_size
+from ddpcheck.judgements.links import scaling_table
 
 BUSBW_PNG = "allreduce-busbw.png"
 SCALING_PNG = "ddp-scaling.png"

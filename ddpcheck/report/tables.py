@@ -2,7 +2,7 @@
 intra/inter-node busbw and the DDP scaling, rendered with tabulate.
 
 Runs in the launcher (and in ``ddpcheck compare``). Pure: measurements in, text out; the
-verdicts that judge the same figures live in ``ddpcheck.verdicts``. Every table is right
+verdicts that judge the same figures live in ``ddpcheck.judgements``. Every table is right
 aligned (numbers), its first columns left aligned where they name a node.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from ddpcheck.verdicts.links import Matrix, hosts_of, scaling_table
+from ddpcheck.judgements.links import Matrix, hosts_of, scaling_table
 
 
 def columns(rows: Sequence[Sequence[str]], left: int = 0) -> str:
@@ -39,7 +39,7 @@ def format_sweep(rows: Sequence[Mapping[str, Any]], world_size: int, backend: st
     lines = [f"# all_reduce, {world_size} ranks, backend {backend}",
              columns([head, units, *body])]
     judged = [r["busbw"] for r in rows if r.get("judged")]
-    if judged:  # the rows where the reference applies (verdicts.bandwidth.JudgeRule)
+    if judged:  # the rows where the reference applies (judgements.bandwidth.JudgeRule)
         lines.append(f"# Judged bus bandwidth : {max(judged):.2f} GB/s (rows marked *; "
                      "smaller sizes are shown, not judged)")
     if rows:

@@ -2,8 +2,10 @@
 
 Pure functions of an environment mapping; run in the launcher (and, for ranks srun starts
 without torchrun, in the worker). ``detect`` works out the job's shape, ``hostlist`` parses
-the schedulers' syntaxes, ``defaults`` turns the shape into settings for the config,
-``contradictions`` names where the shape and ddpcheck's flags disagree, ``srunworld`` builds
-the torch.distributed environment of an srun-started rank, and ``jobidentity`` is what a
-training job computes as its rank and world size.
+the schedulers' syntaxes, ``jobsettings`` turns the shape into settings for the run config
+(each with the variable it came from), ``contradictions`` names where the shape and
+ddpcheck's flags disagree, ``srunworld`` builds the torch.distributed environment of an
+srun-started rank, ``gpubinding`` is srun's per-task GPU binding (detected, emulated for
+``--launch srun``, judged), and ``jobidentity`` is what a training job computes as its rank
+and world size.
 """

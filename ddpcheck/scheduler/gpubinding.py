@@ -1,7 +1,7 @@
 """srun's per-task GPU binding: detect it, emulate it, and name what a script would hit.
 
 Pure over the environment. Runs in the launcher (``--launch srun`` gives each task the
-CUDA_VISIBLE_DEVICES srun would, ddpcheck.launcher.spawn) and in every worker (the node
+CUDA_VISIBLE_DEVICES srun would, ddpcheck.launcher.spawn.ranks) and in every worker (the node
 stage's binding probe).
 
 Slurm's documented variables (sbatch/srun man pages, OUTPUT ENVIRONMENT VARIABLES):

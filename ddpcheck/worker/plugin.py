@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ddpcheck import results
-from ddpcheck.cluster import deadlines, linkplan
+from ddpcheck.cluster import deadlines, pairing
 from ddpcheck.diagnoses import (
     COLLECTION_MISMATCH,
     COLLECTIVE_FAILED,
@@ -130,7 +130,7 @@ class RankSession:
         if not self.world:
             return base
         nodes = len(set(self.world.hosts_by_rank.values())) or 1
-        rounds = (len(linkplan.initial_rounds(nodes)) + 4
+        rounds = (len(pairing.initial_rounds(nodes)) + 4
                   if item.get_closest_marker(LINK_ROUNDS_MARKER) else 0)
         return deadlines.probe(base, self.world.world_size, nodes, rounds)
 

@@ -1,7 +1,7 @@
 """The worker's settings: the one contract between the launcher and every worker.
 
 Defined once here, used on both sides: the launcher builds a ``WorkerSettings`` from its
-validated Config and exports ``to_env()`` (the ``DDPCHECK_*`` variables) to torchrun's
+validated RunConfig and exports ``to_env()`` (the ``DDPCHECK_*`` variables) to torchrun's
 workers; every worker reads them back with ``from_env()``. A plain ``torchrun ... -m pytest
 -p ddpcheck.plugin`` run, with no variable set, gets the defaults. Imports no torch.
 """

@@ -1,7 +1,7 @@
 """Timed loops for the bandwidth probes: all-reduce on a group, one-way point-to-point.
 
-Runs inside every worker. Only measures (seconds); ddpcheck.verdicts.bandwidth and
-ddpcheck.verdicts.links turn times into rates and verdicts. Every rank of a group runs the
+Runs inside every worker. Only measures (seconds); ddpcheck.judgements.bandwidth and
+ddpcheck.judgements.links turn times into rates and verdicts. Every rank of a group runs the
 same deterministic schedule, so the ranks always enter the same collectives.
 
 Point-to-point follows NCCL's documented semantics, and the same code runs on gloo:
@@ -44,7 +44,7 @@ STORE_WAIT_S = 120.0  # a peer that never says "ready" fails the probe instead o
 
 
 NCCL_ITERS, NCCL_WARMUP = 20, 5  # nccl-tests' defaults (-n 20, -w 5)
-MIN_TIMED_ITERS = 5  # verdicts.bandwidth.NCCL_JUDGE_RULE.min_iters
+MIN_TIMED_ITERS = 5  # judgements.bandwidth.NCCL_JUDGE_RULE.min_iters
 TRIAL_BUDGET_S = 1.0  # fewer than NCCL_ITERS when one iteration is slow (sockets)
 
 

@@ -24,7 +24,7 @@ from ddpcheck.explain.codes import (
 )
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
-from ddpcheck.launcher.mastercheck import MASTER_NOT_RANK0
+from ddpcheck.launcher.spawn.mastercheck import MASTER_NOT_RANK0
 from ddpcheck.node.netprobe import ENDPOINT_BIND_FAILED, ENDPOINT_PORT_IN_USE
 
 RDZV = "ddpcheck run --nodes N --stages rendezvous (the preflight binds the port first)"

@@ -15,7 +15,7 @@ Runs inside ``ddpcheck explain`` (a pure reader of log lines). Sources:
 from __future__ import annotations
 
 from ddpcheck.explain.matching import pattern
-from ddpcheck.launcher.mastercheck import MASTER_PORT_IN_USE
+from ddpcheck.launcher.spawn.mastercheck import MASTER_PORT_IN_USE
 from ddpcheck.scheduler.detect import ENV_INVALID
 
 PATTERNS = [

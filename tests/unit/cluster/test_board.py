@@ -15,7 +15,7 @@ import torch.distributed as dist
 
 from ddpcheck import diagnoses, storekeys
 from ddpcheck.cluster import board
-from ddpcheck.cluster.board import Board, Verdict
+from ddpcheck.cluster.board import Board, CheckinDecision
 from ddpcheck.cluster.checkin import NodeCard
 from ddpcheck.diagnoses import Problem
 from tests.helpers import simnodes
@@ -103,10 +103,10 @@ def test_a_huge_card_of_our_own_is_trimmed_to_fit() -> None:
 def test_await_verdict_returns_none_at_the_deadline_and_the_verdict_once_set() -> None:
     store = dist.HashStore()
     start = time.monotonic()
-    assert board.await_verdict(store, start + 0.2) is None
+    assert board.await_decision(store, start + 0.2) is None
     assert 0.15 <= time.monotonic() - start < 1.5
-    board.publish_verdict(store, Verdict([], [("a", "10.0.0.1", 4000)], "a"))
-    got = board.await_verdict(store, time.monotonic() + 5)
+    board.publish_decision(store, CheckinDecision([], [("a", "10.0.0.1", 4000)], "a"))
+    got = board.await_decision(store, time.monotonic() + 5)
     assert got is not None and got.nodes == [("a", "10.0.0.1", 4000)] and got.host == "a"
 
 
@@ -163,9 +163,10 @@ def test_the_verdict_carries_the_names_torchrun_nodes_dial() -> None:
              NodeCard("b", 2, "j", 1, 1, fqdn="b.x", launch="--launch spawn env://")]
     names = board.dial_names(cards)
     assert names == {"a": "a.x"}  # spawn's ranks dial MASTER_ADDR (mastercheck), not FQDNs
-    got = Verdict.from_json(Verdict([], [("a", "10.0.0.1", 1)], "a", names=names).to_json())
+    sent = CheckinDecision([], [("a", "10.0.0.1", 1)], "a", names=names)
+    got = CheckinDecision.from_json(sent.to_json())
     assert got.names == {"a": "a.x"}
-    assert Verdict.from_json('{"problems": [], "nodes": []}').names == {}
+    assert CheckinDecision.from_json('{"problems": [], "nodes": []}').names == {}
     spawn = [NodeCard("a", 2, "j", 1, 1, launch="--launch spawn env://", first_rank=0,
                       master="head"),
              NodeCard("b", 2, "j", 1, 1, launch="--launch spawn env://", first_rank=1,

@@ -34,3 +34,7 @@ def test_the_whole_run_default_grows_with_the_world_and_bounds_the_probes() -> N
                  for f in (ROOT / "checks").glob("test_*.py")
                  for line in f.read_text().splitlines())
     assert probes <= deadlines.PROBES_BOUND, "raise PROBES_BOUND: a session runs more probes"
+
+
+def test_the_deadline_grows_with_the_rounds() -> None:
+    assert deadlines.round_budget(14, 10.0, 20.0) == 160.0

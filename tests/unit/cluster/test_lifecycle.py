@@ -11,7 +11,7 @@ import pytest
 
 from ddpcheck.cluster import lifecycle
 from ddpcheck.cluster.checkin import NodeCard
-from ddpcheck.launcher.config import Config
+from ddpcheck.launcher.config import RunConfig
 from ddpcheck.node.interfaces import Interface
 from ddpcheck.node.netprobe import Resolution
 
@@ -119,7 +119,7 @@ def test_an_nccl_prefix_advertises_the_interface_nccl_uses(host_named: HostNamed
 
 def test_a_loopback_endpoint_stops_a_multi_node_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lifecycle.socket, "gethostname", lambda: "node7")
-    cfg = Config(nodes=2, rdzv_endpoint=("localhost", 29500))
+    cfg = RunConfig(nodes=2, rdzv_endpoint=("localhost", 29500))
     st = lifecycle.connect(cfg, {}, 2, [], deadline=0.0)
     [problem] = st.problems
     assert problem.code == "endpoint-loopback"
@@ -132,7 +132,7 @@ def test_an_unresolvable_endpoint_stops_before_the_store(monkeypatch: pytest.Mon
                                                          ) -> None:
     monkeypatch.setattr(lifecycle, "resolve",
                         lambda host: Resolution(host, (), "Name or service not known"))
-    cfg = Config(nodes=2, rdzv_endpoint=("gpu-a", 29500))
+    cfg = RunConfig(nodes=2, rdzv_endpoint=("gpu-a", 29500))
     st = lifecycle.connect(cfg, {}, 2, [], deadline=0.0)
     assert [p.code for p in st.problems] == ["endpoint-unresolvable"]
     assert st.store is None
@@ -155,12 +155,12 @@ def test_an_endpoint_node_that_stops_early_tells_the_others_why() -> None:
 
     from ddpcheck.cluster import checkin, nodeflow
     from ddpcheck.cluster.store import join_store
-    from ddpcheck.launcher.config import Config
+    from ddpcheck.launcher.config import RunConfig
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cfg = Config(nodes=2, rdzv_endpoint=("127.0.0.1", port), rdzv_id="job")
+    cfg = RunConfig(nodes=2, rdzv_endpoint=("127.0.0.1", port), rdzv_id="job")
     why = checkin.NODES_MISMATCH.problem("a started with --nodes 2; b started with --nodes 3")
     host = threading.Thread(target=lifecycle.announce_stop, args=(cfg, [why]), daemon=True)
     host.start()

@@ -8,7 +8,7 @@ import time
 import torch.distributed as dist
 
 from ddpcheck.cluster import nodeflow as flow
-from ddpcheck.cluster.board import Verdict
+from ddpcheck.cluster.board import CheckinDecision
 from ddpcheck.cluster.checkin import NodeCard
 from ddpcheck.cluster.nodeflow import ClusterState
 from ddpcheck.cluster.peerprobe import Listener
@@ -32,7 +32,7 @@ def test_every_node_resolves_the_names_and_moves_payloads_before_the_verdict() -
             flow.post_card(st)
         flow.decide_check_in(a, time.monotonic() + 5, ())
         flow.receive_check_in(b, 5)
-        assert b.verdict is not None and b.verdict.names == {
+        assert b.decision is not None and b.decision.names == {
             "a": "localhost", "b": "no-such-host.invalid"}
         assert flow.probe_peers_step(a) and flow.probe_peers_step(b)
         flow.decide_peers(a, 29500)
@@ -57,7 +57,7 @@ def test_a_node_whose_verdict_is_lost_still_names_its_own_stalled_payloads() -> 
     st = ClusterState(store=dist.HashStore(), advertised="10.0.0.2")
     st.me = NodeCard("b", 2, "job", 1, 1, advertised="10.0.0.2", addresses={"eth0": ["10.0.0.2"]},
                      mtus={"eth0": 9000})
-    st.verdict = Verdict([], [("a", "10.0.0.1", 1), ("b", "10.0.0.2", 2)], "a")
+    st.decision = CheckinDecision([], [("a", "10.0.0.1", 1), ("b", "10.0.0.2", 2)], "a")
     st.peers = {"b": {"a": {"outcome": "ok", "bulk": {
         "outcome": "stalled", "largest_ok": 1024, "failed_size": 65536, "sent": 65536,
         "received": 0, "elapsed": 4.0, "dev": "eth0", "mtu": 9000}}}}

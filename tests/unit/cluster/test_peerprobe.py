@@ -5,20 +5,18 @@ Listeners and probes only use 127.0.0.1; the exchange runs through an in-process
 
 from __future__ import annotations
 
-import math
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from ddpcheck.cluster import peerprobe
 from ddpcheck.cluster.checkin import NodeCard
+from ddpcheck.cluster.pairing import peer_targets
 from ddpcheck.cluster.peerprobe import (
     Listener,
     judge_addresses,
     judge_peers,
-    peer_targets,
     probe_peers,
 )
 from ddpcheck.node.netprobe import ConnectResult
@@ -170,27 +168,6 @@ def test_probe_peers_finds_a_closed_port_refused() -> None:
 
 def test_probe_peers_skips_peers_without_a_listener() -> None:
     assert probe_peers(("a", "127.0.0.1", 1), [("b", "127.0.0.1", 0)]) == {}
-
-
-# --- the sampled pattern ----------------------------------------------------------------------
-
-def test_up_to_the_threshold_every_node_probes_every_other() -> None:
-    n = peerprobe.FULL_MESH_MAX
-    assert peer_targets(3, n) == [j for j in range(n) if j != 3]
-
-
-@pytest.mark.parametrize("n", [33, 100, 1024])
-def test_above_the_threshold_each_node_probes_o_log_n_peers_and_is_probed_as_often(n: int
-                                                                                   ) -> None:
-    plan = {i: peer_targets(i, n, endpoint=0, seed="job-1") for i in range(n)}
-    log2 = math.ceil(math.log2(n))
-    assert all(len(t) <= log2 + 2 + peerprobe.RANDOM_PEERS for t in plan.values())
-    assert all(i not in t and (i + 1) % n in t and (i - 1) % n in t for i, t in plan.items())
-    inbound = Counter(j for t in plan.values() for j in t)
-    assert min(inbound[j] for j in range(1, n)) >= log2 - 1  # enough probers to blame by majority
-    assert inbound[0] == n - 1  # everyone probes the endpoint node
-    assert sum(len(t) for t in plan.values()) <= n * (log2 + 4)
-    assert plan == {i: peer_targets(i, n, endpoint=0, seed="job-1") for i in range(n)}
 
 
 # --- blame on the common end ------------------------------------------------------------------

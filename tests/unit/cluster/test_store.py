@@ -35,9 +35,9 @@ def test_check_in_through_a_tcp_store_on_loopback() -> None:
     a, b = card("a"), card("b")
     board.publish(host, a)
     board.publish(client, b)
-    verdict = board.Board(host, a).collect(time.monotonic() + 5)
-    board.publish_verdict(host, verdict)
-    got = board.await_verdict(client, time.monotonic() + 5)
+    decision = board.Board(host, a).collect(time.monotonic() + 5)
+    board.publish_decision(host, decision)
+    got = board.await_decision(client, time.monotonic() + 5)
     assert got is not None and got.problems == [] and [n[0] for n in got.nodes] == ["a", "b"]
 
 

@@ -1,6 +1,6 @@
 """Tests for ddpcheck.launcher.cli: exit codes, one-line usage errors, `list` and `env`.
 
-Never launches torchrun: ddpcheck.launcher.runner is replaced by a stub that records the Config.
+Never launches torchrun: ddpcheck.launcher.runner is replaced by a stub that records the RunConfig.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import types
 import pytest
 
 from ddpcheck.launcher import cli
-from ddpcheck.launcher.config import Config
+from ddpcheck.launcher.config import RunConfig
 from ddpcheck.node.envinfo import REDACTED
 from ddpcheck.report.catalog import list_probes
 from ddpcheck.scheduler.detect import JobEnv
@@ -35,10 +35,10 @@ def clean_env(monkeypatch):
 @pytest.fixture(autouse=True)
 def runs(monkeypatch):
     """Replace the runner: a config that gets this far is recorded, nothing is launched."""
-    seen: list[Config] = []
+    seen: list[RunConfig] = []
     fake = types.ModuleType("ddpcheck.launcher.runner")
 
-    def run(cfg: Config, job: JobEnv) -> int:
+    def run(cfg: RunConfig, job: JobEnv) -> int:
         assert isinstance(job, JobEnv)
         seen.append(cfg)
         return 0
@@ -141,7 +141,7 @@ def test_an_internal_error_is_unknown_exit_3_never_not_ready(monkeypatch, capsys
 def fake_runner(monkeypatch, exc: BaseException) -> None:
     fake = types.ModuleType("ddpcheck.launcher.runner")
 
-    def run(cfg: Config, job: JobEnv) -> int:
+    def run(cfg: RunConfig, job: JobEnv) -> int:
         raise exc
 
     fake.run = run  # type: ignore[attr-defined]

@@ -9,7 +9,7 @@ import pytest
 
 from ddpcheck.launcher import config
 from ddpcheck.launcher.config import (
-    Config,
+    RunConfig,
     build_config,
     check_writable_file,
     endpoint_text,
@@ -19,7 +19,7 @@ from ddpcheck.parsing import UsageError
 from ddpcheck.stages import STAGES
 
 
-def build(flags=None, env=None, scheduler=None) -> Config:
+def build(flags=None, env=None, scheduler=None) -> RunConfig:
     return build_config(flags or {}, env or {}, scheduler)
 
 
@@ -39,7 +39,7 @@ def test_defaults_without_flags_env_or_scheduler():
 
 def test_every_setting_has_a_flag_and_a_ddpcheck_variable():
     for name, flag, var, _ in config.SETTINGS:
-        assert name in Config.__dataclass_fields__
+        assert name in RunConfig.__dataclass_fields__
         assert flag == "--" + name.replace("_", "-") or (name, flag) in (
             ("json_path", "--json"), ("plot_dir", "--plot"), ("junit_path", "--junitxml"))
         assert var.startswith("DDPCHECK_")
@@ -266,8 +266,8 @@ def test_rdzv_id_from_the_scheduler_mapping_is_recorded_with_its_source():
     ({"PBS_JOBID": "77.pbs"}, "ddpcheck-77.pbs", "PBS_JOBID"),
 ])
 def test_rdzv_id_comes_from_the_slurm_or_pbs_job_id(env, run_id, var):
-    from ddpcheck.scheduler.defaults import scheduler_settings
     from ddpcheck.scheduler.detect import detect
+    from ddpcheck.scheduler.jobsettings import scheduler_settings
 
     cfg = build({}, env, scheduler_settings(detect(env)))
     assert cfg.rdzv_id == run_id
@@ -353,7 +353,7 @@ def test_preflight_alone_is_the_network_only_mode() -> None:
 
 
 def test_the_run_deadline_is_the_users_when_given_and_grows_with_the_world_otherwise() -> None:
-    assert run_timeout(config.Config(nodes=1), 2) == pytest.approx(300.0, abs=1.0)
-    assert run_timeout(config.Config(nodes=1024), 8) > 1200.0
-    given = config.Config(nodes=1024, timeout=90.0, sources={"timeout": "--timeout"})
+    assert run_timeout(config.RunConfig(nodes=1), 2) == pytest.approx(300.0, abs=1.0)
+    assert run_timeout(config.RunConfig(nodes=1024), 8) > 1200.0
+    given = config.RunConfig(nodes=1024, timeout=90.0, sources={"timeout": "--timeout"})
     assert run_timeout(given, 8) == 90.0

@@ -13,7 +13,7 @@ import pytest
 
 from ddpcheck.diagnoses import Problem
 from ddpcheck.launcher import preflight
-from ddpcheck.launcher.config import Config
+from ddpcheck.launcher.config import RunConfig
 from ddpcheck.node.gpu import GpuInfo, MigDevice
 from ddpcheck.node.interfaces import Interface
 from ddpcheck.node.netprobe import Resolution
@@ -56,9 +56,9 @@ def test_auto_nproc_uses_the_gpus_it_is_given() -> None:
 # --- endpoint_ip ----------------------------------------------------------------------------
 
 def test_endpoint_ip_only_for_multi_node_runs() -> None:
-    assert preflight.endpoint_ip(Config(nodes=1, rdzv_endpoint=("127.0.0.1", 29500))) is None
-    assert preflight.endpoint_ip(Config(nodes=2)) is None
-    assert preflight.endpoint_ip(Config(nodes=2, rdzv_endpoint=("127.0.0.1", 29500))) == (
+    assert preflight.endpoint_ip(RunConfig(nodes=1, rdzv_endpoint=("127.0.0.1", 29500))) is None
+    assert preflight.endpoint_ip(RunConfig(nodes=2)) is None
+    assert preflight.endpoint_ip(RunConfig(nodes=2, rdzv_endpoint=("127.0.0.1", 29500))) == (
         "127.0.0.1")
 
 
@@ -66,7 +66,7 @@ def test_endpoint_ip_only_for_multi_node_runs() -> None:
 
 def test_a_missing_gloo_interface_is_found_at_this_host_in_preflight(node_gpus: NodeGpus) -> None:
     node_gpus(None)
-    [problem] = preflight.node_preflight(Config(), {"GLOO_SOCKET_IFNAME": "eth9"}, 2)
+    [problem] = preflight.node_preflight(RunConfig(), {"GLOO_SOCKET_IFNAME": "eth9"}, 2)
     assert problem.code == "socket-ifname-invalid"
     assert problem.stage == "preflight"
     assert problem.hosts == (socket.gethostname(),)
@@ -80,7 +80,7 @@ def test_both_interface_variables_are_checked(monkeypatch: pytest.MonkeyPatch,
                         lambda: [Interface.of("lo", "127.0.0.1/8"),
                                  Interface.of("eth0", "10.1.0.5/24")])
     monkeypatch.setattr(preflight, "resolve", lambda host: Resolution(host, ("10.1.0.1",)))
-    cfg = Config(nodes=2, rdzv_endpoint=("gpu-a", 29500))
+    cfg = RunConfig(nodes=2, rdzv_endpoint=("gpu-a", 29500))
     env = {"GLOO_SOCKET_IFNAME": "eth1", "NCCL_SOCKET_IFNAME": "lo"}
     problems = preflight.node_preflight(cfg, env, 2)
     assert codes(problems) == ["socket-ifname-invalid", "socket-ifname-unreachable"]
@@ -89,14 +89,14 @@ def test_both_interface_variables_are_checked(monkeypatch: pytest.MonkeyPatch,
 
 def test_no_gpus_and_auto_backend_is_no_gpu_problem(node_gpus: NodeGpus) -> None:
     node_gpus(None)  # no nvidia-smi: the worker's node stage reports the CPU-only run
-    assert preflight.node_preflight(Config(backend="auto"), {}, 2) == []
+    assert preflight.node_preflight(RunConfig(backend="auto"), {}, 2) == []
     node_gpus([])
-    assert preflight.node_preflight(Config(backend="auto"), {}, 2) == []
+    assert preflight.node_preflight(RunConfig(backend="auto"), {}, 2) == []
 
 
 def test_a_plan_needing_more_gpus_than_the_node_has_is_too_few_gpus(node_gpus: NodeGpus) -> None:
     node_gpus(gpus(4))
-    [problem] = preflight.node_preflight(Config(backend="nccl"), {}, 8)
+    [problem] = preflight.node_preflight(RunConfig(backend="nccl"), {}, 8)
     assert problem.code == "too-few-gpus"
     assert problem.observed == ("local ranks 4-7 need cuda:4-7 but only 4 devices are visible "
                                 "(CUDA_VISIBLE_DEVICES unset)")
@@ -105,19 +105,19 @@ def test_a_plan_needing_more_gpus_than_the_node_has_is_too_few_gpus(node_gpus: N
 
 def test_a_fitting_plan_has_no_gpu_problem(node_gpus: NodeGpus) -> None:
     node_gpus(gpus(8))
-    assert preflight.node_preflight(Config(), {}, 8) == []
-    assert preflight.node_preflight(Config(gpus_per_replica=2), {}, 4) == []
+    assert preflight.node_preflight(RunConfig(), {}, 8) == []
+    assert preflight.node_preflight(RunConfig(gpus_per_replica=2), {}, 4) == []
 
 
 def test_cuda_visible_devices_counts_against_the_plan(node_gpus: NodeGpus) -> None:
     node_gpus(gpus(4))
-    problems = preflight.node_preflight(Config(), {"CUDA_VISIBLE_DEVICES": "0,7"}, 2)
+    problems = preflight.node_preflight(RunConfig(), {"CUDA_VISIBLE_DEVICES": "0,7"}, 2)
     assert codes(problems) == ["cuda-visible-devices-invalid", "too-few-gpus"]
 
 
 def test_gloo_backend_skips_the_gpu_checks(node_gpus: NodeGpus) -> None:
     node_gpus(gpus(4))
-    assert preflight.node_preflight(Config(backend="gloo"), {}, 8) == []
+    assert preflight.node_preflight(RunConfig(backend="gloo"), {}, 8) == []
 
 
 def test_auto_nproc_counts_as_cuda_does() -> None:

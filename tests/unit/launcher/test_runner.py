@@ -24,7 +24,7 @@ from ddpcheck.diagnoses import (
     Problem,
 )
 from ddpcheck.launcher import runner
-from ddpcheck.launcher.config import Config
+from ddpcheck.launcher.config import RunConfig
 from ddpcheck.launcher.fdlimit import FileLimits
 from ddpcheck.launcher.launch import LaunchOutcome
 from ddpcheck.launcher.noderun import (
@@ -45,7 +45,7 @@ PORT_BUSY = BAD_SOCKET_IFNAME  # any preflight problem
 
 
 def regression() -> Problem:
-    from ddpcheck.verdicts.compare import REGRESSION
+    from ddpcheck.judgements.compare import REGRESSION
 
     return REGRESSION.problem("all_reduce busbw 2.0 GB/s, baseline 9.0 GB/s", hosts=[HOST])
 
@@ -100,10 +100,9 @@ def test_an_adopted_verdict_is_this_nodes_story_too() -> None:
 
 
 def test_the_report_is_built_from_the_record_alone() -> None:
-    run = launched(nccl_transport="NET/Socket", rank0_here=False, rank0_host="n0")
+    run = launched(rank0_here=False, rank0_host="n0")
     first, again = node_report(run), node_report(run)
     assert first.notes == again.notes == [
-        "NCCL's network transport (from NCCL_DEBUG=INFO): NET/Socket",
         f"this is {HOST}'s part; the whole report is printed on the node hosting rank 0 (n0)"]
     assert run.preflight == () and run.adopted == ()  # building changed nothing
 
@@ -161,8 +160,8 @@ def node(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
                         lambda *a, **k: ClusterState(cards=cards, me=me, store=object()))
 
 
-def config(tmp_path: Path, **kw: object) -> Config:
-    return Config(nodes=2, nproc_per_node=1, stages=STAGES, results_dir=tmp_path / "res",
+def config(tmp_path: Path, **kw: object) -> RunConfig:
+    return RunConfig(nodes=2, nproc_per_node=1, stages=STAGES, results_dir=tmp_path / "res",
                   json_path=tmp_path / "report.json", **kw)  # type: ignore[arg-type]
 
 
@@ -170,8 +169,8 @@ def test_a_node_publishes_after_its_baseline_judgement_then_adopts(
         node: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(runner, "_launch", fake_launch([1]))
+    from ddpcheck.judgements import compare
     from ddpcheck.launcher import compare_command
-    from ddpcheck.verdicts import compare
 
     monkeypatch.setattr(compare_command, "against_baseline",
                         lambda data, path, ratio: ([regression()], ["baseline: 1 regression"]))
@@ -221,7 +220,7 @@ def test_a_preflight_problem_stops_before_the_launch_and_the_exchange(
     monkeypatch.setattr(runner, "_launch", lambda *a, **k: pytest.fail("launched"))
     peers = MockPeers()
     peers.install(monkeypatch)
-    cfg = Config(nodes=1, nproc_per_node=1, stages=STAGES, results_dir=tmp_path / "res",
+    cfg = RunConfig(nodes=1, nproc_per_node=1, stages=STAGES, results_dir=tmp_path / "res",
                  json_path=tmp_path / "report.json")
     assert runner.run(cfg, JobEnv("none")) == 1 and peers.calls == []
     data = results.read_json(tmp_path / "report.json")
@@ -237,7 +236,7 @@ def test_an_interrupted_run_still_reports_and_exits_128_plus_the_signal(
     def interrupted(cfg, results_dir, nproc, start, plan=None):  # type: ignore[no-untyped-def]
         return LaunchOutcome(None, 0.5, interrupted="SIGTERM"), ""
     monkeypatch.setattr(runner, "_launch", interrupted)
-    cfg = Config(nodes=1, nproc_per_node=2, stages=STAGES, results_dir=tmp_path / "res",
+    cfg = RunConfig(nodes=1, nproc_per_node=2, stages=STAGES, results_dir=tmp_path / "res",
                  json_path=tmp_path / "report.json")
     assert runner.run(cfg, JobEnv("none")) == 128 + 15
     data = results.read_json(tmp_path / "report.json")

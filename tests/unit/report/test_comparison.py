@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 
+from ddpcheck.judgements.compare import compare_reports
 from ddpcheck.report.comparison import render_comparison, verdict_line
-from ddpcheck.verdicts.compare import compare_reports
 from tests.helpers.paths import DATA
 
 RUNS = DATA / "runs"

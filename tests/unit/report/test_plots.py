@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ddpcheck.judgements.links import scaling_table
 from ddpcheck.report.plots import (
     BUSBW_PNG,
     INSTALL_HINT,
@@ -16,7 +17,6 @@ from ddpcheck.report.plots import (
     matplotlib_available,
     write_plots,
 )
-from ddpcheck.verdicts.links import scaling_table
 from tests.helpers.paths import DATA
 
 DATA = DATA / "links"

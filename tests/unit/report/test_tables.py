@@ -5,6 +5,8 @@ Inputs are the recorded and hand-made figures of tests/data/links (tests/helpers
 
 from __future__ import annotations
 
+from ddpcheck.judgements.bandwidth import sweep_row
+from ddpcheck.judgements.links import hosts_of, scaling_table
 from ddpcheck.report.tables import (
     columns,
     format_intra_inter,
@@ -13,8 +15,6 @@ from ddpcheck.report.tables import (
     format_sweep,
     render_measurements,
 )
-from ddpcheck.verdicts.bandwidth import sweep_row
-from ddpcheck.verdicts.links import hosts_of, scaling_table
 from tests.helpers.linkdata import load_matrix, scaling_rows
 
 
