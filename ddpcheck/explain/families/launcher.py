@@ -27,6 +27,10 @@ SIGNAL_CAUSE = {
 }
 
 
+# How srun and the shell name a signal in words (strsignal).
+WORDS = {"Terminated": "SIGTERM", "Killed": "SIGKILL"}
+
+
 def _signal_name(num: int) -> str:
     try:
         return signal.Signals(num).name
@@ -39,7 +43,8 @@ def combine_killed(hits: Sequence[Hit]) -> Problem:
     for h in hits:
         g = h.match.groupdict()
         num = abs(int(g.get("code") or g.get("sig") or 0))
-        names.append(_signal_name(num))
+        named = g.get("signame") or g.get("signame2") or WORDS.get(g.get("word") or "")
+        names.append(named or _signal_name(num))
     name = names[0]
     local = sorted({h.match["lr"] for h in hits if h.match.groupdict().get("lr")})
     who = f"local rank {', '.join(local)}: " if local else ""
@@ -79,7 +84,21 @@ PATTERNS = [
     # (torch/distributed/elastic/multiprocessing/errors/__init__.py _format_failure).
     pattern(RANK_KILLED, r"^\s*exitcode\s*: (?P<code>-\d+) \(pid: (?P<pid>\d+)\)", NEXT,
             combine=combine_killed),
+    # torch/multiprocessing/spawn.py ProcessExitedException: "process 1 terminated with
+    # signal SIGKILL"; Python's subprocess (torch.distributed.launch <= 1.9 re-raises it):
+    # "Command '[...]' died with <Signals.SIGKILL: 9>."
+    pattern(RANK_KILLED,
+            r"process (?P<lr>\d+) terminated with signal (?P<signame>SIG[A-Z]+)|"
+            r"died with <Signals\.(?P<signame2>SIG[A-Z]+): (?P<sig>\d+)>", NEXT,
+            combine=combine_killed),
+    # srun (src/srun/launch.c): "srun: error: node1: tasks 0-3: Terminated" is SIGTERM,
+    # "task 2: Killed" SIGKILL (the shell-style "Killed" line in memory.py matches it too)
+    pattern(RANK_KILLED, r"srun: error: \S+: tasks? [\d,-]+: (?P<word>Terminated)\s*$", NEXT,
+            combine=combine_killed),
     pattern(RANK_EXITED,
-            r"failed \(exitcode: (?P<code>[1-9]\d*)\) local_rank: (?P<lr>\d+)", NEXT,
+            r"failed \(exitcode: (?P<code>[1-9]\d*)\) local_rank: (?P<lr>\d+)|"
+            r"process \d+ terminated with exit code [1-9]|"
+            r"srun: error: \S+: tasks? [\d,-]+: Exited with exit code [1-9]|"
+            r"returned non-zero exit status [1-9]", NEXT,
             root=False),
 ]

@@ -18,9 +18,21 @@ from ddpcheck.launcher.fdlimit import OPEN_FILE_LIMIT
 NODE = "ddpcheck run --stages node (host memory and /dev/shm of each node)"
 
 PATTERNS = [
+    # Slurm task/cgroup: <= 21.08 "Detected 1 oom-kill event(s) in StepId=...", >= 22.05
+    # "Detected 1 oom_kill event in StepId=... Some of the step tasks have been OOM Killed.";
+    # jobacct_gather's polling limit "StepId=7.batch exceeded memory limit (734003200 >
+    # 52428800), being killed" / "Exceeded job memory limit"; srun "task 0: Out Of Memory".
+    # Kernel mm/oom_kill.c: >= 5.0 "Out of memory: Killed process 1234 (python)", older
+    # "Out of memory: Kill process 1234 (python) score 900 or sacrifice child",
+    # "Killed process 1234 (python) total-vm:...", "oom_reaper: reaped process 1234".
     pattern(HOST_OOM,
-            r"oom-kill event|out-of-memory handler|task \d+: Out Of Memory|"
-            r"Out of memory: Killed process|Memory cgroup out of memory|invoked oom-killer|"
+            r"oom[-_]kill event|out-of-memory handler|tasks? [\d,-]+: Out Of Memory|"
+            r"have been OOM Killed|exceeded memory limit \(\d+ > \d+\), being killed|"
+            # (not "... at some point.": older Slurm's cgroup failcnt note, printed for jobs
+            # that went on, page cache included)
+            r"Exceeded (?:job|step) memory limit(?! at some point)|"
+            r"Out of memory: Kill(?:ed)? process|Killed process \d+ \(\S+\) total-vm|"
+            r"oom_reaper: reaped process|Memory cgroup out of memory|invoked oom-killer|"
             r"DataLoader worker \(pid \d+\) is killed by signal: Killed|"
             r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|"
             r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b|\bOOMKilled\b|"
@@ -35,7 +47,11 @@ PATTERNS = [
             r"shm_open.*Permission denied|/dev/shm\S*.*(?:Permission denied|Read-only file)",
             NODE),
     pattern(DEV_SHM_TOO_SMALL,
+            # torch/csrc/DataLoader.cpp: SIGBUS in a worker, "DataLoader worker (pid N) is
+            # killed by signal: Bus error. It is possible that dataloader's workers are out of
+            # shared memory. Please try to raise your shared memory limit."
             r"(?i)unexpected bus error encountered in worker|insufficient shared memory|"
+            r"workers are out of shared memory|"
             r"unable to (?:write to|open shared memory object) .*torch_|"
             r"/dev/shm\S*:? No space left on device", NODE,
             cause="/dev/shm is too small for the DataLoader workers' shared tensors "

@@ -16,6 +16,7 @@ from ddpcheck.explain.codes import (
     CUDA_OOM,
     DEV_SHM_UNWRITABLE,
     FABRIC_MANAGER_NOT_READY,
+    MEMLOCK_LIMIT_TOO_LOW,
     NCCL_ERROR,
     NCCL_NET_ERROR,
     NCCL_NET_PLUGIN_UNUSABLE,
@@ -35,9 +36,15 @@ PATTERNS = [
     pattern(DEV_SHM_UNWRITABLE,
             r"NCCL WARN (?:Call to (?:shm_open|open|mkstemp) failed ?: ?|Error: failed to create "
             r"shared memory file .*)(?:Permission denied|Read-only file system)", NODE),
+    # NCCL 2.7-2.11 include/shm.h, 2.12-2.2x misc/shmutils.cc, >= 2.27 os/linux.cc:
+    # "Error while creating shared memory segment /dev/shm/nccl-X (size N)[, error: ...]",
+    # "Error: failed to extend /dev/shm/nccl-X to N bytes[, error: No space left on device
+    # (28)]" (the NCCL user guide's own example of too little shared memory), SYSCHECK's
+    # "Call to posix_fallocate failed : No space left on device".
     pattern(DEV_SHM_TOO_SMALL,
-            r"Error while creating shared memory segment|failed to extend /dev/shm\S* to|"
-            r"Call to posix_fallocate failed ?: ?No space left on device|"
+            r"Error while creating shared memory segment|failed to extend \S+ to \d+ bytes|"
+            r"Call to (?:posix_)?fallocate failed ?: ?No space left on device|"
+            r"failed to create shared memory file .*No space left on device|"
             r"unable to allocate shared memory|Unexpected bus error encountered in worker|"
             r"killed by signal: Bus error", NODE,
             cause="/dev/shm is too small for NCCL's shared-memory transport or the "
@@ -63,6 +70,14 @@ PATTERNS = [
             r"NET/Plugin ?: ?dlerror=.*(?:version `|undefined symbol|required by)|"
             r"Failed to find ncclNetPlugin symbol|NET/OFI Could not find any optimal provider",
             COLL),
+    # NCCL's user guide (troubleshooting, "Troubleshooting NCCL errors"): "NCCL WARN Call to
+    # ibv_reg_mr failed" or "Call to ibv_create_qp failed" is the pinned-memory limit; NCCL
+    # >= 2.18 misc/ibvwrap.cc adds the errno ("Call to ibv_reg_mr_iova2 failed with error
+    # Cannot allocate memory"). "Bad address" is GPU memory without GPUDirect RDMA: not this.
+    pattern(MEMLOCK_LIMIT_TOO_LOW,
+            r"Call to ibv_reg_mr\w* failed(?:\s*$| with error Cannot allocate memory)|"
+            r"Call to ibv_create_qp failed(?:\s*$| with error Cannot allocate memory)",
+            "ulimit -l (inside the job, on every node); ddpcheck run --stages collectives"),
     pattern(NCCL_NET_ERROR,
             r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
@@ -97,5 +112,8 @@ PATTERNS = [
                   "data type (set by the job, or leaked from an earlier step's environment)",
             fix="unset {var} (NCCL picks per call), or set it to a list that includes a "
                 "fallback, e.g. NCCL_ALGO=Ring,Tree"),
-    pattern(NCCL_ERROR, r"NCCL WARN (?!.*Cuda failure 217)", COLL),
+    # Benign WARNs: misc/ibvwrap.cc "Failed to open libibverbs.so[.1]" (no IB stack: NCCL
+    # uses sockets); cudaErrorPeerAccessUnsupported (217) probed during topology detection.
+    pattern(NCCL_ERROR,
+            r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)", COLL),
 ]

@@ -41,10 +41,24 @@ PATTERNS = [
     pattern(HOSTNAME_LOOPBACK,
             r"Unable to resolve hostname to a \(local\) address\. Using the loopback|"
             r"Connection refused, remote=\[127\.0\.[01]\.1\]", HOSTS),
+    # 127.0.1.1 is the address Debian/Ubuntu's /etc/hosts gives the machine's own name: a
+    # gloo pair (gloo/transport/tcp/pair.cc "Connection closed by peer [127.0.1.1]:port",
+    # "Read error [127.0.1.1]:port: ...", "Connect timeout [127.0.1.1]:port", "connect
+    # [127.0.1.1]:port: Connection refused") or c10d socket (remote=[127.0.1.1]) talking to it
+    # means a node advertised its host name's loopback address to its peers.
+    pattern(HOSTNAME_LOOPBACK,
+            r"(?:Connection closed by peer|Read error|Connect timeout|connect|remote=|"
+            r"Timed out .* from) \[127\.0\.1\.1\]:\d+", HOSTS,
+            cause="this node's host name resolves to 127.0.1.1 (the /etc/hosts line Debian and "
+                  "Ubuntu add), so gloo advertised a loopback address the other nodes cannot "
+                  "reach"),
     pattern(HOSTNAME_UNRESOLVABLE,
             r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved "
-            r"\(gai error: -[23]|rp != nullptr\. Unable to find address for:|"
+            r"\(gai error: -[235]|rp != nullptr\. Unable to find address for:|"
             r"hostname of the (?:client|server) socket cannot be retrieved|"
+            # socket.cpp's listen path: "The local IPv6 network addresses cannot be retrieved
+            # (gai error: -2 - Name or service not known)" (the node's own name)
+            r"The local (?:IPv[46] )?network addresses cannot be retrieved \(gai error: -[235]|"
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
     # gloo/transport/tcp/device.cc sockaddrToInterfaceName: the address this node's name
     # resolved to (or the one it was given) belongs to no local interface.
@@ -63,11 +77,16 @@ PATTERNS = [
     # one of this machine's (c10d socket.cpp "failed to bind to ... (errno: 99 - Cannot
     # assign requested address)").
     pattern(MASTER_NOT_RANK0,
-            r"failed to bind to (?P<addr>\S+) \(errno: 99|bind.*Cannot assign requested address",
-            RDZV),
+            r"failed to bind to (?P<addr>\S+) \(errno: 99|bind.*Cannot assign requested address|"
+            # torch >= 2.3 socket.cpp: "The server socket has failed to listen on any local
+            # network address. port: 29500, useIpv6: 0, code: -99, name: EADDRNOTAVAIL, ..."
+            r"failed to listen on .*code: -99, name: EADDRNOTAVAIL|"
+            r"\[Errno 99\] Cannot assign requested address", RDZV),
     pattern(ENDPOINT_PORT_IN_USE,
             r"failed to (?:bind to|listen on) (?P<addr>\S+) \(errno: 98|EADDRINUSE|"
-            r"RuntimeError: Address already in use", RDZV),
+            r"RuntimeError: Address already in use|\[Errno 98\] Address already in use|"
+            # NCCL misc/socket.cc SYSCHECK on bind (a fixed NCCL_COMM_ID port)
+            r"Call to bind failed ?: ?Address already in use", RDZV),
     pattern(ENDPOINT_BIND_FAILED,
             r"failed to bind to (?P<addr>\S+) \(errno: 13 - Permission denied", RDZV,
             cause="ports below 1024 are privileged: only root may listen on {addr}",

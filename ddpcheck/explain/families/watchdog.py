@@ -51,16 +51,22 @@ def _rank_zero_step(ops: dict[tuple[str, str, str], set[int]]) -> str:
 def combine(hits: Sequence[Hit]) -> Problem:
     """One problem over every rank's timeout; desync when ranks wait on different work."""
     ops: dict[tuple[str, str, str], set[int]] = {}
+    groups: dict[str, set[tuple[str, str]]] = {}  # per process group: (seq, op) seen
     for h in hits:
         g = h.match.groupdict()
-        ops.setdefault((g.get("seq") or "?", g.get("op") or "?", g.get("numel") or ""),
-                       set()).add(h.record.rank if h.record.rank is not None else -1)
+        key = (g.get("seq") or "?", g.get("op") or "?", g.get("numel") or "")
+        ops.setdefault(key, set()).add(h.record.rank if h.record.rank is not None else -1)
+        if key[1] != "?":  # a line that names no op (a bare watchdog line) compares to none
+            groups.setdefault(_pg(h.record.text), set()).add(key[:2])
+    if len(ops) > 1 and any(op != "?" for _, op, _ in ops):
+        ops = {k: v for k, v in ops.items() if k[1] != "?"}
     summary = "; ".join(
         f"SeqNum={s} {op}{f' NumelIn={n}' if n else ''} on rank "
         f"{format_ranks(sorted(r for r in rs if r >= 0)) or '?'}"
         for (s, op, n), rs in sorted(ops.items(), key=lambda kv: (len(kv[0][0]), kv[0][0])))
     observed = f"{summary} | {observed_lines(hits)}"
-    if len({(s, op) for s, op, _ in ops}) > 1:
+    # Sequence numbers count per process group: ranks differ only within one group.
+    if any(len(seen) > 1 for seen in groups.values()):
         return COLLECTIVE_DESYNC.problem(observed, **where(hits))
     if len(ops) == 1 and (alone := _rank_zero_step(ops)):
         return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(observed, cause=alone, **where(hits))
@@ -71,12 +77,28 @@ def combine(hits: Sequence[Hit]) -> Problem:
         "stalled link between nodes", **where(hits))
 
 
+# ProcessGroupNCCL's log prefix names the process group (torch >= 2.4 "[PG 0 (default_pg)
+# Rank 1]", >= 2.5 "[PG ID 0 PG GUID 0(default_pg) Rank 1]"); older lines name none.
+PG_PREFIX = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)[^\]]*Rank \d+\]")
+
+
+def _pg(text: str) -> str:
+    m = PG_PREFIX.search(text)
+    return m["pg"] if m else ""
+
+
 # Work one rank does alone while the others wait (HF datasets / transformers progress and
 # log lines: tokenising, map/filter, downloading, evaluation, saving a checkpoint).
+# transformers Trainer ("***** Running Evaluation *****", "***** Running Prediction *****",
+# "Saving model checkpoint to"), Lightning's progress bars ("Validation DataLoader 0:",
+# "Testing DataLoader 0:", "Sanity Checking"), datasets ("Map (num_proc=8):", "Loading
+# cached processed dataset", "Generating train split", "Running tokenizer on dataset").
 SOLO_STEP = re.compile(
     r"(?i)Running tokenizer|\bTokeniz(?:ing|e) |^\s*(?:Map|Filter)(?: \(num_proc=\d+\))?:\s+\d+%|"
     r"Generating \w+ split|Grouping texts|\bDownloading\b|\bEvaluat(?:ing|ion)\b|"
-    r"\bSaving (?:model )?checkpoint|save_pretrained")
+    r"\bSaving (?:model )?checkpoint|save_pretrained|Running (?:Evaluation|Prediction)|"
+    r"(?:Validation|Testing|Predicting) DataLoader \d+:|Sanity Checking|"
+    r"\bValidat(?:ing|ion)\b.*\d+%|Loading cached processed dataset")
 
 
 HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
@@ -113,20 +135,35 @@ def combine_fingerprints(hits: Sequence[Hit]) -> Problem:
     """TORCH_DISTRIBUTED_DEBUG=DETAIL's check (ProcessGroupWrapper.cpp): op type or shapes."""
     g = hits[0].match.groupdict()
     observed = observed_lines(hits)
-    if g["op_a"] != g["op_b"]:
+    if g["op_b"] is None:  # torch 1.10: one rank's fingerprint, the aspect unnamed
         return COLLECTIVE_DESYNC.problem(
-            observed, cause=f"rank {g['a']} ran {g['op_a']} while rank {g['b']} ran "
-            f"{g['op_b']} as the same collective: a rank skipped, added or reordered one",
-            **where(hits))
+            observed, cause=f"rank {g['a']}'s collective ({g['op_a']}) did not match the "
+            "other ranks' (op type or tensor shapes): a rank skipped, added or reordered a "
+            "collective, or called it with other sizes", **where(hits))
+    if g["op_a"] != g["op_b"] or (g["seq_a"] or "") != (g["seq_b"] or ""):
+        return COLLECTIVE_DESYNC.problem(
+            observed, cause=f"rank {g['a']} ran {g['op_a']} #{g['seq_a'] or '?'} while rank "
+            f"{g['b']} ran {g['op_b']} #{g['seq_b'] or '?'} as the same collective: a rank "
+            "skipped, added or reordered one", **where(hits))
     return COLLECTIVE_SIZE_MISMATCH.problem(observed, **where(hits))
 
 
 PATTERNS = [
+    # ProcessGroupWrapper.cpp (TORCH_DISTRIBUTED_DEBUG=DETAIL), across versions: torch 1.10
+    # "Rank 0 is running inconsistent collective: CollectiveFingerPrint(OpType=ALLREDUCE,
+    # TensorShape=[8], ...)" (one rank, no sequence number); torch >= 1.11 "Rank 0 is running
+    # collective: CollectiveFingerPrint(SequenceNumber=3, OpType=..., ...), but Rank 1 is
+    # running collective: CollectiveFingerPrint(...).Collectives differ in the following
+    # aspects: \t Sequence number: 3vs 4  Op type: ALLREDUCEvs BROADCAST"; some builds print
+    # the fields unseparated ("CollectiveFingerPrint(SequenceNumber=1649OpType=BARRIER)").
     pattern(COLLECTIVE_DESYNC,
             r"Detected mismatch between collectives on ranks\. Rank (?P<a>\d+) is running "
-            r"collective: CollectiveFingerPrint\(SequenceNumber=\d+, OpType=(?P<op_a>\w+).*"
-            r"but Rank (?P<b>\d+) is running collective: CollectiveFingerPrint\("
-            r"SequenceNumber=\d+, OpType=(?P<op_b>\w+)", NEXT, combine=combine_fingerprints),
+            r"(?:inconsistent )?collective: CollectiveFingerPrint\("
+            r"(?:SequenceNumber=(?P<seq_a>\d+),? ?)?OpType=(?P<op_a>\w+)"
+            r"(?:.*?but Rank (?P<b>\d+) is running collective: CollectiveFingerPrint\("
+            r"(?:SequenceNumber=(?P<seq_b>\d+),? ?)?OpType=(?P<op_b>\w+))?"
+            r"(?P<differ>.*Collectives differ in the following aspects:.*)?", NEXT,
+            combine=combine_fingerprints),
     # ProcessGroupGloo::monitoredBarrier names the ranks that did not arrive.
     pattern(RANK_NEVER_JOINED,
             r"Ranks? (?P<ranks>[\d, ]+) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
@@ -138,12 +175,19 @@ PATTERNS = [
             r"[Mm]essage truncated ?: receiv(?:ing|ed) \d+ bytes instead of \d+", NEXT,
             cause="a peer sent a message of another size than this rank expected: the ranks "
                   "ran different collectives, or the same one with different sizes"),
+    # WorkNCCL's operator<< (ProcessGroupNCCL.cpp) across versions: torch 1.8-1.9
+    # "WorkNCCL(OpType=ALLREDUCE, TensorShape=[...], Timeout(ms)=1800000)" (no SeqNum);
+    # 1.10-2.1 "WorkNCCL(SeqNum=5, OpType=BROADCAST, Timeout(ms)=1800000)"; >= 2.2 adds
+    # "NumelIn=1, NumelOut=1"; >= 2.4 prefixes "[PG 0 (default_pg) Rank 1]".
     pattern(COLLECTIVE_TIMEOUT,
-            r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d+), "
-            r"OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?", NEXT, root=False,
-            combine=combine),
+            r"Watchdog caught collective operation timeout: WorkNCCL\("
+            r"(?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?", NEXT,
+            root=False, combine=combine),
     pattern(COLLECTIVE_TIMEOUT,
-            r"Watchdog caught collective operation timeout", NEXT,
+            r"Watchdog caught collective operation timeout|"
+            # ProcessGroupNCCL >= 2.1: the watchdog's summary and its heartbeat monitor
+            r"Timeout at NCCL work: \d+, last enqueued NCCL work|"
+            r"Heartbeat monitor timed out! Process will be terminated", NEXT,
             root=False, combine=combine),
     # gloo's collectives (gloo/transport/tcp/unbound_buffer.cc): "Timed out waiting 1800000ms
     # for recv operation to complete", the gloo counterpart of the watchdog's line.

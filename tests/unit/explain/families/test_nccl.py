@@ -66,3 +66,43 @@ def test_no_algorithm_with_nccl_algo_set_is_the_variable():
     # enqueue.cc topoGetAlgoInfo's WARN, as torch's "Last error:" repeats it
     assert first_cause("Error : no algorithm/protocol available for function Broadcast with "
                        "datatype ncclInt8. NCCL_ALGO was set to NVLS.") == "nccl-env-invalid"
+
+
+# --- NCCL's shm and IB wordings across versions (include/shm.h, misc/shmutils.cc,
+# os/linux.cc, misc/ibvwrap.cc; NCCL user guide "Troubleshooting")
+
+def test_failed_to_extend_any_shm_path_is_dev_shm_too_small():
+    # the NCCL user guide's own example; >= 2.27 adds the errno
+    assert first_cause("node1:1:1 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend "
+                       "/dev/shm/nccl-03v824 to 4194660 bytes") == "dev-shm-too-small"
+    assert first_cause("node1:1:1 [0] os/linux.cc:795 NCCL WARN Error: failed to extend "
+                       "/dev/shm/nccl-03v824 to 4194660 bytes, error: No space left on device "
+                       "(28)") == "dev-shm-too-small"
+
+
+def test_attaching_to_a_segment_is_not_dev_shm_too_small():
+    assert first_cause("node1:1:1 [0] misc/shmutils.cc:113 NCCL WARN Error while attaching to "
+                       "shared memory segment /dev/shm/nccl-x (size 9637888)") != \
+        "dev-shm-too-small"
+
+
+def test_ibv_reg_mr_failure_is_the_memlock_limit():
+    # NCCL <= 2.17 (no errno) and >= 2.18 (errno) misc/ibvwrap.cc
+    assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:252 NCCL WARN Call to ibv_reg_mr "
+                       "failed") == "memlock-limit-too-low"
+    assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:150 NCCL WARN Call to ibv_reg_mr_iova2 "
+                       "failed with error Cannot allocate memory") == "memlock-limit-too-low"
+    assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:98 NCCL WARN Call to ibv_create_qp "
+                       "failed") == "memlock-limit-too-low"
+
+
+def test_ibv_reg_mr_bad_address_is_not_the_memlock_limit():
+    # EFAULT: GPU memory registered without GPUDirect RDMA support
+    assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:150 NCCL WARN Call to ibv_reg_mr_iova2 "
+                       "failed with error Bad address") == "nccl-net-error"
+
+
+def test_missing_libibverbs_is_benign():
+    # misc/ibvwrap.cc: no IB stack, NCCL goes on over sockets
+    assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open "
+                       "libibverbs.so[.1]") in {"none", "unexplained"}

@@ -54,3 +54,36 @@ def test_gloo_finds_no_interface_with_the_address_its_name_resolved_to():
     assert first_cause("RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/"
                        "tcp/device.cc:212] ifa != nullptr. Unable to find interface for: "
                        "[0.0.0.189]") == "hostname-unresolvable"
+
+
+def test_a_gloo_peer_at_127_0_1_1_is_the_hostname_on_loopback():
+    # gloo/transport/tcp/pair.cc "Connection closed by peer " << peer_.str(), "Read error "
+    assert first_cause("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] "
+                       "Connection closed by peer [127.0.1.1]:57365") == "hostname-loopback"
+    assert first_cause("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:"
+                       "575] Connection closed by peer [10.0.3.17]:57365") != \
+        "hostname-loopback"
+
+
+def test_bind_address_not_local_in_torch_2_3_wording():
+    # socket.cpp >= 2.3: "failed to listen on any local network address. port: ..., code:"
+    assert first_cause("torch.distributed.DistNetworkError: The server socket has failed to "
+                       "listen on any local network address. port: 29500, useIpv6: 0, code: "
+                       "-99, name: EADDRNOTAVAIL, message: address not available") == \
+        "master-addr-not-rank0-node"
+    assert first_cause("torch.distributed.DistNetworkError: The server socket has failed to "
+                       "listen on any local network address. port: 29500, useIpv6: 0, code: "
+                       "-98, name: EADDRINUSE, message: address already in use") == \
+        "endpoint-port-in-use"
+
+
+def test_errno_98_from_python_and_from_nccl_is_a_port_in_use():
+    assert first_cause("OSError: [Errno 98] Address already in use") == "endpoint-port-in-use"
+    assert first_cause("node1:99:99 [0] misc/socket.cc:430 NCCL WARN Call to bind failed : "
+                       "Address already in use") == "endpoint-port-in-use"
+
+
+def test_c10d_listen_path_cannot_resolve_its_own_name():
+    assert first_cause("[W socket.cpp:558] [c10d] The local IPv4 network addresses cannot be "
+                       "retrieved (gai error: -2 - Name or service not known).") == \
+        "hostname-unresolvable"

@@ -110,3 +110,89 @@ def test_a_gloo_recv_timeout_is_a_collective_timeout():
                         "unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation "
                         "to complete\n")])
     assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+# --- wordings of other torch versions (ProcessGroupNCCL.cpp WorkNCCL operator<<,
+# ProcessGroupWrapper.cpp CollectiveFingerPrint, distributed_c10d.py _store_based_barrier)
+
+def test_a_watchdog_line_without_seqnum_torch_1_9_is_read():
+    # torch 1.8/1.9 WorkNCCL(OpType=..., TensorShape=..., Timeout(ms)=...): no SeqNum
+    line = ("[E ProcessGroupNCCL.cpp:566] [Rank 1] Watchdog caught collective operation "
+            "timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for 1800792 "
+            "milliseconds before timing out.")
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r1.log", line + "\n")])
+    assert e.problems[0].code == "collective-timeout" and "BROADCAST" in e.problems[0].observed
+
+
+def test_timeouts_of_two_process_groups_are_not_a_desync():
+    # torch >= 2.4 prefixes the PG; sequence numbers count per group
+    a = ("[rank0]:[E1024 10:00:00.1 ProcessGroupNCCL.cpp:616] [PG 0 (default_pg) Rank 0] "
+         "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=812, "
+         "OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for 600012 "
+         "milliseconds before timing out.")
+    b = a.replace("PG 0 (default_pg)", "PG 3").replace("SeqNum=812", "SeqNum=17")
+    assert first_cause(a, b) == "collective-timeout"
+    # the same group at different sequence numbers is one
+    c = a.replace("Rank 0]", "Rank 1]").replace("[rank0]", "[rank1]").replace("812", "813")
+    assert first_cause(a, c) == "collective-desync"
+
+
+def test_a_bare_watchdog_line_next_to_a_full_one_is_no_desync():
+    full = WD.format(r=0, s=808, op="ALLREDUCE", n=9801523)
+    assert first_cause(full, "RuntimeError: Watchdog caught collective operation timeout") == \
+        "collective-timeout"
+
+
+def test_fingerprints_printed_without_separators_are_read():
+    # as printed by a torch 2.x build (quoted in a public training script's comment)
+    assert first_cause(
+        "Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=1649OpType=BARRIER), but Rank 1 is running "
+        "collective: CollectiveFingerPrint(SequenceNumber=0OpType=GATHER).Collectives differ "
+        "in the following aspects: \t Sequence number: 1649vs 0  Op type: BARRIERvs GATHER") \
+        == "collective-desync"
+
+
+def test_torch_1_10_inconsistent_collective_is_a_desync():
+    # torch 1.10 ProcessGroupWrapper.cpp verify_tensors: one rank's fingerprint
+    assert first_cause(
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running "
+        "inconsistent collective: CollectiveFingerPrint(OpType=BROADCAST, TensorShape=[512], "
+        "TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float, device=cuda))") == \
+        "collective-desync"
+
+
+def test_same_op_at_another_sequence_number_is_a_desync_not_a_size_mismatch():
+    assert first_cause(
+        "Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[8]), but "
+        "Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=13, "
+        "OpType=ALLREDUCE, TensorShape=[8]).Collectives differ in the following aspects: "
+        "\t Sequence number: 12vs 13") == "collective-desync"
+
+
+def test_a_fingerprint_free_mismatch_word_is_not_a_desync():
+    # near miss: a DDP message that mentions a mismatch but no collective fingerprint
+    assert first_cause("RuntimeError: Detected mismatch between collectives on ranks.") != \
+        "collective-desync"
+
+
+def test_watchdog_summary_and_heartbeat_lines_are_symptoms():
+    from ddpcheck.explain import explain_texts
+
+    for line in ("[rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 1] Timeout at NCCL work: "
+                 "5, last enqueued NCCL work: 5, last completed NCCL work: 4.",
+                 "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Heartbeat monitor timed "
+                 "out! Process will be terminated after dumping debug info. "
+                 "workMetaList_.size()=1"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_a_timeout_during_lightning_validation_is_a_rank_busy_alone():
+    # Lightning's progress bar ("Validation DataLoader 0:"), then the watchdog
+    assert first_cause(
+        "Validation DataLoader 0:  41%|####      | 412/1000 [29:51<42:33,  0.23it/s]",
+        WD.format(r=1, s=808, op="ALLREDUCE", n=9801523)) == "rank-zero-only-step-timeout"
