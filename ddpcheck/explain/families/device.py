@@ -50,15 +50,37 @@ PATTERNS = [
             fix="install a torch build whose CUDA version supports the GPU (pip install torch "
                 "--index-url https://download.pytorch.org/whl/cuXYZ); torch.cuda."
                 "get_arch_list() lists what the build supports"),
-    pattern(CUDA_UNUSABLE, r"CUDA-capable device\(s\) is/are busy or unavailable",
+    # cudaErrorDevicesUnavailable (46): CUDA >= 10 "CUDA-capable device(s) is/are busy or
+    # unavailable", CUDA <= 9.2 "all CUDA-capable devices are busy or unavailable"
+    pattern(CUDA_UNUSABLE, r"CUDA-capable device\(s\) is/are busy or unavailable|"
+            r"all CUDA-capable devices are busy or unavailable",
             "ddpcheck run --stages node",
             cause="the GPU is in exclusive-process compute mode and already used by another "
                   "process, or held by a stuck process (nvidia-smi shows which)",
             fix="stop the other process on that GPU, or set the compute mode to default "
                 "(nvidia-smi -c 0); give each rank its own GPU (LOCAL_RANK)"),
+    # The driver itself: cudaErrorSystemDriverMismatch (803) "system has unsupported display
+    # driver / cuda driver combination", cudaErrorCompatNotSupportedOnDevice (804) "forward
+    # compatibility was attempted on non supported HW"; torch/cuda/__init__.py _lazy_init
+    # "Found no NVIDIA driver on your system"; c10/cuda "CUDA driver initialization failed,
+    # you might not have a CUDA gpu."; nvidia-smi "NVIDIA-SMI has failed because it couldn't
+    # communicate with the NVIDIA driver".
+    pattern(CUDA_UNUSABLE,
+            r"system has unsupported display driver / cuda driver combination|"
+            r"forward compatibility was attempted on non supported HW|"
+            r"Found no NVIDIA driver on your system|CUDA driver initialization failed|"
+            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+            "ddpcheck run --stages node",
+            cause="the NVIDIA kernel driver is missing, not loaded, or of another version than "
+                  "the user-space CUDA driver (libcuda) the job loads (a driver upgrade without "
+                  "a reboot, or a container's compat libraries on an unsupported GPU)",
+            fix="load / reinstall the NVIDIA driver matching libcuda (reboot after an "
+                "upgrade); nvidia-smi must work on the node before the job starts"),
     pattern(BACKEND_UNAVAILABLE,
             r"Distributed package doesn't have (?P<b>NCCL|MPI|Gloo|UCC) built in",
             "ddpcheck run --backend gloo (works on every torch build)"),
-    pattern(CUDA_OOM, r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError",
+    # c10/cuda/CUDACachingAllocator.cpp "CUDA out of memory. Tried to allocate ..." (ROCm
+    # builds hipify it to "HIP out of memory"), cudaErrorMemoryAllocation "out of memory"
+    pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError",
             "ddpcheck run --stages node (GPU memory in use by other processes)"),
 ]

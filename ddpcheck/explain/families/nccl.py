@@ -55,15 +55,20 @@ PATTERNS = [
             cause="ranks {a} and {b} drive the same GPU (bus id {dev}): the device was chosen "
                   "from the global rank, or CUDA_VISIBLE_DEVICES / set_device is the same on "
                   "both"),
-    pattern(CUDA_OOM, r"Cuda failure '?out of memory|"
+    # NCCL include/checks.h CUDACHECK: <= 2.18 "Cuda failure 'out of memory'", later "Cuda
+    # failure 2 'out of memory'" (the error number first)
+    pattern(CUDA_OOM, r"Cuda failure (?:\d+ )?'?out of memory|"
             r"NCCL WARN.*(?:cudaMalloc|Failed to CUDA calloc).*(?:out of memory|\b2\b)",
             "ddpcheck run --stages node (GPU memory in use by other processes)",
             cause="NCCL could not allocate its GPU buffers: the GPU was already full (the "
                   "model, the caching allocator, or another process)"),
     pattern(NCCL_LIBRARY_MISMATCH, r"undefined symbol: nccl\w+|libnccl\S*: version `NCCL_",
             "ddpcheck run --stages node (reports the libnccl each rank loads)"),
+    # transport/p2p.cc (2.7 onwards): "failed to peer with device 1(=3b000): 217 peer access
+    # is not supported between these two devices"
     pattern(NCCL_P2P_UNSUPPORTED,
-            r"peer access is not supported between these two devices", COLL),
+            r"peer access is not supported between these two devices|"
+            r"failed to peer with device \d+", COLL),
     # A plugin that exists but cannot load (a missing symbol version, an undefined symbol);
     # "dlerror=libnccl-net.so: cannot open shared object file" is no plugin at all: benign.
     pattern(NCCL_NET_PLUGIN_UNUSABLE,
@@ -78,8 +83,11 @@ PATTERNS = [
             r"Call to ibv_reg_mr\w* failed(?:\s*$| with error Cannot allocate memory)|"
             r"Call to ibv_create_qp failed(?:\s*$| with error Cannot allocate memory)",
             "ulimit -l (inside the job, on every node); ddpcheck run --stages collectives"),
+    # torch >= 2.0 quotes NCCL's last WARN after "Last error:" on a line of its own, without
+    # the "NCCL WARN" prefix (ProcessGroupNCCL getNcclErrorDetailStr / ncclGetLastError)
     pattern(NCCL_NET_ERROR,
             r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
+            r"^\s*(?:Last error:\s*)?NET/(?:IB|OFI) ?: .*(?:error|failed|[Uu]nable)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
     # transport/nvls.cc creates NVLink SHARP multicast objects (cuMulticastCreate, cuMemMap):

@@ -103,6 +103,20 @@ PATTERNS = [
     pattern(PEER_UNREACHABLE,
             r"(?:NCCL )?WARN (?:Call to connect failed : Connection timed out|"
             r"Net : Connect to \S+ failed)", "ddpcheck run --nodes N --stages rendezvous"),
+    # What a rank sees when a peer process went away (the peer's own error, if logged, is
+    # the cause): NCCL misc/socket.cc >= 2.19 "socketProgress: Connection closed by remote
+    # peer", older "Call to recv failed : Connection reset by peer"; ncclRemoteError (NCCL
+    # >= 2.13) "remote process exited or there was a network error"; gloo pair.cc
+    # "Connection closed by peer [ip]:port", "Read error [ip]:port: Connection reset by
+    # peer"; c10d TCPStore "failed to recv, got 0 bytes" (the store's host died).
+    pattern(PEER_UNREACHABLE,
+            r"Connection closed by (?:remote )?peer|Connection reset by peer|"
+            r"remote process exited or there was a network error|"
+            r"failed to recv, got 0 bytes", "ddpcheck run --nodes N --stages rendezvous",
+            root=False,
+            cause="a peer closed its connection: that process exited (crashed, OOM-killed, "
+                  "stopped by the launcher) or the network between the nodes dropped it; the "
+                  "peer's own log says which"),
 ]
 
 
@@ -120,10 +134,33 @@ IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
 NO_INTERFACE = "no socket interface found"
 
 
+# DDP's parameter-count check (torch/csrc/distributed/c10d/comm.cpp via
+# _verify_param_shape_across_processes) exchanges the counts with a collective. A count of 0
+# is either a rank that really has no trainable parameter (PEFT/LoRA set up on one rank) or
+# the count lost in transit by NCCL (a P2P or network setting): with NCCL's own transport
+# lines in the log both remain, and the log cannot tell them apart.
+ZERO_PARAMS = re.compile(r"has (?:inconsistent )?0 params")
+NCCL_TRANSPORT = re.compile(r"NCCL (?:INFO|WARN) (?:NET/|Channel|Ring|Trees|P2P|Connected|"
+                            r"Bootstrap)|\bNCCL_(?:SOCKET_IFNAME|IB_\w+|P2P_\w+|NET\w*)=")
+
+
+def _zero_params(e: Explained, records: Sequence[Record]) -> Explained:
+    p = e.problem
+    if p.code != "ddp-model-mismatch" or not ZERO_PARAMS.search(p.observed) or not any(
+            NCCL_TRANSPORT.search(r.text) for r in records):
+        return e
+    return replace(e, problem=NCCL_ERROR.problem(
+        p.observed, ranks=p.ranks, hosts=p.hosts,
+        cause="a rank reported 0 parameters to DDP's first collective while NCCL's transport "
+              "is in the log: either that rank built no trainable parameter, or NCCL lost the "
+              "count in transit (a P2P or network setting); the log does not say which"))
+
+
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     ifname_set = any(IFNAME_SET.search(r.text) for r in records)
     out = []
     for e in found:
+        e = _zero_params(e, records)
         p = e.problem
         if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE in p.observed:
             e = replace(e, problem=BAD_SOCKET_IFNAME.problem(

@@ -65,3 +65,37 @@ def test_a_gpu_that_stopped_answering_is_lost():
                        "commands.") == "gpu-lost"
     assert first_cause("Unable to determine the device handle for GPU0000:03:00.0: Unknown "
                        "Error") == "gpu-lost"
+
+
+# --- CUDA runtime strings of other versions (cudaGetErrorString), torch's driver checks
+
+def test_cuda_9_busy_or_unavailable_wording():
+    assert first_cause("RuntimeError: cuda runtime error (46) : all CUDA-capable devices are "
+                       "busy or unavailable at /pytorch/aten/src/THC/THCGeneral.cpp:51") == \
+        "cuda-unusable"
+
+
+def test_driver_mismatch_and_missing_driver_are_cuda_unusable():
+    for line in ("RuntimeError: CUDA error: system has unsupported display driver / cuda "
+                 "driver combination",
+                 "AssertionError: Found no NVIDIA driver on your system. Please check that you "
+                 "have an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download",
+                 "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+                 "driver. Make sure that the latest NVIDIA driver is installed and running."):
+        assert first_cause(line) == "cuda-unusable", line
+
+
+def test_rocm_out_of_memory_is_gpu_oom():
+    assert first_cause("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB"
+                       ) == "cuda-out-of-memory"
+
+
+def test_nccl_numbered_cuda_failure_out_of_memory():
+    # NCCL >= 2.19 include/checks.h prints the CUDA error number first
+    assert first_cause("node1:1:1 [3] init.cc:1542 NCCL WARN Cuda failure 2 'out of memory'") \
+        == "cuda-out-of-memory"
+
+
+def test_an_illegal_memory_access_is_not_a_device_setup_problem():
+    assert first_cause("RuntimeError: CUDA error: an illegal memory access was encountered") \
+        not in {"cuda-unusable", "invalid-device-ordinal", "cuda-out-of-memory"}

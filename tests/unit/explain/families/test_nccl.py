@@ -106,3 +106,27 @@ def test_missing_libibverbs_is_benign():
     # misc/ibvwrap.cc: no IB stack, NCCL goes on over sockets
     assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open "
                        "libibverbs.so[.1]") in {"none", "unexplained"}
+
+
+def test_failed_to_peer_is_p2p_unsupported():
+    # transport/p2p.cc since 2.7
+    assert first_cause("node1:1:1 [0] transport/p2p.cc:128 NCCL WARN failed to peer with "
+                       "device 1(=3b000): 217 peer access is not supported between these two "
+                       "devices") == "nccl-p2p-unsupported"
+
+
+def test_torch_quotes_nccls_last_ib_error_without_its_prefix():
+    # torch >= 2.0: "... Last error:" then NCCL's WARN text on its own line
+    assert first_cause("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/"
+                       "distributed/c10d/ProcessGroupNCCL.cpp:1691, remote process exited or "
+                       "there was a network error, NCCL version 2.19.3",
+                       "ncclRemoteError: A call failed possibly due to a network error or a "
+                       "remote process exiting prematurely.",
+                       "Last error:",
+                       "NET/IB : Got completion from peer 10.1.0.7<45318> with error 12, opcode "
+                       "0, len 0, vendor err 129 (Recv)") == "nccl-net-error"
+
+
+def test_an_ib_info_line_is_not_an_error():
+    assert first_cause("node1:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0"
+                       ".1<0>") == "none"

@@ -87,3 +87,41 @@ def test_c10d_listen_path_cannot_resolve_its_own_name():
     assert first_cause("[W socket.cpp:558] [c10d] The local IPv4 network addresses cannot be "
                        "retrieved (gai error: -2 - Name or service not known).") == \
         "hostname-unresolvable"
+
+
+def test_a_peer_that_went_away_is_a_symptom():
+    from ddpcheck.explain import explain_texts
+
+    for line in ("node2:7:7 [0] misc/socket.cc:58 NCCL WARN socketProgress: Connection closed "
+                 "by remote peer node1<54321>",
+                 "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection "
+                 "closed by peer [10.0.3.17]:57365",
+                 "torch.distributed.DistNetworkError: failed to recv, got 0 bytes"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "peer-unreachable" and e.undetermined, line
+
+
+def test_a_peer_that_went_away_after_an_oom_is_its_consequence():
+    assert first_cause("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                       "2.00 GiB",
+                       "[rank0]: torch.distributed.DistNetworkError: failed to recv, got 0 "
+                       "bytes") == "cuda-out-of-memory"
+
+
+ZERO = ("RuntimeError: DDP expects same model across all ranks, but Rank 0 has 382 params, "
+        "while rank 1 has inconsistent 0 params.")
+
+
+def test_zero_params_next_to_nccl_transport_lines_is_undetermined():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r.log", "node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>"
+                        "\n" + ZERO + "\n")])
+    assert e.undetermined
+
+
+def test_zero_params_alone_and_a_real_count_difference_stay_a_model_mismatch():
+    assert first_cause(ZERO) == "ddp-model-mismatch"
+    assert first_cause("node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+                       ZERO.replace("inconsistent 0", "inconsistent 380")) == \
+        "ddp-model-mismatch"
