@@ -10,9 +10,14 @@ nccl-error.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE, NCCL_LIBRARY_MISMATCH
+from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
+    COLLECTIVE_SIZE_MISMATCH,
     CUDA_OOM,
     DEV_SHM_UNWRITABLE,
     FABRIC_MANAGER_NOT_READY,
@@ -23,8 +28,10 @@ from ddpcheck.explain.codes import (
     NCCL_P2P_UNSUPPORTED,
 )
 from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.reader import Record
 from ddpcheck.node.gpustate import CUDA_UNUSABLE
 from ddpcheck.node.nccl import NCCL_ENV_INVALID
+from ddpcheck.node.ncclstack import NCCL_STACK_MISMATCH
 
 COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
 NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
@@ -122,6 +129,46 @@ PATTERNS = [
                 "fallback, e.g. NCCL_ALGO=Ring,Tree"),
     # Benign WARNs: misc/ibvwrap.cc "Failed to open libibverbs.so[.1]" (no IB stack: NCCL
     # uses sockets); cudaErrorPeerAccessUnsupported (217) probed during topology detection.
+    # bootstrap.cc (2.7 onwards) "Message truncated : received 48 bytes instead of 56": the
+    # out-of-band exchange of fixed-size records disagreed, as between ranks on different
+    # NCCL versions or connection setups of different collectives; net_socket.cc's data-path
+    # "message truncated : receiving" (watchdog.py) names collective sizes itself.
+    pattern(COLLECTIVE_SIZE_MISMATCH,
+            r"NET/Socket : (?:peer \S+ )?message truncated : receiving \d+ bytes instead of",
+            COLL, cause="a peer sent more bytes than this rank posted for the same step: the "
+                        "ranks ran different collectives, the same one with other sizes, or "
+                        "other NCCL_PROTO / NCCL_ALGO settings (net_socket.cc's own hint)"),
+    pattern(NCCL_ERROR, r"Message truncated : received \d+(?:,\d+)? bytes instead of", COLL,
+            cause="NCCL's bootstrap received a record of another size than it expected: ranks "
+                  "running different NCCL versions, or ranks setting up different "
+                  "collectives; compare the 'NCCL version' lines of every node"),
     pattern(NCCL_ERROR,
             r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)", COLL),
 ]
+
+
+# "NCCL INFO NCCL version 2.18.1+cuda12.1" (init.cc, printed by rank 0 of each communicator
+# and with NCCL_DEBUG=INFO by every rank), and torch's error tail ", NCCL version 2.14.3".
+NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
+
+
+def version_mismatch(found: Sequence[Explained], records: Sequence[Record]) -> list[Explained]:
+    """Nodes that print different NCCL versions, in a log that shows a failure: the stack
+    differs across nodes. Told by host, and only where no host printed two versions (a log
+    holding a run before and after an upgrade is not a mixed job)."""
+    by_host: dict[str, set[str]] = {}
+    first: dict[str, Record] = {}
+    for r in records:
+        if r.host and (m := NCCL_VERSION.search(r.text)):
+            by_host.setdefault(r.host, set()).add(m["v"])
+            first.setdefault(m["v"], r)
+    versions = {v for vs in by_host.values() for v in vs}
+    if not found or len(versions) < 2 or any(len(vs) > 1 for vs in by_host.values()):
+        return list(found)
+    seen = sorted(first.values(), key=lambda r: r.order)
+    hosts = {v: sorted(h for h, vs in by_host.items() if v in vs) for v in versions}
+    problem = NCCL_STACK_MISMATCH.problem(
+        "; ".join(f"NCCL {v} on {', '.join(hs)}" for v, hs in sorted(hosts.items())),
+        hosts=tuple(sorted(by_host)))
+    return [Explained(problem, seen[0], True, COLL,
+                      tuple(f"{r.source}:{r.lineno}" for r in seen[:4])), *found]

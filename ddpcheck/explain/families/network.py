@@ -22,6 +22,7 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
+from ddpcheck.explain.families import nccl
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.mastercheck import MASTER_NOT_RANK0
@@ -173,7 +174,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                       "as unset NCCL falls back to docker and lo; the log does not show "
                       "which value"))
         out.append(e)
-    return _odd_family(out, ifname_set)
+    return nccl.version_mismatch(_odd_family(out, ifname_set), records)
 
 
 def _odd_family(found: list[Explained], ifname_set: bool) -> list[Explained]:

@@ -130,3 +130,45 @@ def test_torch_quotes_nccls_last_ib_error_without_its_prefix():
 def test_an_ib_info_line_is_not_an_error():
     assert first_cause("node1:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0"
                        ".1<0>") == "none"
+
+
+# --- bootstrap truncation (bootstrap.cc) and NCCL versions across nodes (init.cc)
+
+def test_bootstrap_truncation_is_not_called_a_collective_size_mismatch():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r.log", "node1:1:1 [0] bootstrap.cc:73 NCCL WARN Message truncated : "
+                        "received 48 bytes instead of 56\n")])
+    assert e.problems[0].code == "nccl-error" and e.undetermined
+
+
+def test_socket_data_truncation_stays_a_size_mismatch():
+    # net_socket.cc names the collective sizes itself
+    assert first_cause("node1:1:1 [0] transport/net_socket.cc:483 NCCL WARN NET/Socket : peer "
+                       "10.0.0.2<4242> message truncated : receiving 1048576 bytes instead of "
+                       "65536. If you believe your socket network is in healthy state, there "
+                       "may be a mismatch in collective sizes or environment settings") == \
+        "collective-size-mismatch"
+
+
+TIMEOUT = ("[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout:"
+           " WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, "
+           "Timeout(ms)=1800000) ran for 1800572 milliseconds before timing out.")
+
+
+def test_nodes_on_different_nccl_versions_in_a_failed_job_are_a_stack_mismatch():
+    assert first_cause("node1:11:11 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+                       "node2:22:22 [0] NCCL INFO NCCL version 2.14.3+cuda11.7",
+                       TIMEOUT) == "nccl-stack-mismatch"
+
+
+def test_one_node_printing_two_versions_is_two_runs_not_a_mixed_job():
+    assert first_cause("node1:11:11 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+                       "node1:33:33 [0] NCCL INFO NCCL version 2.14.3+cuda11.7",
+                       TIMEOUT) != "nccl-stack-mismatch"
+
+
+def test_the_same_version_everywhere_is_no_mismatch():
+    assert first_cause("node1:11:11 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+                       "node2:22:22 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+                       TIMEOUT) != "nccl-stack-mismatch"
