@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Sequence
 
-from ddpcheck.diagnoses import RANK_EXITED, RANK_KILLED, Problem
+from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, RANK_EXITED, RANK_KILLED, Problem
 from ddpcheck.explain.codes import HOST_OOM, LAUNCHER_ENV_MISSING, LOCAL_RANK_ARG_UNREAD
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 
@@ -51,6 +51,14 @@ def combine_killed(hits: Sequence[Hit]) -> Problem:
     if name == "SIGKILL":  # the OOM killer's signal; a scheduler's kill says CANCELLED
         return HOST_OOM.problem(f"{who}killed by SIGKILL | {observed_lines(hits)}",
                                 **where(hits))
+    if name == "SIGBUS":
+        # A mapped tmpfs page that cannot be backed raises SIGBUS: how a full /dev/shm ends
+        # a process that maps it (NCCL's shm transport, DataLoader tensors). torch's own
+        # SIGBUS handler (torch/csrc/DataLoader.cpp) says so: "It is possible that
+        # dataloader's workers are out of shared memory."
+        return DEV_SHM_TOO_SMALL.problem(
+            f"{who}killed by SIGBUS | {observed_lines(hits)}",
+            cause=f"SIGBUS: {SIGNAL_CAUSE['SIGBUS']}", **where(hits))
     return RANK_KILLED.problem(
         f"{who}killed by {name} | {observed_lines(hits)}",
         cause=f"{name}: {SIGNAL_CAUSE.get(name, 'the process received this signal')}",

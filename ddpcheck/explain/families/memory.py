@@ -61,6 +61,12 @@ PATTERNS = [
 # Matched last: a shell's report of a child killed by SIGKILL, a line of its own or the
 # tail of a progress bar ("Loading checkpoint shards: 38%|...| 3/8 Killed").
 SHELL_KILLED = [
+    # bash reports a child ended by SIGBUS as "Bus error (core dumped)" (strsignal)
+    pattern(DEV_SHM_TOO_SMALL, r"(?:^|[\s|\]:])Bus error(?: \(core dumped\))?\s*$|"
+            r"line \d+: +\d+ Bus error", NODE,
+            cause="the shell reports its child ended by SIGBUS: a shared-memory mapping could "
+                  "not be backed, i.e. /dev/shm is full or too small (containers default to "
+                  "64 MB)"),
     pattern(HOST_OOM, r"(?:^|[\s|\]])[Kk]illed\s*$|line \d+: +\d+ Killed +\S", NODE,
             cause="the shell reports its child Killed (SIGKILL) with no other error: the "
                   "kernel's OOM killer, most often while loading a model or dataset into RAM"),

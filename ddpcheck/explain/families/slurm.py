@@ -91,6 +91,11 @@ MEMBER = re.compile(r"(?i)initializing (?:ddp|distributed): GLOBAL_RANK: (?P<ran
 RESTART = re.compile(r"(?i)restarting (?:workers|worker group)|\bRestart(?:ing)? (?:attempt|run)")
 
 
+# A kill that names memory (the OOM killer, a memory limit) stays a cause under a
+# cancellation; a bare SIGKILL or "Killed" is the scheduler's own kill.
+OOM_WORDS = re.compile(r"(?i)\boom|out of memory|memory limit|cannot allocate memory")
+
+
 def _repeated_member(records: Sequence[Record]) -> Explained | None:
     seen: dict[tuple[str, str, str], Record] = {}
     if any(RESTART.search(r.text) for r in records):
@@ -126,7 +131,7 @@ def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Expla
         found = [shape, *found]
     if any(e.problem.code == SLURM_JOB_CANCELLED.code for e in found):
         found = [replace(e, root=False) if e.problem.code == HOST_OOM.code
-                 and "killed by SIGKILL" in e.problem.observed else e for e in found]
+                 and not OOM_WORDS.search(e.problem.observed) else e for e in found]
     nodes = next((r for r in records if (m := SBATCH_NODES.match(r.text)) and int(m["n"]) > 1),
                  None)
     launch = next((r for r in records if LAUNCH.match(r.text)), None)

@@ -196,3 +196,12 @@ def test_a_timeout_during_lightning_validation_is_a_rank_busy_alone():
     assert first_cause(
         "Validation DataLoader 0:  41%|####      | 412/1000 [29:51<42:33,  0.23it/s]",
         WD.format(r=1, s=808, op="ALLREDUCE", n=9801523)) == "rank-zero-only-step-timeout"
+
+
+def test_every_rank_including_rank_zero_stuck_in_the_first_collective_is_no_busy_rank():
+    # rank 0 waits too: nobody was busy alone (a transport or network hang stops seq 1)
+    from ddpcheck.explain import explain_texts
+
+    lines = [WD.format(r=r, s=1, op="BROADCAST", n=9801523) for r in (0, 1, 2, 3)]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
