@@ -101,9 +101,26 @@ PATTERNS = [
     pattern(BAD_SOCKET_IFNAME,
             r"no socket interface found|"
             r"connecting to address\s+with family \d+ is neither", IFACE),
+    # NCCL's connect failure, by version: <= 2.11 include/socket.h "Connect to 10.0.0.2<4242>
+    # failed : Connection refused"; 2.12-2.18 misc/socket.cc "Net : Connect to ... failed :
+    # ..."; >= 2.19 "socketStartConnect: Connect to ... failed : ...", and os/linux.cc
+    # "socketPollConnect: connect to ... returned Connection refused, exceeded error retry
+    # count after 35 attempts". A peer address on Docker's default bridge (172.17.0.0/16) or
+    # link-local (169.254.0.0/16, fe80::) is an interface the other node cannot reach: NCCL
+    # advertised the wrong one.
+    pattern(NCCL_WRONG_INTERFACE,
+            r"WARN (?:\w+: )?(?:Net : )?[Cc]onnect to \[?(?P<addr>172\.17\.\d+\.\d+|"
+            r"169\.254\.\d+\.\d+|fe80:[\w:%]*)\]?(?:<\d+>)? (?:failed|returned)", HOSTS,
+            cause="NCCL connected to {addr}, a Docker-bridge or link-local address that only "
+                  "its own host can reach: with NCCL_SOCKET_IFNAME unset the peer advertised "
+                  "a non-routable interface"),
     pattern(PEER_UNREACHABLE,
-            r"(?:NCCL )?WARN (?:Call to connect failed : Connection timed out|"
-            r"Net : Connect to \S+ failed)", "ddpcheck run --nodes N --stages rendezvous"),
+            r"(?:NCCL )?WARN (?:Call to connect failed|(?:\w+: )?(?:Net : )?[Cc]onnect to \S+ "
+            r"(?:failed|returned))", "ddpcheck run --nodes N --stages rendezvous"),
+    # gloo's full-mesh setup (ProcessGroupGloo / gloo/rendezvous/context.cc): "Gloo
+    # connectFullMesh failed with [.../pair.cc:144] no error" names no cause.
+    pattern(PEER_UNREACHABLE, r"connectFullMesh failed with", "ddpcheck run --nodes N "
+            "--stages rendezvous", root=False),
     # What a rank sees when a peer process went away (the peer's own error, if logged, is
     # the cause): NCCL misc/socket.cc >= 2.19 "socketProgress: Connection closed by remote
     # peer", older "Call to recv failed : Connection reset by peer"; ncclRemoteError (NCCL

@@ -174,6 +174,12 @@ PATTERNS = [
             "they were busy elsewhere (a long step of their own), stuck, or dead"),
     # NCCL's socket transport: a peer sent more bytes than this rank posted for the same
     # step, the mark of ranks running different collectives or sizes (NCCL troubleshooting).
+    # gloo/transport/tcp/pair.cc GLOO_ENFORCE_LE(op.preamble.length, op.nbytes): a peer
+    # sent more bytes than this rank's buffer for the same collective.
+    pattern(COLLECTIVE_SIZE_MISMATCH, r"op\.preamble\.length <= op\.nbytes", NEXT,
+            cause="a gloo peer sent a larger message than this rank posted for the same "
+                  "collective: the ranks called it with different sizes (or different "
+                  "collectives)"),
     pattern(COLLECTIVE_SIZE_MISMATCH,
             r"[Mm]essage truncated ?: receiv(?:ing|ed) \d+ bytes instead of \d+", NEXT,
             cause="a peer sent a message of another size than this rank expected: the ranks "

@@ -125,3 +125,29 @@ def test_zero_params_alone_and_a_real_count_difference_stay_a_model_mismatch():
     assert first_cause("node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
                        ZERO.replace("inconsistent 0", "inconsistent 380")) == \
         "ddp-model-mismatch"
+
+
+def test_nccl_connecting_to_a_docker_bridge_address_is_the_wrong_interface():
+    # NCCL <= 2.11 include/socket.h, 2.12-2.18 misc/socket.cc, >= 2.19 os/linux.cc
+    for line in ("node2:9:9 [0] include/socket.h:403 NCCL WARN Connect to 172.17.0.2<43210> "
+                 "failed : No route to host",
+                 "node2:9:9 [0] misc/socket.cc:450 NCCL WARN Net : Connect to "
+                 "169.254.3.1<43210> failed : Connection timed out",
+                 "node2:9:9 [0] os/linux.cc:288 NCCL WARN socketPollConnect: connect to "
+                 "172.17.0.5<43210> returned Connection refused, exceeded error retry count "
+                 "after 35 attempts"):
+        assert first_cause(line) == "nccl-wrong-interface", line
+
+
+def test_nccl_connecting_to_a_routable_address_is_only_a_symptom():
+    from ddpcheck.explain import explain_texts
+
+    for line in ("node2:9:9 [0] include/socket.h:403 NCCL WARN Connect to 10.2.0.7<43210> "
+                 "failed : Connection refused",
+                 "node2:9:9 [0] os/linux.cc:288 NCCL WARN socketPollConnect: connect to "
+                 "10.2.0.7<43210> returned Connection refused, exceeded error retry count "
+                 "after 35 attempts",
+                 "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/"
+                 "transport/tcp/pair.cc:144] no error"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "peer-unreachable" and e.undetermined, line

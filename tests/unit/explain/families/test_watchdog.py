@@ -205,3 +205,10 @@ def test_every_rank_including_rank_zero_stuck_in_the_first_collective_is_no_busy
     lines = [WD.format(r=r, s=1, op="BROADCAST", n=9801523) for r in (0, 1, 2, 3)]
     e = explain_texts([("job.log", "\n".join(lines) + "\n")])
     assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_gloo_preamble_enforce_is_a_size_mismatch():
+    # gloo/transport/tcp/pair.cc GLOO_ENFORCE_LE(op.preamble.length, op.nbytes)
+    assert first_cause("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
+                       "pair.cc:446] op.preamble.length <= op.nbytes. 8773632 vs 8386560") == \
+        "collective-size-mismatch"
