@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from ddpcheck.cluster.lifecycle import HOSTNAME_LOOPBACK
 from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
+from ddpcheck.cluster.userjob import ENDPOINT_NOT_RECOGNISED
 from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
 from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
@@ -174,11 +175,39 @@ def _zero_params(e: Explained, records: Sequence[Record]) -> Explained:
               "count in transit (a P2P or network setting); the log does not say which"))
 
 
+# torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py _create_tcp_store: the
+# agent hosts the store only when utils._matches_machine_hostname(endpoint host) is true;
+# otherwise it connects as a client. A node whose own log shows it timing out while
+# connecting to its *own* name or address, under the c10d backend, is the endpoint node
+# that did not recognise itself (an alias, a second NIC's address, a container's name).
+C10D_BACKEND = re.compile(r"c10d_rendezvous_backend|rdzv[_-]backend[= ]+c10d|"
+                          r"C10d rendezvous backend|dynamic_rendezvous")
+CONNECT_TARGET = re.compile(r"connect to \(?\[?(?P<host>[\w.:-]+?)\]?(?:, |:)(?P<port>\d+)")
+LOCAL_NAME = re.compile(r"^\s*host\s+: (?P<host>\S+)\s*$|\baddr=\[(?P<addr>[^\]]+)\]:\d+")
+LOOPBACK_NAMES = re.compile(r"^(?:localhost|127\.|::1$|::ffff:127\.)")
+
+
+def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
+    p = e.problem
+    if p.code != "endpoint-unreachable" or not (m := CONNECT_TARGET.search(p.observed)):
+        return e
+    target = m["host"]
+    if LOOPBACK_NAMES.match(target) or not any(C10D_BACKEND.search(r.text) for r in records):
+        return e
+    local = {r.host for r in records if r.host}
+    local |= {n["host"] or n["addr"] for r in records if (n := LOCAL_NAME.search(r.text))}
+    if target not in local:
+        return e
+    return replace(e, problem=ENDPOINT_NOT_RECOGNISED.problem(
+        f"{p.observed} | {target} is this node's own name or address, and its agent "
+        "connected to it as a client", ranks=p.ranks, hosts=p.hosts or (target,)))
+
+
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     ifname_set = any(IFNAME_SET.search(r.text) for r in records)
     out = []
     for e in found:
-        e = _zero_params(e, records)
+        e = _own_endpoint(_zero_params(e, records), records)
         p = e.problem
         if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE in p.observed:
             e = replace(e, problem=BAD_SOCKET_IFNAME.problem(

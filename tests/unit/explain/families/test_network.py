@@ -151,3 +151,22 @@ def test_nccl_connecting_to_a_routable_address_is_only_a_symptom():
                  "transport/tcp/pair.cc:144] no error"):
         e = explain_texts([("r.log", line + "\n")])
         assert e.problems[0].code == "peer-unreachable" and e.undetermined, line
+
+
+C10D_TIMEOUT = ("torch.distributed.DistNetworkError: The client socket has timed out after 60s "
+                "while trying to connect to (gpu-a01, 29400).")
+C10D_FRAME = ('  File "/usr/lib/python3/site-packages/torch/distributed/elastic/rendezvous/'
+              'c10d_rendezvous_backend.py", line 174, in _create_tcp_store')
+
+
+def test_a_c10d_agent_timing_out_on_its_own_name_is_the_endpoint_not_recognised():
+    # c10d_rendezvous_backend.py: is_host = _matches_machine_hostname(host); the summary's
+    # "host : gpu-a01" (elastic errors/__init__.py _FAILURE_FORMAT_TEMPLATE) is this node
+    assert first_cause(C10D_FRAME, C10D_TIMEOUT, "  host      : gpu-a01") == \
+        "endpoint-not-recognised"
+
+
+def test_a_timeout_to_another_node_or_without_c10d_stays_unreachable():
+    assert first_cause(C10D_FRAME, C10D_TIMEOUT, "  host      : gpu-a02") == \
+        "endpoint-unreachable"
+    assert first_cause(C10D_TIMEOUT, "  host      : gpu-a01") == "endpoint-unreachable"
