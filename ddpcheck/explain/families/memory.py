@@ -36,6 +36,8 @@ PATTERNS = [
             r"DataLoader worker \(pid \d+\) is killed by signal: Killed|"
             r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|"
             r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b|\bOOMKilled\b|"
+            # numpy's MemoryError subclass: "Unable to allocate 7.45 GiB for an array"
+            r"_ArrayMemoryError|Unable to allocate [\d.]+ [KMGTP]i?B for an array|"
             r"exit(?:ed with)? code:? 137\b", NODE),
     # torch's file_system / file_descriptor sharing: tensors cross as fds or /dev/shm files
     pattern(OPEN_FILE_LIMIT, r"Too many open files|received 0 items of ancdata", NODE,

@@ -203,11 +203,33 @@ def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
         "connected to it as a client", ranks=p.ranks, hosts=p.hosts or (target,)))
 
 
+# A name lookup whose traceback shows the node looking up its own name: Python's socket
+# module (gethostbyname(gethostname()), getfqdn()) as torch's elastic agent
+# (agent/server/api.py _get_fq_hostname), accelerate and user scripts call it.
+OWN_NAME_LOOKUP = re.compile(r"gethostbyname\((?:socket\.)?gethostname\(\)\)|"
+                             r"getaddrinfo\((?:socket\.)?gethostname\(\)|getfqdn\(|"
+                             r"_get_fq_hostname")
+LOOKUP_FRAMES = 8  # lines of traceback above the gaierror that may hold the call
+
+
+def _own_name(e: Explained, records: Sequence[Record]) -> Explained:
+    p = e.problem
+    if p.code != "endpoint-unresolvable":
+        return e
+    f = e.first
+    if not any(r.source == f.source and 0 <= f.lineno - r.lineno <= LOOKUP_FRAMES
+               and OWN_NAME_LOOKUP.search(r.text) for r in records):
+        return e
+    return replace(e, problem=HOSTNAME_UNRESOLVABLE.problem(
+        f"{p.observed} | raised while the node looked up its own host name",
+        ranks=p.ranks, hosts=p.hosts))
+
+
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     ifname_set = any(IFNAME_SET.search(r.text) for r in records)
     out = []
     for e in found:
-        e = _own_endpoint(_zero_params(e, records), records)
+        e = _own_name(_own_endpoint(_zero_params(e, records), records), records)
         p = e.problem
         if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE in p.observed:
             e = replace(e, problem=BAD_SOCKET_IFNAME.problem(

@@ -104,3 +104,9 @@ def test_dataloader_sigbus_hint_is_dev_shm():
 def test_dataloader_segfault_is_not_dev_shm():
     assert first_cause("ERROR: Unexpected segmentation fault encountered in worker.") != \
         "dev-shm-too-small"
+
+
+def test_numpys_memory_error_is_host_memory():
+    assert first_cause("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 7.45 GiB "
+                       "for an array with shape (1000000, 2000) and data type float32") == \
+        "host-out-of-memory"

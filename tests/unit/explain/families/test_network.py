@@ -170,3 +170,21 @@ def test_a_timeout_to_another_node_or_without_c10d_stays_unreachable():
     assert first_cause(C10D_FRAME, C10D_TIMEOUT, "  host      : gpu-a02") == \
         "endpoint-unreachable"
     assert first_cause(C10D_TIMEOUT, "  host      : gpu-a01") == "endpoint-unreachable"
+
+
+def test_a_gaierror_raised_looking_up_the_nodes_own_name_is_hostname_unresolvable():
+    # Python's socket module, called as torch's elastic agent (_get_fq_hostname) and many
+    # scripts call it: the traceback shows whose name was looked up
+    assert first_cause(
+        "Traceback (most recent call last):",
+        '  File "train.py", line 12, in <module>',
+        "    ip = socket.gethostbyname(socket.gethostname())",
+        "socket.gaierror: [Errno -2] Name or service not known") == "hostname-unresolvable"
+
+
+def test_a_gaierror_for_another_name_stays_the_endpoint():
+    assert first_cause(
+        "Traceback (most recent call last):",
+        '  File "train.py", line 12, in <module>',
+        "    ip = socket.gethostbyname(os.environ['MASTER_ADDR'])",
+        "socket.gaierror: [Errno -2] Name or service not known") == "endpoint-unresolvable"
