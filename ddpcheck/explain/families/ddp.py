@@ -21,8 +21,11 @@ PATTERNS = [
     pattern(DDP_PARAM_READY_TWICE,
             r"Expected to mark a variable ready only once|marked as ready twice|"
             r"has been marked as ready twice", DDP),
+    # torch/nn/parallel/distributed.py __init__'s device checks, all versions since 1.8
     pattern(DDP_MODULE_DEVICE_INVALID,
-            r"device_ids and output_device arguments only work with single-device", DDP),
+            r"device_ids and output_device arguments only work with single-device|"
+            r"input module must be on the same type of devices, but input module parameters "
+            r"locate in|device_ids can only be None or contain a single element", DDP),
     pattern(NCCL_CPU_TENSOR,
             r"Tensors must be CUDA and dense|No backend type associated with device type cpu",
             DDP),
