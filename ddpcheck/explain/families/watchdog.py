@@ -107,6 +107,27 @@ SOLO_STEP = re.compile(
 HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
 
 
+# What a rank that failed prints (its own error would be the cause, not a busy step).
+RANK_FAILED = re.compile(r"Error\b|Exception|Traceback|Killed|fault|[Aa]bort|exitcode|"
+                         r"Watchdog|timed? ?out", re.IGNORECASE)
+
+
+def _rank_zero_elsewhere(e: Explained, records: Sequence[Record]) -> Explained:
+    """Every rank that timed out was waiting on rank 0, whose own lines are in the log and
+    show neither a timeout nor an error: rank 0 was not in the collective, it was busy.
+    (The watchdog runs on every rank: a rank 0 that waited would print the line too.)"""
+    p = e.problem
+    if not p.ranks or 0 in p.ranks:
+        return e
+    zero = [r for r in records if r.rank == 0]
+    if not zero or any(RANK_FAILED.search(r.text) for r in zero):
+        return e
+    return replace(e, problem=RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
+        f"{p.observed} | rank 0 printed {len(zero)} line(s) and no timeout or error",
+        cause=ALONE.format(what="the collective that timed out") + ": rank 0's own lines "
+              "show it was not waiting in the collective", ranks=p.ranks, hosts=p.hosts))
+
+
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     """A plain timeout becomes a rank busy alone when the log shows that work under way."""
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
@@ -119,7 +140,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     hint = next((r for r in reversed(records) if SOLO_STEP.search(r.text) and any(
         r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)), None)
     if hint is None:
-        return found
+        return [_rank_zero_elsewhere(e, records) if e in timeouts else e for e in found]
     out = []
     for e in found:
         if e in timeouts:

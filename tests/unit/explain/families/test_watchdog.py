@@ -212,3 +212,24 @@ def test_gloo_preamble_enforce_is_a_size_mismatch():
     assert first_cause("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
                        "pair.cc:446] op.preamble.length <= op.nbytes. 8773632 vs 8386560") == \
         "collective-size-mismatch"
+
+
+LATE = ("[rank{r}]:[E ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, "
+        "NumelOut=9801523, Timeout(ms)=1800000) ran for 1800572 milliseconds before timing out.")
+
+
+def test_every_rank_but_a_quiet_rank_zero_timing_out_is_rank_zero_busy():
+    # the watchdog runs on every rank: rank 0 printed, but no timeout and no error
+    assert first_cause("[rank0]:epoch 3 step 800 loss 0.21",
+                       *(LATE.format(r=r) for r in (1, 2, 3))) == \
+        "rank-zero-only-step-timeout"
+
+
+def test_rank_zero_absent_from_the_log_or_failing_is_not_rank_zero_busy():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("job.log", "\n".join(LATE.format(r=r) for r in (1, 2, 3)) + "\n")])
+    assert e.undetermined  # rank 0's lines are not in the log: it may be anywhere
+    assert first_cause("[rank0]:RuntimeError: something rank 0 alone hit",
+                       *(LATE.format(r=r) for r in (1, 2, 3))) != "rank-zero-only-step-timeout"
