@@ -41,12 +41,15 @@ ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tok
 def _rank_zero_step(ops: dict[tuple[str, str, str], set[int]]) -> str:
     """Why this timeout is a rank busy alone, or "" when the lines do not show it."""
     ((seq, op, numel), ranks), = ops.items()
+    # When rank 0 itself waits there with the others, the log shows no rank busy alone: the
+    # one missing is not in the log, or none is and the ranks could not connect (a P2P or
+    # network hang stops the first barrier or broadcast the same way).
+    if 0 in ranks and len(ranks) > 1:
+        return ""
     if op in BARRIER_LIKE or numel == "1":
         return ALONE.format(what=f"a barrier (#{seq} {op} of {numel or '?'} element)")
-    # The first collectives (DDP's broadcast from rank 0) wait for rank 0 when it is busy;
-    # when rank 0 itself waits there with the others, nobody was busy: the ranks could not
-    # connect (an NCCL transport or network hang also stops the first collective).
-    if seq.isdigit() and int(seq) <= EARLY_SEQ and not (0 in ranks and len(ranks) > 1):
+    # The first collectives (DDP's broadcast from rank 0) wait for rank 0 when it is busy.
+    if seq.isdigit() and int(seq) <= EARLY_SEQ:
         return ALONE.format(what=f"the job's first collectives (#{seq} {op})")
     return ""
 

@@ -233,3 +233,13 @@ def test_rank_zero_absent_from_the_log_or_failing_is_not_rank_zero_busy():
     assert e.undetermined  # rank 0's lines are not in the log: it may be anywhere
     assert first_cause("[rank0]:RuntimeError: something rank 0 alone hit",
                        *(LATE.format(r=r) for r in (1, 2, 3))) != "rank-zero-only-step-timeout"
+
+
+def test_every_rank_including_zero_waiting_in_a_barrier_is_no_busy_rank():
+    # the first dist.barrier() after init hangs the same way when the GPUs cannot talk (PCIe
+    # ACS blocking P2P, an unreachable NIC): all ranks report SeqNum=1 ALLREDUCE NumelIn=1
+    from ddpcheck.explain import explain_texts
+
+    lines = [WD.format(r=r, s=1, op="ALLREDUCE", n=1) for r in (0, 1, 2, 3)]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.undetermined
