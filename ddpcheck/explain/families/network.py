@@ -242,7 +242,33 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                       "as unset NCCL falls back to docker and lo; the log does not show "
                       "which value"))
         out.append(e)
-    return nccl.version_mismatch(_odd_family(out, ifname_set), records)
+    return nccl.version_mismatch(_conditions_yield(_odd_family(out, ifname_set)), records)
+
+
+# A setting read from a warning or an INFO line (gloo's loopback fallback, c10d's "[W ...]
+# cannot be retrieved", NCCL INFO "NET/Socket : Using [1]docker0") is a condition, printed
+# at start-up whether or not it matters. Next to a failure of its own kind (a CUDA error,
+# an OOM) it is not the cause: it yields, as a consequence would.
+CONDITION_CODES = frozenset({HOSTNAME_LOOPBACK.code, NCCL_WRONG_INTERFACE.code,
+                             HOSTNAME_UNRESOLVABLE.code})
+CONDITION_LINE = re.compile(r"Using the loopback|NET/Socket : Using|Bootstrap : Using|"
+                            r"^\s*\[\d+\](?:br-|veth|docker|virbr)|\[W[\s\d]|\bWarning:|"
+                            r"NCCL INFO")
+# Problems that the conditions above can explain: failures to connect, wait or resolve.
+CONNECTION_CODES = frozenset({"endpoint-unreachable", "endpoint-refused", "peer-unreachable",
+                              "rendezvous-timeout", "collective-timeout", "nccl-error",
+                              "nccl-net-error", "unexplained", "rank-exited", "rank-killed",
+                              "endpoint-unresolvable", "slurm-job-cancelled",
+                              "rank-zero-only-step-timeout", "rank-never-joined",
+                              *CONDITION_CODES})
+
+
+def _conditions_yield(found: list[Explained]) -> list[Explained]:
+    other = any(e.root and e.problem.code not in CONNECTION_CODES for e in found)
+    if not other:
+        return found
+    return [replace(e, root=False) if e.problem.code in CONDITION_CODES
+            and CONDITION_LINE.search(e.first.text) else e for e in found]
 
 
 def _odd_family(found: list[Explained], ifname_set: bool) -> list[Explained]:

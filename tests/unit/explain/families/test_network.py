@@ -188,3 +188,24 @@ def test_a_gaierror_for_another_name_stays_the_endpoint():
         '  File "train.py", line 12, in <module>',
         "    ip = socket.gethostbyname(os.environ['MASTER_ADDR'])",
         "socket.gaierror: [Errno -2] Name or service not known") == "endpoint-unresolvable"
+
+
+LOOPBACK_WARNING = ("[W ProcessGroupGloo.cpp:694] Warning: Unable to resolve hostname to a "
+                    "(local) address. Using the loopback address as fallback. Manually set the "
+                    "network interface to bind to with GLOO_SOCKET_IFNAME.")
+
+
+def test_a_start_up_warning_yields_to_a_failure_of_another_kind():
+    # printed at init on single-node jobs too: a later CUDA OOM is the cause
+    assert first_cause(LOOPBACK_WARNING, "torch.OutOfMemoryError: CUDA out of memory. Tried to "
+                       "allocate 2.00 GiB") == "cuda-out-of-memory"
+    assert first_cause("node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> "
+                       "[1]docker0:172.17.0.1<0>",
+                       "RuntimeError: CUDA error: invalid device ordinal") == \
+        "invalid-device-ordinal"
+
+
+def test_a_start_up_warning_explains_the_connection_failures_that_follow():
+    assert first_cause(LOOPBACK_WARNING,
+                       "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:"
+                       "575] Connection closed by peer [10.0.3.17]:57365") == "hostname-loopback"
