@@ -250,10 +250,11 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
 # at start-up whether or not it matters. Next to a failure of its own kind (a CUDA error,
 # an OOM) it is not the cause: it yields, as a consequence would.
 CONDITION_CODES = frozenset({HOSTNAME_LOOPBACK.code, NCCL_WRONG_INTERFACE.code,
-                             HOSTNAME_UNRESOLVABLE.code})
+                             HOSTNAME_UNRESOLVABLE.code, "nccl-net-plugin-unusable",
+                             "slurm-without-srun"})
 CONDITION_LINE = re.compile(r"Using the loopback|NET/Socket : Using|Bootstrap : Using|"
                             r"^\s*\[\d+\](?:br-|veth|docker|virbr)|\[W[\s\d]|\bWarning:|"
-                            r"NCCL INFO")
+                            r"NCCL INFO|PossibleUserWarning|The `srun` command is available")
 # Problems that the conditions above can explain: failures to connect, wait or resolve.
 CONNECTION_CODES = frozenset({"endpoint-unreachable", "endpoint-refused", "peer-unreachable",
                               "rendezvous-timeout", "collective-timeout", "nccl-error",

@@ -96,3 +96,13 @@ def test_a_batch_script_with_mpirun_is_not_without_srun():
                        "RuntimeError: Timed out initializing process group in store based "
                        "barrier on rank: 0, for key: store_based_barrier_key:1 (world_size=8, "
                        "worker_count=4, timeout=0:30:00)") != "slurm-without-srun"
+
+
+def test_lightnings_srun_warning_yields_to_a_failure_of_another_kind():
+    # a PossibleUserWarning printed by every Lightning job under Slurm without srun
+    warn = ("PossibleUserWarning: The `srun` command is available on your system but is not "
+            "used. HINT: If your intention is to run Lightning on SLURM, prepend your python "
+            "command with `srun` like so: srun python train.py ...")
+    assert first_cause(warn, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                       "2.00 GiB") == "cuda-out-of-memory"
+    assert first_cause(warn) == "slurm-without-srun"
