@@ -38,7 +38,9 @@ PATTERNS = [
             r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b|\bOOMKilled\b|"
             # numpy's MemoryError subclass: "Unable to allocate 7.45 GiB for an array"
             r"_ArrayMemoryError|Unable to allocate [\d.]+ [KMGTP]i?B for an array|"
-            r"exit(?:ed with)? code:? 137\b", NODE),
+            r"exit(?:ed with)? code:? 137\b|exit status:? 137\b|exitcode:? 137\b|"
+            # libstdc++'s allocation failure, as the terminate handler prints it
+            r"instance of 'std::bad_alloc'", NODE),
     # torch's file_system / file_descriptor sharing: tensors cross as fds or /dev/shm files
     pattern(OPEN_FILE_LIMIT, r"Too many open files|received 0 items of ancdata", NODE,
             cause="DataLoader workers share tensors through file descriptors and ran past "
@@ -55,7 +57,9 @@ PATTERNS = [
             r"(?i)unexpected bus error encountered in worker|insufficient shared memory|"
             r"workers are out of shared memory|"
             r"unable to (?:write to|open shared memory object) .*torch_|"
-            r"/dev/shm\S*:? No space left on device", NODE,
+            r"/dev/shm\S*:? No space left on device|"
+            # Python's OSError puts the path after the message
+            r"No space left on device: '/dev/shm", NODE,
             cause="/dev/shm is too small for the DataLoader workers' shared tensors "
                   "(containers default to 64 MB)"),
 ]

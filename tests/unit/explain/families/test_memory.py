@@ -110,3 +110,20 @@ def test_numpys_memory_error_is_host_memory():
     assert first_cause("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 7.45 GiB "
                        "for an array with shape (1000000, 2000) and data type float32") == \
         "host-out-of-memory"
+
+
+def test_exit_status_137_and_bad_alloc_are_host_memory():
+    assert first_cause("subprocess.CalledProcessError: Command '['python', 'train.py']' "
+                       "returned non-zero exit status 137.") == "host-out-of-memory"
+    assert first_cause("terminate called after throwing an instance of 'std::bad_alloc'") == \
+        "host-out-of-memory"
+    assert first_cause("subprocess.CalledProcessError: Command '['python', 'train.py']' "
+                       "returned non-zero exit status 1.") != "host-out-of-memory"
+
+
+def test_pythons_enospc_on_a_dev_shm_path_is_dev_shm():
+    # multiprocessing.shared_memory / semaphores: the path follows the message
+    assert first_cause("OSError: [Errno 28] No space left on device: '/dev/shm/psm_8d1c2f'") == \
+        "dev-shm-too-small"
+    assert first_cause("OSError: [Errno 28] No space left on device: '/scratch/ckpt.pt'") != \
+        "dev-shm-too-small"
