@@ -68,8 +68,10 @@ PATTERNS = [
             cause="gloo took {addr} as this node's address (what its host name resolves to, "
                   "or the address it was given), and no interface of this node has it: a "
                   "stale /etc/hosts entry, a numeric host name, or a wildcard address"),
+    # bootstrap.cc "Bootstrap : no socket interface found" and its data-path twin,
+    # transport/net_socket.cc "NET/Socket : no interface found": the same interface search
     pattern(NCCL_NO_SOCKET_INTERFACE,
-            r"Bootstrap : no socket interface found|"
+            r"Bootstrap : no socket interface found|NET/Socket : no interface found|"
             r"Socket creation failed : Address family not supported|"
             r"No usable listening interface found", HOSTS),
     pattern(NCCL_WRONG_INTERFACE,
@@ -150,7 +152,7 @@ IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
 # NCCL misc/socket.cc ncclFindInterfaces: with NCCL_SOCKET_IFNAME unset it tries ib*, then
 # any interface but docker*/lo, then docker*, then lo, so "Bootstrap : no socket interface
 # found" means a filter the user set (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY) excluded them all.
-NO_INTERFACE = "no socket interface found"
+NO_INTERFACE = re.compile(r"no socket interface found|NET/Socket : no interface found")
 
 
 # DDP's parameter-count check (torch/csrc/distributed/c10d/comm.cpp via
@@ -231,7 +233,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     for e in found:
         e = _own_name(_own_endpoint(_zero_params(e, records), records), records)
         p = e.problem
-        if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE in p.observed:
+        if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE.search(p.observed):
             e = replace(e, problem=BAD_SOCKET_IFNAME.problem(
                 p.observed, ranks=p.ranks, hosts=p.hosts,
                 cause="NCCL_SOCKET_IFNAME names no interface of this node (NCCL finds at "

@@ -172,3 +172,11 @@ def test_the_same_version_everywhere_is_no_mismatch():
     assert first_cause("node1:11:11 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
                        "node2:22:22 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
                        TIMEOUT) != "nccl-stack-mismatch"
+
+
+def test_the_net_socket_twin_of_no_socket_interface_reads_the_same():
+    # transport/net_socket.cc "NET/Socket : no interface found" (same search as bootstrap.cc)
+    line = "node1:77:77 [0] transport/net_socket.cc:61 NCCL WARN NET/Socket : no interface found"
+    assert first_cause("node1:77:77 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to "
+                       "ens9", line) == "socket-ifname-invalid"
+    assert first_cause(line) == "nccl-error"
