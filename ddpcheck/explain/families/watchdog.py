@@ -233,6 +233,13 @@ PATTERNS = [
     pattern(COLLECTIVE_TIMEOUT,
             r"waitForInput: socket SocketImpl\(.*\) timed out after (?P<ms>\d+)ms", NEXT,
             root=False, combine=combine),
+    # The store's own timeouts: TCPStore.cpp wait (torch 1.x "RuntimeError: Wait timeout",
+    # >= 2.2 "DistStoreError: wait timeout after 600000ms, keys: /default_pg/0//cuda//0")
+    # and a get that outlasted the store timeout ("DistStoreError: Socket Timeout"). Like
+    # the watchdog's line, a rank waited for a key that another rank had not set.
+    pattern(COLLECTIVE_TIMEOUT,
+            r"(?:Error|Exception): (?:[Ww]ait timeout(?: after (?P<ms>\d+)ms)?|Socket Timeout)\b",
+            NEXT, root=False, combine=combine),
     # ProcessGroupNCCL's first collective fetches rank 0's ncclUniqueId from the store: a
     # timeout there means rank 0 had not reached its first collective (busy alone).
     pattern(RANK_ZERO_ONLY_STEP_TIMEOUT,

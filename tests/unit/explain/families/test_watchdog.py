@@ -243,3 +243,20 @@ def test_every_rank_including_zero_waiting_in_a_barrier_is_no_busy_rank():
     lines = [WD.format(r=r, s=1, op="ALLREDUCE", n=1) for r in (0, 1, 2, 3)]
     e = explain_texts([("job.log", "\n".join(lines) + "\n")])
     assert e.undetermined
+
+
+def test_store_wait_timeouts_of_every_version_are_symptoms():
+    # TCPStore.cpp: torch 1.x "Wait timeout", >= 2.2 "wait timeout after ...ms, keys: ...",
+    # a get past the store timeout "Socket Timeout"
+    from ddpcheck.explain import explain_texts
+
+    for line in ("RuntimeError: Wait timeout",
+                 "[rank1]: torch.distributed.DistStoreError: wait timeout after 600000ms, keys: "
+                 "/default_pg/0//cuda//0",
+                 "torch.distributed.DistStoreError: Socket Timeout"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "collective-timeout" and e.undetermined, line
+
+
+def test_a_socket_timeout_phrase_in_prose_is_not_a_store_wait():
+    assert first_cause("INFO: raising the socket timeout to 300 s") == "none"
