@@ -7,7 +7,12 @@ c10/cuda/CUDACachingAllocator.cpp).
 
 from __future__ import annotations
 
-from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, CUDA_VISIBLE_DEVICES_INVALID
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, CUDA_VISIBLE_DEVICES_INVALID, DUPLICATE_DEVICE
+from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
     CUDA_OOM,
     FABRIC_MANAGER_NOT_READY,
@@ -15,6 +20,7 @@ from ddpcheck.explain.codes import (
     INVALID_DEVICE_ORDINAL,
 )
 from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.reader import Record
 from ddpcheck.node.gpustate import CUDA_UNUSABLE, GPU_LOST
 
 PATTERNS = [
@@ -84,3 +90,39 @@ PATTERNS = [
     pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError",
             "ddpcheck run --stages node (GPU memory in use by other processes)"),
 ]
+
+
+# c10/cuda/CUDACachingAllocator.cpp (torch >= 2.1) lists every process on the GPU in its OOM
+# message: "GPU 0 has a total capacity of 79.15 GiB of which 3.75 MiB is free. Process 4242
+# has 30.00 GiB memory in use. ..." torchrun names each worker's pid ("local_rank: 1 (pid:
+# 4242)", elastic api.py; "PID 4242" in its failure summary). A worker of the same job
+# holding memory on the GPU that ran out means two ranks share one GPU.
+OOM_PROCESS = re.compile(r"Process (?P<pid>\d+) has [\d.]+ [KMGT]i?B memory in use")
+WORKER_PID = re.compile(r"local_rank: \d+ \(pid: (?P<pid>\d+)\)|\(pid: (?P<pid2>\d+)\)|"
+                        r"received by PID (?P<pid3>\d+)")
+
+
+def shared_gpu(found: Sequence[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A GPU OOM whose process list holds another worker of this job: a duplicate device."""
+    ooms = [e for e in found if e.problem.code == CUDA_OOM.code and e.root]
+    if not ooms:
+        return list(found)
+    workers = {m["pid"] or m["pid2"] or m["pid3"] for r in records
+               for m in WORKER_PID.finditer(r.text)}
+    out = []
+    for e in found:
+        if e in ooms:
+            holders = {m["pid"] for r in records if r.source == e.first.source
+                       for m in OOM_PROCESS.finditer(r.text)}
+            shared = sorted(holders & workers)
+            if shared:
+                p = e.problem
+                e = replace(e, problem=DUPLICATE_DEVICE.problem(
+                    f"{p.observed} | the GPU that ran out also holds worker pid "
+                    f"{', '.join(shared)} of this job",
+                    cause="two ranks of the job drive the same GPU (the device was chosen from "
+                          "the global rank, set_device was not called, or CUDA_VISIBLE_DEVICES "
+                          "is the same for both), so their memory adds up until one runs out",
+                    ranks=p.ranks, hosts=p.hosts))
+        out.append(e)
+    return out

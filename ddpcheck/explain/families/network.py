@@ -23,7 +23,7 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
-from ddpcheck.explain.families import nccl
+from ddpcheck.explain.families import device, nccl
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.mastercheck import MASTER_NOT_RANK0
@@ -244,7 +244,8 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                       "as unset NCCL falls back to docker and lo; the log does not show "
                       "which value"))
         out.append(e)
-    return nccl.version_mismatch(_conditions_yield(_odd_family(out, ifname_set)), records)
+    found = _conditions_yield(_odd_family(out, ifname_set))
+    return device.shared_gpu(nccl.version_mismatch(found, records), records)
 
 
 # A setting read from a warning or an INFO line (gloo's loopback fallback, c10d's "[W ...]

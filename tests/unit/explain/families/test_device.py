@@ -99,3 +99,22 @@ def test_nccl_numbered_cuda_failure_out_of_memory():
 def test_an_illegal_memory_access_is_not_a_device_setup_problem():
     assert first_cause("RuntimeError: CUDA error: an illegal memory access was encountered") \
         not in {"cuda-unusable", "invalid-device-ordinal", "cuda-out-of-memory"}
+
+
+OOM = ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
+       "has a total capacity of 79.15 GiB of which 3.75 MiB is free. Process 4243 has 38.00 GiB "
+       "memory in use. Including non-PyTorch memory, this process has 41.00 GiB memory in use.")
+
+
+def test_an_oom_on_a_gpu_another_worker_holds_is_a_duplicate_device():
+    # CUDACachingAllocator.cpp (torch >= 2.1) lists the GPU's processes; elastic api.py
+    # names each worker's pid
+    assert first_cause(OOM, "ERROR:torch.distributed.elastic.multiprocessing.api:failed "
+                       "(exitcode: 1) local_rank: 1 (pid: 4243) of binary: /usr/bin/python") == \
+        "duplicate-device"
+
+
+def test_an_oom_on_a_gpu_a_stranger_holds_stays_an_oom():
+    assert first_cause(OOM, "ERROR:torch.distributed.elastic.multiprocessing.api:failed "
+                       "(exitcode: 1) local_rank: 1 (pid: 5555) of binary: /usr/bin/python") == \
+        "cuda-out-of-memory"
