@@ -33,8 +33,12 @@ PATTERNS = [
             "ddpcheck run --stages node (GPU health per node)"),
     # the driver's message may wrap ("NVRM: GPU ... has / NVRM: fallen off the bus"), and
     # nvidia-smi cannot get a handle for a GPU that stopped answering
-    pattern(GPU_LOST, r"NVRM: Xid \([^)]*\): 79\b|fallen off the bus|"
-            r"Unable to determine the device handle for GPU\S*: Unknown Error",
+    # nvidia-smi's other wordings for a GPU that stopped answering ("...: GPU is lost. Reboot
+    # the system to recover this GPU", "GPU requires reset"), and Xid 119/120 (GSP RPC
+    # timeout / GSP error, NVIDIA's Xid catalogue: reset the GPU)
+    pattern(GPU_LOST, r"NVRM: Xid \([^)]*\): (?:79|119|120)\b|fallen off the bus|"
+            r"Unable to determine the device handle for GPU\S*: (?:Unknown Error|GPU is lost)|"
+            r"GPU is lost\. Reboot the system|GPU requires reset",
             "ddpcheck run --stages node (GPU health per node)"),
     # c10/cuda: cudaErrorNoDevice with GPUs installed means CUDA_VISIBLE_DEVICES hides them
     # cudaErrorSystemNotReady (802), CUDA runtime API: "the system is not yet ready to start

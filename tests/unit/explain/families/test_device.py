@@ -118,3 +118,17 @@ def test_an_oom_on_a_gpu_a_stranger_holds_stays_an_oom():
     assert first_cause(OOM, "ERROR:torch.distributed.elastic.multiprocessing.api:failed "
                        "(exitcode: 1) local_rank: 1 (pid: 5555) of binary: /usr/bin/python") == \
         "cuda-out-of-memory"
+
+
+def test_other_words_for_a_gpu_that_stopped_answering():
+    for line in ("Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.  "
+                 "Reboot the system to recover this GPU",
+                 "[ 9912.1] NVRM: Xid (PCI:0000:3b:00): 119, pid=4242, name=python, Timeout "
+                 "waiting for RPC from GSP0! Expected function 76 (GSP_RM_CONTROL)"):
+        assert first_cause(line) == "gpu-lost", line
+
+
+def test_an_application_xid_is_not_a_lost_gpu():
+    # Xid 13 (graphics engine exception) and 31 (MMU fault) are the program's own faults
+    assert first_cause("[ 9912.1] NVRM: Xid (PCI:0000:3b:00): 31, pid=4242, Ch 00000018, "
+                       "intr 10000000. MMU Fault") != "gpu-lost"
