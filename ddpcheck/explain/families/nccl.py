@@ -34,6 +34,12 @@ from ddpcheck.node.nccl import NCCL_ENV_INVALID
 from ddpcheck.node.ncclstack import NCCL_STACK_MISMATCH
 
 COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
+# CUDA runtime errors NCCL reports as "Cuda failure 'X'" (include/checks.h CUDACHECK) whose
+# cause the device family names (device.py): left to it rather than to a generic NCCL error.
+CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capable device\(s\) "
+                       r"is/are busy|all CUDA-capable devices are busy|uncorrectable ECC|"
+                       r"system not yet initialized|no kernel image is available|"
+                       r"system has unsupported display driver")
 NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
 
 PATTERNS = [
@@ -143,7 +149,8 @@ PATTERNS = [
                   "running different NCCL versions, or ranks setting up different "
                   "collectives; compare the 'NCCL version' lines of every node"),
     pattern(NCCL_ERROR,
-            r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)", COLL),
+            r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)"
+            r"(?!.*Cuda failure (?:\d+ )?'?(?:" + CUDA_RUNTIME_CAUSES + r"))", COLL),
 ]
 
 

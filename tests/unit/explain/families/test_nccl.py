@@ -180,3 +180,13 @@ def test_the_net_socket_twin_of_no_socket_interface_reads_the_same():
     assert first_cause("node1:77:77 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to "
                        "ens9", line) == "socket-ifname-invalid"
     assert first_cause(line) == "nccl-error"
+
+
+def test_a_cuda_failure_inside_nccl_is_read_for_its_cuda_cause():
+    # include/checks.h CUDACHECK: NCCL quotes cudaGetErrorString
+    assert first_cause("node1:1:1 [1] init.cc:1101 NCCL WARN Cuda failure 'invalid device "
+                       "ordinal'") == "invalid-device-ordinal"
+    assert first_cause("node1:1:1 [0] init.cc:1101 NCCL WARN Cuda failure 802 'system not yet "
+                       "initialized'") == "fabric-manager-not-ready"
+    assert first_cause("node1:1:1 [0] enqueue.cc:1101 NCCL WARN Cuda failure 'an illegal memory "
+                       "access was encountered'") == "nccl-error"
