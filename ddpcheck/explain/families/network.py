@@ -133,7 +133,11 @@ PATTERNS = [
     pattern(PEER_UNREACHABLE,
             r"Connection closed by (?:remote )?peer|Connection reset by peer|"
             r"remote process exited or there was a network error|"
-            r"failed to recv, got 0 bytes", "ddpcheck run --nodes N --stages rendezvous",
+            r"failed to recv, got 0 bytes|"
+            # NCCL proxy.cc: 2.12-2.16 "Proxy Call to rank 3 failed (Connect)", later
+            # "[Proxy Service 3] Failed to execute operation Connect from rank 1, retcode 3"
+            r"Proxy Call to rank \d+ failed|\[Proxy Service \d+\] Failed to execute operation",
+            "ddpcheck run --nodes N --stages rendezvous",
             root=False,
             cause="a peer closed its connection: that process exited (crashed, OOM-killed, "
                   "stopped by the launcher) or the network between the nodes dropped it; the "

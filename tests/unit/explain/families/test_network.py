@@ -209,3 +209,13 @@ def test_a_start_up_warning_explains_the_connection_failures_that_follow():
     assert first_cause(LOOPBACK_WARNING,
                        "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:"
                        "575] Connection closed by peer [10.0.3.17]:57365") == "hostname-loopback"
+
+
+def test_nccl_proxy_call_failures_are_symptoms():
+    from ddpcheck.explain import explain_texts
+
+    for line in ("node1:1:1 [0] proxy.cc:808 NCCL WARN Proxy Call to rank 3 failed (Connect)",
+                 "node1:1:9 [0] proxy.cc:1905 NCCL WARN [Proxy Service 3] Failed to execute "
+                 "operation Connect from rank 1, retcode 3"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "peer-unreachable" and e.undetermined, line
