@@ -196,6 +196,17 @@ PATTERNS = [
             r"Ranks? (?P<ranks>[\d, ]+) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
             NEXT, cause="rank {ranks} did not reach the monitored barrier within {ms} ms: "
             "they were busy elsewhere (a long step of their own), stuck, or dead"),
+    # TORCH_NCCL_DESYNC_DEBUG's report (torch/csrc/distributed/c10d/TraceUtils.h
+    # analyzeMissingRanks / analyzeLaggingRanks, torch 2.0-2.3): "To our best knowledge,
+    # ranks [1, 3] are the lagging ranks that caused this timeout. They never joined any
+    # collectives", and "[0, 2] finished collective #5, but didn't join collective #6".
+    *(pattern(RANK_NEVER_JOINED, rx, NEXT,
+              cause="torch's desync report names rank(s) {ranks} as the ones that did not "
+                    "join the collective the others waited in: busy elsewhere (a long step of "
+                    "their own), stuck, or dead")
+      for rx in (r"ranks \[(?P<ranks>[\d, ]+)\] are the lagging ranks that caused this timeout",
+                 r"\[(?P<ranks>[\d, ]+)\] finished collective #\d+, but didn't join "
+                 r"collective #")),
     # NCCL's socket transport: a peer sent more bytes than this rank posted for the same
     # step, the mark of ranks running different collectives or sizes (NCCL troubleshooting).
     # gloo/transport/tcp/pair.cc GLOO_ENFORCE_LE(op.preamble.length, op.nbytes): a peer

@@ -260,3 +260,21 @@ def test_store_wait_timeouts_of_every_version_are_symptoms():
 
 def test_a_socket_timeout_phrase_in_prose_is_not_a_store_wait():
     assert first_cause("INFO: raising the socket timeout to 300 s") == "none"
+
+
+def test_torchs_desync_report_names_the_ranks_that_never_joined():
+    # TORCH_NCCL_DESYNC_DEBUG=1, torch/csrc/distributed/c10d/TraceUtils.h (torch 2.0-2.3)
+    e = first_cause(WD.format(r=0, s=6, op="ALLREDUCE", n=4096),
+                    "\t - [0] Timeout at collective: ALLREDUCE, #6",
+                    "\t - To our best knowledge, ranks [1, 3] are the lagging ranks that caused "
+                    "this timeout. They never joined any collectives")
+    assert e == "rank-never-joined"
+    assert first_cause(WD.format(r=0, s=6, op="ALLREDUCE", n=4096),
+                       "\t - To our best knowledge, the lagging/dead/mismatched ranks that "
+                       "caused the desync are:",
+                       "\t     [2] finished collective #5, but didn't join collective #6 (count "
+                       "from 1)") == "rank-never-joined"
+
+
+def test_the_desync_reports_snapshot_lines_alone_name_no_missing_rank():
+    assert first_cause("\t   #6 started ranks:", "\t     [0, 1] started ALLREDUCE") == "none"
