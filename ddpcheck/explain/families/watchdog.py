@@ -200,13 +200,13 @@ PATTERNS = [
     # analyzeMissingRanks / analyzeLaggingRanks, torch 2.0-2.3): "To our best knowledge,
     # ranks [1, 3] are the lagging ranks that caused this timeout. They never joined any
     # collectives", and "[0, 2] finished collective #5, but didn't join collective #6".
+    # (a one-rank "[2] " at the start of a line is read as that line's rank prefix)
     *(pattern(RANK_NEVER_JOINED, rx, NEXT,
-              cause="torch's desync report names rank(s) {ranks} as the ones that did not "
-                    "join the collective the others waited in: busy elsewhere (a long step of "
-                    "their own), stuck, or dead")
-      for rx in (r"ranks \[(?P<ranks>[\d, ]+)\] are the lagging ranks that caused this timeout",
-                 r"\[(?P<ranks>[\d, ]+)\] finished collective #\d+, but didn't join "
-                 r"collective #")),
+              cause="torch's desync report names the rank(s) that did not join the collective "
+                    "the others waited in: busy elsewhere (a long step of their own), stuck, "
+                    "or dead")
+      for rx in (r"ranks \[[\d, ]+\] are the lagging ranks that caused this timeout",
+                 r"(?:\[[\d, ]+\] )?finished collective #\d+, but didn't join collective #")),
     # NCCL's socket transport: a peer sent more bytes than this rank posted for the same
     # step, the mark of ranks running different collectives or sizes (NCCL troubleshooting).
     # gloo/transport/tcp/pair.cc GLOO_ENFORCE_LE(op.preamble.length, op.nbytes): a peer
