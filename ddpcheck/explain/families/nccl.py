@@ -98,8 +98,11 @@ PATTERNS = [
             "ulimit -l (inside the job, on every node); ddpcheck run --stages collectives"),
     # torch >= 2.0 quotes NCCL's last WARN after "Last error:" on a line of its own, without
     # the "NCCL WARN" prefix (ProcessGroupNCCL getNcclErrorDetailStr / ncclGetLastError)
+    # (net_ib's "Got non-fatal async event: ..." and "GID table changed" report events NCCL
+    # carries on through: not a failure)
     pattern(NCCL_NET_ERROR,
-            r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
+            r"NCCL WARN (?!NET/IB ?: \S+ (?:Got non-fatal async event|GID table changed))"
+            r"(?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
             r"^\s*(?:Last error:\s*)?NET/(?:IB|OFI) ?: .*(?:error|failed|[Uu]nable)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
@@ -150,6 +153,7 @@ PATTERNS = [
                   "collectives; compare the 'NCCL version' lines of every node"),
     pattern(NCCL_ERROR,
             r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)"
+            r"(?!NET/IB ?: \S+ (?:Got non-fatal async event|GID table changed))"
             r"(?!.*Cuda failure (?:\d+ )?'?(?:" + CUDA_RUNTIME_CAUSES + r"))", COLL),
 ]
 

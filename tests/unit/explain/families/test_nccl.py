@@ -190,3 +190,14 @@ def test_a_cuda_failure_inside_nccl_is_read_for_its_cuda_cause():
                        "initialized'") == "fabric-manager-not-ready"
     assert first_cause("node1:1:1 [0] enqueue.cc:1101 NCCL WARN Cuda failure 'an illegal memory "
                        "access was encountered'") == "nccl-error"
+
+
+def test_ib_non_fatal_events_are_not_failures():
+    # transport/net_ib: NCCL carries on after a non-fatal async event or a GID table change
+    for line in ("node1:1:9 [0] transport/net_ib/init.cc:120 NCCL WARN NET/IB : mlx5_0:1 Got "
+                 "non-fatal async event: GID table change(18)",
+                 "node1:1:9 [0] transport/net_ib/init.cc:131 NCCL WARN NET/IB : mlx5_0:1 GID "
+                 "table changed"):
+        assert first_cause(line) not in {"nccl-net-error", "nccl-error"}, line
+    assert first_cause("node1:1:9 [0] transport/net_ib/init.cc:110 NCCL WARN NET/IB : mlx5_0:1 "
+                       "async fatal event: local catastrophic error") == "nccl-net-error"
