@@ -255,7 +255,8 @@ PATTERNS = [
     # timeout there means rank 0 had not reached its first collective (busy alone).
     pattern(RANK_ZERO_ONLY_STEP_TIMEOUT,
             r"retrieving ncclUniqueId from \[0\] via c10d key-value store.*"
-            r"(?:Socket Timeout|timed out|Timeout)", NEXT, root=False,
+            # (torch >= 2.4: "... got error: wait timeout after 600000ms, keys: ...")
+            r"(?:Socket Timeout|timed out|[Tt]imeout)", NEXT, root=False,
             cause="rank 0 had not reached its first NCCL collective when the others asked "
                   "for its ncclUniqueId: it was busy with a step of its own (dataset "
                   "preprocessing, loading) longer than the timeout"),

@@ -278,3 +278,11 @@ def test_torchs_desync_report_names_the_ranks_that_never_joined():
 
 def test_the_desync_reports_snapshot_lines_alone_name_no_missing_rank():
     assert first_cause("\t   #6 started ranks:", "\t     [0, 1] started ALLREDUCE") == "none"
+
+
+def test_rank_zero_missing_from_the_unique_id_exchange_in_torch_2_4_wording():
+    assert first_cause(
+        "torch.distributed.DistBackendError: [2] is setting up NCCL communicator and retrieving "
+        "ncclUniqueId from [0] via c10d key-value store by key '0:1', but store->get('0:1') got "
+        "error: wait timeout after 600000ms, keys: /default_pg//cuda//0:1") == \
+        "rank-zero-only-step-timeout"
