@@ -91,7 +91,11 @@ PATTERNS = [
             "ddpcheck run --backend gloo (works on every torch build)"),
     # c10/cuda/CUDACachingAllocator.cpp "CUDA out of memory. Tried to allocate ..." (ROCm
     # builds hipify it to "HIP out of memory"), cudaErrorMemoryAllocation "out of memory"
-    pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError",
+    # cuBLAS's CUBLAS_STATUS_ALLOC_FAILED ("Resource allocation failed inside the cuBLAS
+    # library. This is usually caused by a cudaMalloc() failure", cuBLAS docs): creating a
+    # handle on a full GPU
+    pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError|"
+            r"CUBLAS_STATUS_ALLOC_FAILED",
             "ddpcheck run --stages node (GPU memory in use by other processes)"),
 ]
 

@@ -34,8 +34,11 @@ PATTERNS = [
             r"TCP client failed to connect/validate to host (?P<addr>\S+?) - timed out|"
             r"connect\(\) timed out\. Original timeout was", RDZV, cause=UNREACHABLE_CAUSE,
             root=False),
+    # c10d socket.cpp, and Python's own ConnectionRefusedError (torch 1.x store clients,
+    # scripts probing MASTER_ADDR): nothing listened there
     pattern(ENDPOINT_REFUSED,
-            r"client socket has failed to connect to (?P<addr>\S+) \(errno: 111", RDZV),
+            r"client socket has failed to connect to (?P<addr>\S+) \(errno: 111|"
+            r"ConnectionRefusedError: \[Errno 111\] Connection refused", RDZV),
     # c10d socket.cpp's "The IPv4 network addresses of (host, port) cannot be retrieved (gai
     # error: -2 - Name or service not known)" is a name the node looks up for itself
     # (torchrun's MASTER_ADDR is the agent's own FQDN): network.py's hostname-unresolvable.

@@ -132,3 +132,11 @@ def test_an_application_xid_is_not_a_lost_gpu():
     # Xid 13 (graphics engine exception) and 31 (MMU fault) are the program's own faults
     assert first_cause("[ 9912.1] NVRM: Xid (PCI:0000:3b:00): 31, pid=4242, Ch 00000018, "
                        "intr 10000000. MMU Fault") != "gpu-lost"
+
+
+def test_cublas_alloc_failure_is_gpu_memory_and_other_cublas_errors_are_not():
+    assert first_cause("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
+                       "`cublasCreate(handle)`") == "cuda-out-of-memory"
+    assert first_cause("RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling "
+                       "`cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb)`") != \
+        "cuda-out-of-memory"

@@ -46,3 +46,8 @@ def test_a_c10d_lookup_failure_is_the_nodes_name_whatever_the_gai_code():
 def test_pythons_own_gaierror_stays_the_endpoint():
     assert first_cause("socket.gaierror: [Errno -2] Name or service not known") == \
         "endpoint-unresolvable"
+
+
+def test_pythons_connection_refused_is_a_refused_endpoint_symptom():
+    assert _abstains_with("ConnectionRefusedError: [Errno 111] Connection refused",
+                          "endpoint-refused")
