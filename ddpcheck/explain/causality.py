@@ -69,6 +69,25 @@ LEADS_TO = {
     "dev-shm-unwritable": frozenset({"dev-shm-too-small"}),
     "cuda-visible-devices-invalid": frozenset({"invalid-device-ordinal"}),
 }
+# What a condition that torch or NCCL only warns about makes the ranks print later: gloo's
+# "Unable to resolve hostname to a (local) address. Using the loopback address as fallback"
+# (ProcessGroupGloo.cpp) makes this node advertise 127.x, so its peers' connections are
+# refused, closed or time out; NCCL_SOCKET_IFNAME left to a docker or loopback interface
+# (NCCL INFO "NET/Socket : Using [0]docker0") does the same to NCCL's connections. A warning
+# printed before such symptoms, in one stream, is their cause; before any other failure it
+# stays a hint (the job may have gone on and failed for another reason).
+WARNED_LEADS_TO = {
+    "hostname-loopback": frozenset({"peer-unreachable", "endpoint-unreachable",
+                                    "endpoint-refused", "collective-timeout"}),
+    "nccl-wrong-interface": frozenset({"peer-unreachable", "endpoint-unreachable",
+                                       "collective-timeout"}),
+}
+# Causes read from a report that torch prints after the symptom it analyses: the desync
+# report of TORCH_NCCL_DESYNC_DEBUG (TraceUtils.h, "ranks [1, 3] are the lagging ranks that
+# caused this timeout") follows the watchdog's timeout line by construction.
+REPORTS_ON = {
+    "rank-never-joined": frozenset({"collective-timeout"}),
+}
 UNORDERED = ("the log shows failures that each name a cause, printed by different files or "
              "ranks without timestamps that order them: either may be the root and the other "
              "its consequence")
@@ -153,6 +172,7 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
     if best == 0:  # the first failure is the root: a symptom printed before a cause came first
         seen = [e for e in found if tier(e) == 3 and e.grade != WARNING
                 and e.problem.code != hint.problem.code and before(e.first, hint.first)
+                and e.problem.code not in REPORTS_ON.get(hint.problem.code, ())
                 and not (HOST_LOG.search(hint.first.text) and None in (e.first.time,
                                                                         hint.first.time))]
         if seen:
@@ -167,8 +187,10 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
     if best == 1:  # a hint is no root when another failure's symptom may have come first;
         # a warning none when the log shows another failure at all (it warned, the job went on)
         hint = top[0]
-        seen = [e for e in found if tier(e) in (3, 4) and e.problem.code != hint.problem.code
-                and (hint.grade == WARNING or before(hint.first, e.first) is not True)]
+        failures = (2, 3, 4) if hint.grade == WARNING else (3, 4)
+        seen = [e for e in found if tier(e) in failures and e.problem.code != hint.problem.code
+                and (hint.grade == WARNING or before(hint.first, e.first) is not True)
+                and not _warned_consequence(hint, e)]
         if seen:
             return _ambiguous([seen[0], *top], [e for e in found if e not in top and
                                                 e is not seen[0]],
@@ -180,6 +202,12 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
     roots = [e for e in top if e.problem.code == cause]
     rest = [e for e in found if e not in roots]
     return [*roots, *_echoes(rest, cause)]
+
+
+def _warned_consequence(hint: Explained, symptom: Explained) -> bool:
+    """The symptom is what the warned condition makes peers print, and came after it."""
+    return (symptom.problem.code in WARNED_LEADS_TO.get(hint.problem.code, ())
+            and before(hint.first, symptom.first) is True)
 
 
 def _earliest(candidates: Sequence[Explained], first_rank: int | None) -> Explained | None:

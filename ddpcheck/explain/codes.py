@@ -232,3 +232,12 @@ FABRIC_MANAGER_NOT_READY = register(
     "install nvidia-fabricmanager of exactly the driver's version and systemctl enable --now "
     "nvidia-fabricmanager (after a restart, reset the GPUs: nvidia-smi -r); ddpcheck run "
     "--stages node checks the fabric state")
+MEMLOCK_LIMIT_TOO_LOW = register(
+    "memlock-limit-too-low", "NCCL's InfiniBand/RoCE transport could not register (pin) its "
+    "buffers",
+    "the locked-memory limit (ulimit -l) of the job's processes is too small: 64 KB / 8 MB "
+    "defaults, or limits not carried into mpirun, srun or a container (NCCL troubleshooting: "
+    "'Call to ibv_reg_mr failed' / 'Call to ibv_create_qp failed')",
+    "raise the limit to unlimited: '* soft memlock unlimited' and '* hard memlock unlimited' "
+    "in /etc/security/limits.conf, docker --ulimit memlock=-1, for Slurm the slurmd's "
+    "LimitMEMLOCK=infinity / PropagateResourceLimits; check ulimit -l inside the job")

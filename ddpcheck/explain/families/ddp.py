@@ -17,12 +17,19 @@ DDP = "ddpcheck run --stages ddp (proves DDP itself works on these nodes)"
 PATTERNS = [
     pattern(DDP_UNUSED_PARAMETERS,
             r"Expected to have finished reduction in the prior iteration|"
-            r"(?:Parameter indices|Parameters) which did not receive grad for rank", DDP),
+            r"(?:Parameter indices|Parameters) which did not receive grad for rank|"
+            # the same message wrapped onto its next line (reducer.cpp), and Lightning's own
+            # ("It looks like your LightningModule has parameters that were not used in
+            # producing the loss returned by training_step", lightning/pytorch/strategies)
+            r"has parameters that were not used in producing (?:the )?loss", DDP),
     pattern(DDP_PARAM_READY_TWICE,
             r"Expected to mark a variable ready only once|marked as ready twice|"
             r"has been marked as ready twice", DDP),
+    # torch/nn/parallel/distributed.py __init__'s device checks, all versions since 1.8
     pattern(DDP_MODULE_DEVICE_INVALID,
-            r"device_ids and output_device arguments only work with single-device", DDP),
+            r"device_ids and output_device arguments only work with single-device|"
+            r"input module must be on the same type of devices, but input module parameters "
+            r"locate in|device_ids can only be None or contain a single element", DDP),
     pattern(NCCL_CPU_TENSOR,
             r"Tensors must be CUDA and dense|No backend type associated with device type cpu",
             DDP),
@@ -43,6 +50,9 @@ PATTERNS = [
             cause="rank {a} built a model with {na} parameters, rank {b} with {nb}: the model "
                   "is built or frozen differently per rank (a rank-dependent branch, PEFT/LoRA "
                   "set up on one rank only)"),
+    # distributed_c10d.py: torch >= 1.13 "Default process group has not been initialized,
+    # please make sure to call init_process_group.", older "Default process group is not
+    # initialized"
     pattern(PG_NOT_INITIALIZED,
-            r"Default process group has not been initialized", DDP),
+            r"Default process group (?:has not been|is not) initialized", DDP),
 ]

@@ -7,7 +7,12 @@ c10/cuda/CUDACachingAllocator.cpp).
 
 from __future__ import annotations
 
-from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, CUDA_VISIBLE_DEVICES_INVALID
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, CUDA_VISIBLE_DEVICES_INVALID, DUPLICATE_DEVICE
+from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
     CUDA_OOM,
     FABRIC_MANAGER_NOT_READY,
@@ -15,6 +20,7 @@ from ddpcheck.explain.codes import (
     INVALID_DEVICE_ORDINAL,
 )
 from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.reader import Record
 from ddpcheck.node.gpustate import CUDA_UNUSABLE, GPU_LOST
 
 PATTERNS = [
@@ -27,8 +33,12 @@ PATTERNS = [
             "ddpcheck run --stages node (GPU health per node)"),
     # the driver's message may wrap ("NVRM: GPU ... has / NVRM: fallen off the bus"), and
     # nvidia-smi cannot get a handle for a GPU that stopped answering
-    pattern(GPU_LOST, r"NVRM: Xid \([^)]*\): 79\b|fallen off the bus|"
-            r"Unable to determine the device handle for GPU\S*: Unknown Error",
+    # nvidia-smi's other wordings for a GPU that stopped answering ("...: GPU is lost. Reboot
+    # the system to recover this GPU", "GPU requires reset"), and Xid 119/120 (GSP RPC
+    # timeout / GSP error, NVIDIA's Xid catalogue: reset the GPU)
+    pattern(GPU_LOST, r"NVRM: Xid \([^)]*\): (?:79|119|120)\b|fallen off the bus|"
+            r"Unable to determine the device handle for GPU\S*: (?:Unknown Error|GPU is lost)|"
+            r"GPU is lost\. Reboot the system|GPU requires reset",
             "ddpcheck run --stages node (GPU health per node)"),
     # c10/cuda: cudaErrorNoDevice with GPUs installed means CUDA_VISIBLE_DEVICES hides them
     # cudaErrorSystemNotReady (802), CUDA runtime API: "the system is not yet ready to start
@@ -50,15 +60,77 @@ PATTERNS = [
             fix="install a torch build whose CUDA version supports the GPU (pip install torch "
                 "--index-url https://download.pytorch.org/whl/cuXYZ); torch.cuda."
                 "get_arch_list() lists what the build supports"),
-    pattern(CUDA_UNUSABLE, r"CUDA-capable device\(s\) is/are busy or unavailable",
+    # cudaErrorDevicesUnavailable (46): CUDA >= 10 "CUDA-capable device(s) is/are busy or
+    # unavailable", CUDA <= 9.2 "all CUDA-capable devices are busy or unavailable"
+    pattern(CUDA_UNUSABLE, r"CUDA-capable device\(s\) is/are busy or unavailable|"
+            r"all CUDA-capable devices are busy or unavailable",
             "ddpcheck run --stages node",
             cause="the GPU is in exclusive-process compute mode and already used by another "
                   "process, or held by a stuck process (nvidia-smi shows which)",
             fix="stop the other process on that GPU, or set the compute mode to default "
                 "(nvidia-smi -c 0); give each rank its own GPU (LOCAL_RANK)"),
+    # The driver itself: cudaErrorSystemDriverMismatch (803) "system has unsupported display
+    # driver / cuda driver combination", cudaErrorCompatNotSupportedOnDevice (804) "forward
+    # compatibility was attempted on non supported HW"; torch/cuda/__init__.py _lazy_init
+    # "Found no NVIDIA driver on your system"; c10/cuda "CUDA driver initialization failed,
+    # you might not have a CUDA gpu."; nvidia-smi "NVIDIA-SMI has failed because it couldn't
+    # communicate with the NVIDIA driver".
+    pattern(CUDA_UNUSABLE,
+            r"system has unsupported display driver / cuda driver combination|"
+            r"forward compatibility was attempted on non supported HW|"
+            r"Found no NVIDIA driver on your system|CUDA driver initialization failed|"
+            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+            "ddpcheck run --stages node",
+            cause="the NVIDIA kernel driver is missing, not loaded, or of another version than "
+                  "the user-space CUDA driver (libcuda) the job loads (a driver upgrade without "
+                  "a reboot, or a container's compat libraries on an unsupported GPU)",
+            fix="load / reinstall the NVIDIA driver matching libcuda (reboot after an "
+                "upgrade); nvidia-smi must work on the node before the job starts"),
     pattern(BACKEND_UNAVAILABLE,
             r"Distributed package doesn't have (?P<b>NCCL|MPI|Gloo|UCC) built in",
             "ddpcheck run --backend gloo (works on every torch build)"),
-    pattern(CUDA_OOM, r"CUDA out of memory|CUDA error: out of memory|OutOfMemoryError",
+    # c10/cuda/CUDACachingAllocator.cpp "CUDA out of memory. Tried to allocate ..." (ROCm
+    # builds hipify it to "HIP out of memory"), cudaErrorMemoryAllocation "out of memory"
+    # cuBLAS's CUBLAS_STATUS_ALLOC_FAILED ("Resource allocation failed inside the cuBLAS
+    # library. This is usually caused by a cudaMalloc() failure", cuBLAS docs): creating a
+    # handle on a full GPU
+    pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError|"
+            r"CUBLAS_STATUS_ALLOC_FAILED",
             "ddpcheck run --stages node (GPU memory in use by other processes)"),
 ]
+
+
+# c10/cuda/CUDACachingAllocator.cpp (torch >= 2.1) lists every process on the GPU in its OOM
+# message: "GPU 0 has a total capacity of 79.15 GiB of which 3.75 MiB is free. Process 4242
+# has 30.00 GiB memory in use. ..." torchrun names each worker's pid ("local_rank: 1 (pid:
+# 4242)", elastic api.py; "PID 4242" in its failure summary). A worker of the same job
+# holding memory on the GPU that ran out means two ranks share one GPU.
+OOM_PROCESS = re.compile(r"Process (?P<pid>\d+) has [\d.]+ [KMGT]i?B memory in use")
+WORKER_PID = re.compile(r"local_rank: \d+ \(pid: (?P<pid>\d+)\)|\(pid: (?P<pid2>\d+)\)|"
+                        r"received by PID (?P<pid3>\d+)")
+
+
+def shared_gpu(found: Sequence[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A GPU OOM whose process list holds another worker of this job: a duplicate device."""
+    ooms = [e for e in found if e.problem.code == CUDA_OOM.code and e.root]
+    if not ooms:
+        return list(found)
+    workers = {m["pid"] or m["pid2"] or m["pid3"] for r in records
+               for m in WORKER_PID.finditer(r.text)}
+    out = []
+    for e in found:
+        if e in ooms:
+            holders = {m["pid"] for r in records if r.source == e.first.source
+                       for m in OOM_PROCESS.finditer(r.text)}
+            shared = sorted(holders & workers)
+            if shared:
+                p = e.problem
+                e = replace(e, problem=DUPLICATE_DEVICE.problem(
+                    f"{p.observed} | the GPU that ran out also holds worker pid "
+                    f"{', '.join(shared)} of this job",
+                    cause="two ranks of the job drive the same GPU (the device was chosen from "
+                          "the global rank, set_device was not called, or CUDA_VISIBLE_DEVICES "
+                          "is the same for both), so their memory adds up until one runs out",
+                    ranks=p.ranks, hosts=p.hosts))
+        out.append(e)
+    return out

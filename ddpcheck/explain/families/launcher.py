@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Sequence
 
-from ddpcheck.diagnoses import RANK_EXITED, RANK_KILLED, Problem
+from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, RANK_EXITED, RANK_KILLED, Problem
 from ddpcheck.explain.codes import HOST_OOM, LAUNCHER_ENV_MISSING, LOCAL_RANK_ARG_UNREAD
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 
@@ -29,6 +29,10 @@ SIGNAL_CAUSE = {
 }
 
 
+# How srun and the shell name a signal in words (strsignal).
+WORDS = {"Terminated": "SIGTERM", "Killed": "SIGKILL"}
+
+
 def _signal_name(num: int) -> str:
     try:
         return signal.Signals(num).name
@@ -41,13 +45,22 @@ def combine_killed(hits: Sequence[Hit]) -> Problem:
     for h in hits:
         g = h.match.groupdict()
         num = abs(int(g.get("code") or g.get("sig") or 0))
-        names.append(_signal_name(num))
+        named = g.get("signame") or g.get("signame2") or WORDS.get(g.get("word") or "")
+        names.append(named or _signal_name(num))
     name = names[0]
     local = sorted({h.match["lr"] for h in hits if h.match.groupdict().get("lr")})
     who = f"local rank {', '.join(local)}: " if local else ""
     if name == "SIGKILL":  # the OOM killer's signal; a scheduler's kill says CANCELLED
         return HOST_OOM.problem(f"{who}killed by SIGKILL | {observed_lines(hits)}",
                                 **where(hits))
+    if name == "SIGBUS":
+        # A mapped tmpfs page that cannot be backed raises SIGBUS: how a full /dev/shm ends
+        # a process that maps it (NCCL's shm transport, DataLoader tensors). torch's own
+        # SIGBUS handler (torch/csrc/DataLoader.cpp) says so: "It is possible that
+        # dataloader's workers are out of shared memory."
+        return DEV_SHM_TOO_SMALL.problem(
+            f"{who}killed by SIGBUS | {observed_lines(hits)}",
+            cause=f"SIGBUS: {SIGNAL_CAUSE['SIGBUS']}", **where(hits))
     return RANK_KILLED.problem(
         f"{who}killed by {name} | {observed_lines(hits)}",
         cause=f"{name}: {SIGNAL_CAUSE.get(name, 'the process received this signal')}",
@@ -82,8 +95,22 @@ PATTERNS = [
     # (torch/distributed/elastic/multiprocessing/errors/__init__.py _format_failure).
     pattern(RANK_KILLED, r"^\s*exitcode\s*: (?P<code>-\d+) \(pid: (?P<pid>\d+)\)", NEXT,
             combine=combine_killed, grade="hint"),
+    # torch/multiprocessing/spawn.py ProcessExitedException: "process 1 terminated with
+    # signal SIGKILL"; Python's subprocess (torch.distributed.launch <= 1.9 re-raises it):
+    # "Command '[...]' died with <Signals.SIGKILL: 9>."
+    pattern(RANK_KILLED,
+            r"process (?P<lr>\d+) terminated with signal (?P<signame>SIG[A-Z]+)|"
+            r"died with <Signals\.(?P<signame2>SIG[A-Z]+): (?P<sig>\d+)>", NEXT,
+            combine=combine_killed, grade="hint"),
+    # srun (src/srun/launch.c): "srun: error: node1: tasks 0-3: Terminated" is SIGTERM,
+    # "task 2: Killed" SIGKILL (the shell-style "Killed" line in memory.py matches it too)
+    pattern(RANK_KILLED, r"srun: error: \S+: tasks? [\d,-]+: (?P<word>Terminated)\s*$", NEXT,
+            combine=combine_killed, grade="hint"),
     pattern(RANK_EXITED,
-            r"failed \(exitcode: (?P<code>[1-9]\d*)\) local_rank: (?P<lr>\d+)", NEXT,
+            r"failed \(exitcode: (?P<code>[1-9]\d*)\) local_rank: (?P<lr>\d+)|"
+            r"process \d+ terminated with exit code [1-9]|"
+            r"srun: error: \S+: tasks? [\d,-]+: Exited with exit code [1-9]|"
+            r"returned non-zero exit status [1-9]", NEXT,
             root=False),
     # stop24 dev: the agent's line as users paste it, cut or wrapped after "local_rank"
     # (api.py prints "failed (exitcode: -9) local_rank: 0 (pid: N) of binary: ..."); the

@@ -18,15 +18,32 @@ from ddpcheck.launcher.fdlimit import OPEN_FILE_LIMIT
 NODE = "ddpcheck run --stages node (host memory and /dev/shm of each node)"
 
 PATTERNS = [
+    # Slurm task/cgroup: <= 21.08 "Detected 1 oom-kill event(s) in StepId=...", >= 22.05
+    # "Detected 1 oom_kill event in StepId=... Some of the step tasks have been OOM Killed.";
+    # jobacct_gather's polling limit "StepId=7.batch exceeded memory limit (734003200 >
+    # 52428800), being killed" / "Exceeded job memory limit"; srun "task 0: Out Of Memory".
+    # Kernel mm/oom_kill.c: >= 5.0 "Out of memory: Killed process 1234 (python)", older
+    # "Out of memory: Kill process 1234 (python) score 900 or sacrifice child",
+    # "Killed process 1234 (python) total-vm:...", "oom_reaper: reaped process 1234".
     pattern(HOST_OOM,
-            r"oom-kill event|out-of-memory handler|task \d+: Out Of Memory|"
-            r"Out of memory: Killed process|Memory cgroup out of memory|invoked oom-killer|"
+            r"oom[-_]kill event|out-of-memory handler|tasks? [\d,-]+: Out Of Memory|"
+            r"have been OOM Killed|exceeded memory limit \(\d+ > \d+\), being killed|"
+            # (not "... at some point.": older Slurm's cgroup failcnt note, printed for jobs
+            # that went on, page cache included)
+            r"Exceeded (?:job|step) memory limit(?! at some point)|"
+            r"Out of memory: Kill(?:ed)? process|Killed process \d+ \(\S+\) total-vm|"
+            r"oom_reaper: reaped process|Memory cgroup out of memory|invoked oom-killer|"
             r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|"
-            r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b|\bOOMKilled\b", NODE),
+            r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b|\bOOMKilled\b|"
+            # numpy's MemoryError subclass: "Unable to allocate 7.45 GiB for an array"
+            r"_ArrayMemoryError|Unable to allocate [\d.]+ [KMGTP]i?B for an array|"
+            # libstdc++'s allocation failure, as the terminate handler prints it
+            r"instance of 'std::bad_alloc'", NODE),
     # SIGKILL without the kernel's or Slurm's word for it: most often the OOM killer (a hint)
     pattern(HOST_OOM,
             r"DataLoader worker \(pid \d+\) is killed by signal: Killed|"
-            r"exit(?:ed with)? code:? 137\b", NODE, grade="hint"),
+            r"exit(?:ed with)? code:? 137\b|exit status:? 137\b|exitcode:? 137\b", NODE,
+            grade="hint"),
     # torch's file_system / file_descriptor sharing: tensors cross as fds or /dev/shm files
     pattern(OPEN_FILE_LIMIT, r"Too many open files|received 0 items of ancdata", NODE,
             cause="DataLoader workers share tensors through file descriptors and ran past "
@@ -37,9 +54,15 @@ PATTERNS = [
             r"shm_open.*Permission denied|/dev/shm\S*.*(?:Permission denied|Read-only file)",
             NODE),
     pattern(DEV_SHM_TOO_SMALL,
+            # torch/csrc/DataLoader.cpp: SIGBUS in a worker, "DataLoader worker (pid N) is
+            # killed by signal: Bus error. It is possible that dataloader's workers are out of
+            # shared memory. Please try to raise your shared memory limit."
             r"(?i)unexpected bus error encountered in worker|insufficient shared memory|"
+            r"workers are out of shared memory|"
             r"unable to (?:write to|open shared memory object) .*torch_|"
-            r"/dev/shm\S*:? No space left on device", NODE,
+            r"/dev/shm\S*:? No space left on device|"
+            # Python's OSError puts the path after the message
+            r"No space left on device: '/dev/shm", NODE,
             cause="/dev/shm is too small for the DataLoader workers' shared tensors "
                   "(containers default to 64 MB)"),
 ]
@@ -47,6 +70,12 @@ PATTERNS = [
 # Matched last: a shell's report of a child killed by SIGKILL, a line of its own or the
 # tail of a progress bar ("Loading checkpoint shards: 38%|...| 3/8 Killed").
 SHELL_KILLED = [
+    # bash reports a child ended by SIGBUS as "Bus error (core dumped)" (strsignal)
+    pattern(DEV_SHM_TOO_SMALL, r"(?:^|[\s|\]:])Bus error(?: \(core dumped\))?\s*$|"
+            r"line \d+: +\d+ Bus error", NODE,
+            cause="the shell reports its child ended by SIGBUS: a shared-memory mapping could "
+                  "not be backed, i.e. /dev/shm is full or too small (containers default to "
+                  "64 MB)"),
     pattern(HOST_OOM, r"(?:^|[\s|\]])[Kk]illed\s*$|line \d+: +\d+ Killed +\S", NODE,
             cause="the shell reports its child Killed (SIGKILL) with no other error: the "
                   "kernel's OOM killer, most often while loading a model or dataset into RAM",

@@ -10,22 +10,36 @@ nccl-error.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE, NCCL_LIBRARY_MISMATCH
+from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
+    COLLECTIVE_SIZE_MISMATCH,
     CUDA_OOM,
     DEV_SHM_UNWRITABLE,
     FABRIC_MANAGER_NOT_READY,
+    MEMLOCK_LIMIT_TOO_LOW,
     NCCL_ERROR,
     NCCL_NET_ERROR,
     NCCL_NET_PLUGIN_UNUSABLE,
     NCCL_P2P_UNSUPPORTED,
 )
 from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.reader import Record
 from ddpcheck.node.gpustate import CUDA_UNUSABLE
 from ddpcheck.node.nccl import NCCL_ENV_INVALID
+from ddpcheck.node.ncclstack import NCCL_STACK_MISMATCH
 
 COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
+# CUDA runtime errors NCCL reports as "Cuda failure 'X'" (include/checks.h CUDACHECK) whose
+# cause the device family names (device.py): left to it rather than to a generic NCCL error.
+CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capable device\(s\) "
+                       r"is/are busy|all CUDA-capable devices are busy|uncorrectable ECC|"
+                       r"system not yet initialized|no kernel image is available|"
+                       r"system has unsupported display driver")
 NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
 
 PATTERNS = [
@@ -35,10 +49,17 @@ PATTERNS = [
     pattern(DEV_SHM_UNWRITABLE,
             r"NCCL WARN (?:Call to (?:shm_open|open|mkstemp) failed ?: ?|Error: failed to create "
             r"shared memory file .*)(?:Permission denied|Read-only file system)", NODE),
+    # NCCL 2.7-2.11 include/shm.h, 2.12-2.2x misc/shmutils.cc, >= 2.27 os/linux.cc:
+    # "Error while creating shared memory segment /dev/shm/nccl-X (size N)[, error: ...]",
+    # "Error: failed to extend /dev/shm/nccl-X to N bytes[, error: No space left on device
+    # (28)]" (the NCCL user guide's own example of too little shared memory), SYSCHECK's
+    # "Call to posix_fallocate failed : No space left on device".
     pattern(DEV_SHM_TOO_SMALL,
-            r"Error while creating shared memory segment|failed to extend /dev/shm\S* to|"
-            r"Call to posix_fallocate failed ?: ?No space left on device|"
-            r"unable to allocate shared memory|Unexpected bus error encountered in worker", NODE,
+            r"Error while creating shared memory segment|failed to extend \S+ to \d+ bytes|"
+            r"Call to (?:posix_)?fallocate failed ?: ?No space left on device|"
+            r"failed to create shared memory file .*No space left on device|"
+            r"unable to allocate shared memory|Unexpected bus error encountered in worker|"
+            r"killed by signal: Bus error", NODE,
             cause="/dev/shm is too small for NCCL's shared-memory transport or the "
                   "DataLoader workers (containers default to 64 MB)"),
     # SIGBUS alone: most often /dev/shm, but a bad mmap of a file does it too (a hint)
@@ -51,15 +72,20 @@ PATTERNS = [
             cause="ranks {a} and {b} drive the same GPU (bus id {dev}): the device was chosen "
                   "from the global rank, or CUDA_VISIBLE_DEVICES / set_device is the same on "
                   "both"),
-    pattern(CUDA_OOM, r"Cuda failure '?out of memory|"
+    # NCCL include/checks.h CUDACHECK: <= 2.18 "Cuda failure 'out of memory'", later "Cuda
+    # failure 2 'out of memory'" (the error number first)
+    pattern(CUDA_OOM, r"Cuda failure (?:\d+ )?'?out of memory|"
             r"NCCL WARN.*(?:cudaMalloc|Failed to CUDA calloc).*(?:out of memory|\b2\b)",
             "ddpcheck run --stages node (GPU memory in use by other processes)",
             cause="NCCL could not allocate its GPU buffers: the GPU was already full (the "
                   "model, the caching allocator, or another process)"),
     pattern(NCCL_LIBRARY_MISMATCH, r"undefined symbol: nccl\w+|libnccl\S*: version `NCCL_",
             "ddpcheck run --stages node (reports the libnccl each rank loads)"),
+    # transport/p2p.cc (2.7 onwards): "failed to peer with device 1(=3b000): 217 peer access
+    # is not supported between these two devices"
     pattern(NCCL_P2P_UNSUPPORTED,
-            r"peer access is not supported between these two devices", COLL),
+            r"peer access is not supported between these two devices|"
+            r"failed to peer with device \d+", COLL),
     # A plugin that exists but cannot load (a missing symbol version, an undefined symbol);
     # "dlerror=libnccl-net.so: cannot open shared object file" is no plugin at all: benign.
     pattern(NCCL_NET_PLUGIN_UNUSABLE,
@@ -72,8 +98,22 @@ PATTERNS = [
     pattern(NCCL_NET_ERROR,
             r"NCCL WARN NET/IB ?: ?Got completion (?:from peer \S+ )?with error (?:12|5)\b",
             "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint"),
+    # NCCL's user guide (troubleshooting, "Troubleshooting NCCL errors"): "NCCL WARN Call to
+    # ibv_reg_mr failed" or "Call to ibv_create_qp failed" is the pinned-memory limit; NCCL
+    # >= 2.18 misc/ibvwrap.cc adds the errno ("Call to ibv_reg_mr_iova2 failed with error
+    # Cannot allocate memory"). "Bad address" is GPU memory without GPUDirect RDMA: not this.
+    pattern(MEMLOCK_LIMIT_TOO_LOW,
+            r"Call to ibv_reg_mr\w* failed(?:\s*$| with error Cannot allocate memory)|"
+            r"Call to ibv_create_qp failed(?:\s*$| with error Cannot allocate memory)",
+            "ulimit -l (inside the job, on every node); ddpcheck run --stages collectives"),
+    # torch >= 2.0 quotes NCCL's last WARN after "Last error:" on a line of its own, without
+    # the "NCCL WARN" prefix (ProcessGroupNCCL getNcclErrorDetailStr / ncclGetLastError)
+    # (net_ib's "Got non-fatal async event: ..." and "GID table changed" report events NCCL
+    # carries on through: not a failure)
     pattern(NCCL_NET_ERROR,
-            r"NCCL WARN (?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
+            r"NCCL WARN (?!NET/IB ?: \S+ (?:Got non-fatal async event|GID table changed))"
+            r"(?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
+            r"^\s*(?:Last error:\s*)?NET/(?:IB|OFI) ?: .*(?:error|failed|[Uu]nable)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
     # transport/nvls.cc creates NVLink SHARP multicast objects (cuMulticastCreate, cuMemMap):
@@ -106,7 +146,25 @@ PATTERNS = [
                   "data type (set by the job, or leaked from an earlier step's environment)",
             fix="unset {var} (NCCL picks per call), or set it to a list that includes a "
                 "fallback, e.g. NCCL_ALGO=Ring,Tree"),
-    pattern(NCCL_ERROR, r"NCCL WARN (?!.*Cuda failure 217)", COLL),
+    # Benign WARNs: misc/ibvwrap.cc "Failed to open libibverbs.so[.1]" (no IB stack: NCCL
+    # uses sockets); cudaErrorPeerAccessUnsupported (217) probed during topology detection.
+    # bootstrap.cc (2.7 onwards) "Message truncated : received 48 bytes instead of 56": the
+    # out-of-band exchange of fixed-size records disagreed, as between ranks on different
+    # NCCL versions or connection setups of different collectives; net_socket.cc's data-path
+    # "message truncated : receiving" (watchdog.py) names collective sizes itself.
+    pattern(COLLECTIVE_SIZE_MISMATCH,
+            r"NET/Socket : (?:peer \S+ )?message truncated : receiving \d+ bytes instead of",
+            COLL, cause="a peer sent more bytes than this rank posted for the same step: the "
+                        "ranks ran different collectives, the same one with other sizes, or "
+                        "other NCCL_PROTO / NCCL_ALGO settings (net_socket.cc's own hint)"),
+    pattern(NCCL_ERROR, r"Message truncated : received \d+(?:,\d+)? bytes instead of", COLL,
+            cause="NCCL's bootstrap received a record of another size than it expected: ranks "
+                  "running different NCCL versions, or ranks setting up different "
+                  "collectives; compare the 'NCCL version' lines of every node"),
+    pattern(NCCL_ERROR,
+            r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)"
+            r"(?!NET/IB ?: \S+ (?:Got non-fatal async event|GID table changed))"
+            r"(?!.*Cuda failure (?:\d+ )?'?(?:" + CUDA_RUNTIME_CAUSES + r"))", COLL),
     # stop24 dev: transport/nvls.cc (NCCL >= 2.18) when cuMulticastBindMem fails: "Failed to
     # bind NVLink SHARP (NVLS) Multicast memory of size N ... : CUDA error 401 '...'.\nThis is
     # usually caused by a system or configuration error in the Fabric Manager or NVSwitches."
@@ -133,3 +191,30 @@ PATTERNS = [
                   "its INFO back trace 'bootstrap.cc:line -> code' shows where, without the "
                   "WARN line that would name why"),
 ]
+
+
+# "NCCL INFO NCCL version 2.18.1+cuda12.1" (init.cc, printed by rank 0 of each communicator
+# and with NCCL_DEBUG=INFO by every rank), and torch's error tail ", NCCL version 2.14.3".
+NCCL_VERSION = re.compile(r"NCCL version (?P<v>\d+\.\d+\.\d+)")
+
+
+def version_mismatch(found: Sequence[Explained], records: Sequence[Record]) -> list[Explained]:
+    """Nodes that print different NCCL versions, in a log that shows a failure: the stack
+    differs across nodes. Told by host, and only where no host printed two versions (a log
+    holding a run before and after an upgrade is not a mixed job)."""
+    by_host: dict[str, set[str]] = {}
+    first: dict[str, Record] = {}
+    for r in records:
+        if r.host and (m := NCCL_VERSION.search(r.text)):
+            by_host.setdefault(r.host, set()).add(m["v"])
+            first.setdefault(m["v"], r)
+    versions = {v for vs in by_host.values() for v in vs}
+    if not found or len(versions) < 2 or any(len(vs) > 1 for vs in by_host.values()):
+        return list(found)
+    seen = sorted(first.values(), key=lambda r: r.order)
+    hosts = {v: sorted(h for h, vs in by_host.items() if v in vs) for v in versions}
+    problem = NCCL_STACK_MISMATCH.problem(
+        "; ".join(f"NCCL {v} on {', '.join(hs)}" for v, hs in sorted(hosts.items())),
+        hosts=tuple(sorted(by_host)))
+    return [Explained(problem, seen[0], True, COLL,
+                      tuple(f"{r.source}:{r.lineno}" for r in seen[:4])), *found]

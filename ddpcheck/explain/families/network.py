@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from ddpcheck.cluster.lifecycle import HOSTNAME_LOOPBACK
 from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
+from ddpcheck.cluster.userjob import ENDPOINT_NOT_RECOGNISED
 from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
 from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
@@ -22,6 +23,7 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
+from ddpcheck.explain.families import device, nccl
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.spawn.mastercheck import MASTER_NOT_RANK0
@@ -41,9 +43,23 @@ PATTERNS = [
     pattern(HOSTNAME_LOOPBACK,
             r"Unable to resolve hostname to a \(local\) address\. Using the loopback|"
             r"Connection refused, remote=\[127\.0\.[01]\.1\]", HOSTS),
+    # 127.0.1.1 is the address Debian/Ubuntu's /etc/hosts gives the machine's own name: a
+    # gloo pair (gloo/transport/tcp/pair.cc "Connection closed by peer [127.0.1.1]:port",
+    # "Read error [127.0.1.1]:port: ...", "Connect timeout [127.0.1.1]:port", "connect
+    # [127.0.1.1]:port: Connection refused") or c10d socket (remote=[127.0.1.1]) talking to it
+    # means a node advertised its host name's loopback address to its peers.
+    pattern(HOSTNAME_LOOPBACK,
+            r"(?:Connection closed by peer|Read error|Connect timeout|connect|remote=|"
+            r"Timed out .* from) \[127\.0\.1\.1\]:\d+", HOSTS,
+            cause="this node's host name resolves to 127.0.1.1 (the /etc/hosts line Debian and "
+                  "Ubuntu add), so gloo advertised a loopback address the other nodes cannot "
+                  "reach"),
     pattern(HOSTNAME_UNRESOLVABLE,
             r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved "
-            r"\(gai error: -[23]|rp != nullptr\. Unable to find address for:|"
+            r"\(gai error: -[235]|rp != nullptr\. Unable to find address for:|"
+            # socket.cpp's listen path: "The local IPv6 network addresses cannot be retrieved
+            # (gai error: -2 - Name or service not known)" (the node's own name)
+            r"The local (?:IPv[46] )?network addresses cannot be retrieved \(gai error: -[235]|"
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
     # c10d's reverse lookup of a peer (socket.cpp): healthy jobs print it too (a symptom)
     pattern(HOSTNAME_UNRESOLVABLE,
@@ -55,8 +71,10 @@ PATTERNS = [
             cause="gloo took {addr} as this node's address (what its host name resolves to, "
                   "or the address it was given), and no interface of this node has it: a "
                   "stale /etc/hosts entry, a numeric host name, or a wildcard address"),
+    # bootstrap.cc "Bootstrap : no socket interface found" and its data-path twin,
+    # transport/net_socket.cc "NET/Socket : no interface found": the same interface search
     pattern(NCCL_NO_SOCKET_INTERFACE,
-            r"Bootstrap : no socket interface found|"
+            r"Bootstrap : no socket interface found|NET/Socket : no interface found|"
             r"Socket creation failed : Address family not supported|"
             r"No usable listening interface found", HOSTS),
     pattern(NCCL_WRONG_INTERFACE,
@@ -66,11 +84,16 @@ PATTERNS = [
     # one of this machine's (c10d socket.cpp "failed to bind to ... (errno: 99 - Cannot
     # assign requested address)").
     pattern(MASTER_NOT_RANK0,
-            r"failed to bind to (?P<addr>\S+) \(errno: 99|bind.*Cannot assign requested address",
-            RDZV),
+            r"failed to bind to (?P<addr>\S+) \(errno: 99|bind.*Cannot assign requested address|"
+            # torch >= 2.3 socket.cpp: "The server socket has failed to listen on any local
+            # network address. port: 29500, useIpv6: 0, code: -99, name: EADDRNOTAVAIL, ..."
+            r"failed to listen on .*code: -99, name: EADDRNOTAVAIL|"
+            r"\[Errno 99\] Cannot assign requested address", RDZV),
     pattern(ENDPOINT_PORT_IN_USE,
             r"failed to (?:bind to|listen on) (?P<addr>\S+) \(errno: 98|EADDRINUSE|"
-            r"RuntimeError: Address already in use", RDZV),
+            r"RuntimeError: Address already in use|\[Errno 98\] Address already in use|"
+            # NCCL misc/socket.cc SYSCHECK on bind (a fixed NCCL_COMM_ID port)
+            r"Call to bind failed ?: ?Address already in use", RDZV),
     pattern(ENDPOINT_BIND_FAILED,
             r"failed to bind to (?P<addr>\S+) \(errno: 13 - Permission denied", RDZV,
             cause="ports below 1024 are privileged: only root may listen on {addr}",
@@ -84,9 +107,44 @@ PATTERNS = [
     pattern(BAD_SOCKET_IFNAME,
             r"no socket interface found|"
             r"connecting to address\s+with family \d+ is neither", IFACE),
+    # NCCL's connect failure, by version: <= 2.11 include/socket.h "Connect to 10.0.0.2<4242>
+    # failed : Connection refused"; 2.12-2.18 misc/socket.cc "Net : Connect to ... failed :
+    # ..."; >= 2.19 "socketStartConnect: Connect to ... failed : ...", and os/linux.cc
+    # "socketPollConnect: connect to ... returned Connection refused, exceeded error retry
+    # count after 35 attempts". A peer address on Docker's default bridge (172.17.0.0/16) or
+    # link-local (169.254.0.0/16, fe80::) is an interface the other node cannot reach: NCCL
+    # advertised the wrong one.
+    pattern(NCCL_WRONG_INTERFACE,
+            r"WARN (?:\w+: )?(?:Net : )?[Cc]onnect to \[?(?P<addr>172\.17\.\d+\.\d+|"
+            r"169\.254\.\d+\.\d+|fe80:[\w:%]*)\]?(?:<\d+>)? (?:failed|returned)", HOSTS,
+            cause="NCCL connected to {addr}, a Docker-bridge or link-local address that only "
+                  "its own host can reach: with NCCL_SOCKET_IFNAME unset the peer advertised "
+                  "a non-routable interface"),
     pattern(PEER_UNREACHABLE,
-            r"(?:NCCL )?WARN (?:Call to connect failed : Connection timed out|"
-            r"Net : Connect to \S+ failed)", "ddpcheck run --nodes N --stages rendezvous"),
+            r"(?:NCCL )?WARN (?:Call to connect failed|(?:\w+: )?(?:Net : )?[Cc]onnect to \S+ "
+            r"(?:failed|returned))", "ddpcheck run --nodes N --stages rendezvous"),
+    # gloo's full-mesh setup (ProcessGroupGloo / gloo/rendezvous/context.cc): "Gloo
+    # connectFullMesh failed with [.../pair.cc:144] no error" names no cause.
+    pattern(PEER_UNREACHABLE, r"connectFullMesh failed with", "ddpcheck run --nodes N "
+            "--stages rendezvous", root=False),
+    # What a rank sees when a peer process went away (the peer's own error, if logged, is
+    # the cause): NCCL misc/socket.cc >= 2.19 "socketProgress: Connection closed by remote
+    # peer", older "Call to recv failed : Connection reset by peer"; ncclRemoteError (NCCL
+    # >= 2.13) "remote process exited or there was a network error"; gloo pair.cc
+    # "Connection closed by peer [ip]:port", "Read error [ip]:port: Connection reset by
+    # peer"; c10d TCPStore "failed to recv, got 0 bytes" (the store's host died).
+    pattern(PEER_UNREACHABLE,
+            r"Connection closed by (?:remote )?peer|Connection reset by peer|"
+            r"remote process exited or there was a network error|"
+            r"failed to recv, got 0 bytes|"
+            # NCCL proxy.cc: 2.12-2.16 "Proxy Call to rank 3 failed (Connect)", later
+            # "[Proxy Service 3] Failed to execute operation Connect from rank 1, retcode 3"
+            r"Proxy Call to rank \d+ failed|\[Proxy Service \d+\] Failed to execute operation",
+            "ddpcheck run --nodes N --stages rendezvous",
+            root=False,
+            cause="a peer closed its connection: that process exited (crashed, OOM-killed, "
+                  "stopped by the launcher) or the network between the nodes dropped it; the "
+                  "peer's own log says which"),
 ]
 
 
@@ -101,15 +159,88 @@ IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
 # NCCL misc/socket.cc ncclFindInterfaces: with NCCL_SOCKET_IFNAME unset it tries ib*, then
 # any interface but docker*/lo, then docker*, then lo, so "Bootstrap : no socket interface
 # found" means a filter the user set (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY) excluded them all.
-NO_INTERFACE = "no socket interface found"
+NO_INTERFACE = re.compile(r"no socket interface found|NET/Socket : no interface found")
+
+
+# DDP's parameter-count check (torch/csrc/distributed/c10d/comm.cpp via
+# _verify_param_shape_across_processes) exchanges the counts with a collective. A count of 0
+# is either a rank that really has no trainable parameter (PEFT/LoRA set up on one rank) or
+# the count lost in transit by NCCL (a P2P or network setting): with NCCL's own transport
+# lines in the log both remain, and the log cannot tell them apart.
+ZERO_PARAMS = re.compile(r"has (?:inconsistent )?0 params")
+NCCL_TRANSPORT = re.compile(r"NCCL (?:INFO|WARN) (?:NET/|Channel|Ring|Trees|P2P|Connected|"
+                            r"Bootstrap)|\bNCCL_(?:SOCKET_IFNAME|IB_\w+|P2P_\w+|NET\w*)=")
+
+
+def _zero_params(e: Explained, records: Sequence[Record]) -> Explained:
+    p = e.problem
+    if p.code != "ddp-model-mismatch" or not ZERO_PARAMS.search(p.observed) or not any(
+            NCCL_TRANSPORT.search(r.text) for r in records):
+        return e
+    return replace(e, problem=NCCL_ERROR.problem(
+        p.observed, ranks=p.ranks, hosts=p.hosts,
+        cause="a rank reported 0 parameters to DDP's first collective while NCCL's transport "
+              "is in the log: either that rank built no trainable parameter, or NCCL lost the "
+              "count in transit (a P2P or network setting); the log does not say which"))
+
+
+# torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py _create_tcp_store: the
+# agent hosts the store only when utils._matches_machine_hostname(endpoint host) is true;
+# otherwise it connects as a client. A node whose own log shows it timing out while
+# connecting to its *own* name or address, under the c10d backend, is the endpoint node
+# that did not recognise itself (an alias, a second NIC's address, a container's name).
+C10D_BACKEND = re.compile(r"c10d_rendezvous_backend|rdzv[_-]backend[= ]+c10d|"
+                          r"C10d rendezvous backend|dynamic_rendezvous")
+CONNECT_TARGET = re.compile(r"connect to \(?\[?(?P<host>[\w.:-]+?)\]?(?:, |:)(?P<port>\d+)")
+LOCAL_NAME = re.compile(r"^\s*host\s+: (?P<host>\S+)\s*$|\baddr=\[(?P<addr>[^\]]+)\]:\d+")
+LOOPBACK_NAMES = re.compile(r"^(?:localhost|127\.|::1$|::ffff:127\.)")
+
+
+def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
+    p = e.problem
+    if p.code != "endpoint-unreachable" or not (m := CONNECT_TARGET.search(p.observed)):
+        return e
+    target = m["host"]
+    if LOOPBACK_NAMES.match(target) or not any(C10D_BACKEND.search(r.text) for r in records):
+        return e
+    local = {r.host for r in records if r.host}
+    local |= {n["host"] or n["addr"] for r in records if (n := LOCAL_NAME.search(r.text))}
+    if target not in local:
+        return e
+    return replace(e, problem=ENDPOINT_NOT_RECOGNISED.problem(
+        f"{p.observed} | {target} is this node's own name or address, and its agent "
+        "connected to it as a client", ranks=p.ranks, hosts=p.hosts or (target,)))
+
+
+# A name lookup whose traceback shows the node looking up its own name: Python's socket
+# module (gethostbyname(gethostname()), getfqdn()) as torch's elastic agent
+# (agent/server/api.py _get_fq_hostname), accelerate and user scripts call it.
+OWN_NAME_LOOKUP = re.compile(r"gethostbyname\((?:socket\.)?gethostname\(\)\)|"
+                             r"getaddrinfo\((?:socket\.)?gethostname\(\)|getfqdn\(|"
+                             r"_get_fq_hostname")
+LOOKUP_FRAMES = 8  # lines of traceback above the gaierror that may hold the call
+
+
+def _own_name(e: Explained, records: Sequence[Record]) -> Explained:
+    p = e.problem
+    if p.code != "endpoint-unresolvable":
+        return e
+    f = e.first
+    if not any(r.source == f.source and 0 <= f.lineno - r.lineno <= LOOKUP_FRAMES
+               and OWN_NAME_LOOKUP.search(r.text) for r in records):
+        return e
+    return replace(e, problem=HOSTNAME_UNRESOLVABLE.problem(
+        f"{p.observed} | raised while the node looked up its own host name",
+        ranks=p.ranks, hosts=p.hosts))
 
 
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     ifname_set = any(IFNAME_SET.search(r.text) for r in records)
     out = []
     for e in found:
+        e = _own_name(_own_endpoint(_zero_params(e, records), records), records)
         p = e.problem
-        if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE in p.observed:
+        if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE.search(p.observed):
             e = replace(e, problem=BAD_SOCKET_IFNAME.problem(
                 p.observed, ranks=p.ranks, hosts=p.hosts,
                 cause="NCCL_SOCKET_IFNAME names no interface of this node (NCCL finds at "
@@ -120,7 +251,35 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                       "as unset NCCL falls back to docker and lo; the log does not show "
                       "which value"))
         out.append(e)
-    return _odd_family(out, ifname_set)
+    found = _conditions_yield(_odd_family(out, ifname_set))
+    return device.shared_gpu(nccl.version_mismatch(found, records), records)
+
+
+# A setting read from a warning or an INFO line (gloo's loopback fallback, c10d's "[W ...]
+# cannot be retrieved", NCCL INFO "NET/Socket : Using [1]docker0") is a condition, printed
+# at start-up whether or not it matters. Next to a failure of its own kind (a CUDA error,
+# an OOM) it is not the cause: it yields, as a consequence would.
+CONDITION_CODES = frozenset({HOSTNAME_LOOPBACK.code, NCCL_WRONG_INTERFACE.code,
+                             HOSTNAME_UNRESOLVABLE.code, "nccl-net-plugin-unusable",
+                             "slurm-without-srun"})
+CONDITION_LINE = re.compile(r"Using the loopback|NET/Socket : Using|Bootstrap : Using|"
+                            r"^\s*\[\d+\](?:br-|veth|docker|virbr)|\[W[\s\d]|\bWarning:|"
+                            r"NCCL INFO|PossibleUserWarning|The `srun` command is available")
+# Problems that the conditions above can explain: failures to connect, wait or resolve.
+CONNECTION_CODES = frozenset({"endpoint-unreachable", "endpoint-refused", "peer-unreachable",
+                              "rendezvous-timeout", "collective-timeout", "nccl-error",
+                              "nccl-net-error", "unexplained", "rank-exited", "rank-killed",
+                              "endpoint-unresolvable", "slurm-job-cancelled",
+                              "rank-zero-only-step-timeout", "rank-never-joined",
+                              *CONDITION_CODES})
+
+
+def _conditions_yield(found: list[Explained]) -> list[Explained]:
+    other = any(e.root and e.problem.code not in CONNECTION_CODES for e in found)
+    if not other:
+        return found
+    return [replace(e, root=False) if e.problem.code in CONDITION_CODES
+            and CONDITION_LINE.search(e.first.text) else e for e in found]
 
 
 def _odd_family(found: list[Explained], ifname_set: bool) -> list[Explained]:

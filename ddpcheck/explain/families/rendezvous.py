@@ -27,12 +27,37 @@ PATTERNS = [
             r"client socket has failed to connect to (?:any network address of )?"
             r"\(?(?P<addr>[^ )]+(?:, \d+)?)\)?.*(?:errno: 110|Connection timed out|\.$)",
             RDZV, cause=UNREACHABLE_CAUSE),
+    # torch >= 2.3 TCPStore.cpp's client retry loop, and torch 1.x tcputils' connect():
+    # "TCP client failed to connect/validate to host h:29500 - timed out (try=7, ...)",
+    # "RuntimeError: connect() timed out. Original timeout was 1800000 ms."
+    pattern(ENDPOINT_UNREACHABLE,
+            r"TCP client failed to connect/validate to host (?P<addr>\S+?) - timed out|"
+            r"connect\(\) timed out\. Original timeout was", RDZV, cause=UNREACHABLE_CAUSE,
+            root=False),
+    # c10d socket.cpp, and Python's own ConnectionRefusedError (torch 1.x store clients,
+    # scripts probing MASTER_ADDR): nothing listened there
     pattern(ENDPOINT_REFUSED,
-            r"client socket has failed to connect to (?P<addr>\S+) \(errno: 111", RDZV),
-    # The resolver's words do not say whose name failed: the endpoint's, or this node's own
-    # host name missing from /etc/hosts (hostname-unresolvable) print the same (a symptom).
+            r"client socket has failed to connect to (?P<addr>\S+) \(errno: 111|"
+            r"ConnectionRefusedError: \[Errno 111\] Connection refused", RDZV),
+    # c10d socket.cpp's "The IPv4 network addresses of (host, port) cannot be retrieved (gai
+    # error: -2 - Name or service not known)" is a name the node looks up for itself
+    # (torchrun's MASTER_ADDR is the agent's own FQDN): network.py's hostname-unresolvable.
+    # The other wordings do not say whose name failed (the endpoint's, or this node's own
+    # host name missing from /etc/hosts): a symptom.
     pattern(ENDPOINT_UNRESOLVABLE,
-            r"host not found: Name or service not known|Name or service not known|"
-            r"gaierror: \[Errno -[23]\]", RDZV, grade="symptom"),
+            r"^(?!.*network addresses (?:of \(|cannot be retrieved))"
+            r".*(?:Name or service not known|gaierror: \[Errno -[235]\])", RDZV,
+            grade="symptom"),
     pattern(RENDEZVOUS_TIMEOUT, r"RendezvousTimeoutError", RDZV),
+    # torch/distributed/distributed_c10d.py _store_based_barrier (torch 1.8-2.0): "Timed out
+    # initializing process group in store based barrier on rank: 0, for key:
+    # store_based_barrier_key:1 (world_size=8, worker_count=1, timeout=0:30:00)" (2.0:
+    # "num_workers_joined="): ranks that never reached init_process_group, for any reason.
+    pattern(RENDEZVOUS_TIMEOUT,
+            r"Timed out initializing process group in store based barrier on rank:? \d+.*"
+            r"world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)=(?P<joined>\d+)",
+            RDZV, root=False,
+            cause="only {joined} of {world} processes reached init_process_group before the "
+                  "timeout: the others were not started (a node without its launcher), "
+                  "were still busy (downloading, preprocessing) or crashed first"),
 ]

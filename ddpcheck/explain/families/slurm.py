@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ddpcheck.explain.causality import Explained
+from ddpcheck.explain.causality import WARNING, Explained
 from ddpcheck.explain.codes import (
     HOST_OOM,
     SLURM_JOB_CANCELLED,
@@ -16,13 +16,16 @@ from ddpcheck.explain.codes import (
 )
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
+from ddpcheck.scheduler.contradictions import SHAPE_MISMATCH as JOB_SHAPE_MISMATCH
+from ddpcheck.scheduler.contradictions import TASKS_GPUS_MISMATCH
 
 PATTERNS = [
     # slurmstepd: "*** JOB 123 ON node1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
     # Not a root: a job that hangs (a rank that never joined, a node never started) ends this
     # way, so any other failure in the log comes first; it explains the kills that follow.
+    # (Slurm <= 14 put the node last: "*** JOB 123 CANCELLED AT ... DUE TO TIME LIMIT on n1 ***")
     pattern(SLURM_JOB_CANCELLED,
-            r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+"
+            r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT \S+"
             r"(?P<why>(?: DUE TO [A-Z]+(?: [A-Z]+)*| BY \S+)?)",
             "sacct -j JOBID -o JobID,State,Elapsed,Timelimit,ExitCode", root=False,
             cause="slurmstepd cancelled it{why}: the ranks' SIGTERM/SIGKILL that follow are "
@@ -32,6 +35,25 @@ PATTERNS = [
     pattern(SLURM_WITHOUT_SRUN,
             r"The `srun` command is available on your system but is not used",
             "ddpcheck run --nodes N --launch srun inside the same allocation"),
+    # Lightning's SLURMEnvironment.validate_settings / _validate_srun_variables
+    # (lightning/fabric/plugins/environments/slurm.py, Lightning >= 2.0): the Trainer's
+    # devices / num_nodes against what srun started.
+    pattern(TASKS_GPUS_MISMATCH,
+            r"You set `devices=(?P<dev>\d+)` in Lightning, but the number of tasks per node "
+            r"configured in SLURM `--ntasks-per-node=(?P<tasks>\d+)` does not match",
+            "ddpcheck run --nodes N inside the same allocation (compares tasks and GPUs)",
+            cause="Lightning starts one process per srun task: the allocation gives {tasks} "
+                  "task(s) per node while the Trainer asks for devices={dev}",
+            fix="make them equal: #SBATCH --ntasks-per-node={dev} (one task per GPU), or "
+                "Trainer(devices={tasks})"),
+    pattern(JOB_SHAPE_MISMATCH,
+            r"You set `num_nodes=(?P<n>\d+)` in Lightning, but the number of nodes configured "
+            r"in SLURM `--nodes=(?P<m>\d+)` does not match",
+            "ddpcheck run --nodes N inside the same allocation",
+            cause="the launcher's configuration (Lightning's Trainer num_nodes / devices) "
+                  "disagrees with the Slurm allocation (--nodes, --ntasks-per-node)",
+            fix="set Trainer(num_nodes=...) to #SBATCH --nodes and devices to "
+                "--ntasks-per-node (Lightning's --ntasks message: families/wrappers.py)"),
     pattern(SLURM_STEP_REJECTED,
             r"srun: error: Unable to create step for job \S+: (?P<why>.+)$",
             "ddpcheck run --nodes N inside the same allocation (one srun task per node)",
@@ -46,22 +68,72 @@ PATTERNS = [
 
 # A batch script pasted into the log: its node count and its launch line.
 SBATCH_NODES = re.compile(r"^\s*#SBATCH\s+(?:--nodes[= ]|-N\s*)(?P<n>\d+)")
-LAUNCH = re.compile(r"^\s*(?:torchrun|python\S*\s+-m\s+torch\.distributed\.(?:run|launch)|"
-                    r"accelerate\s+launch|deepspeed)\b")
-SRUN = re.compile(r"^\s*(?:srun|\S+=\S+\s+srun)\b|\$\(srun|`srun")
+# A script line that starts the training: a launcher, or a Python script itself (Lightning
+# and plain scripts read SLURM_PROCID, so srun must start one per task).
+LAUNCH = re.compile(r"^\s*(?:\S+=\S+\s+)*(?:torchrun|python\S*\s+-m\s+torch\.distributed\."
+                    r"(?:run|launch)|accelerate\s+launch|deepspeed|lightning\s+run|"
+                    r"python\S*\s+(?:-u\s+)?\S+\.py)\b")
+# What starts a command on every node: srun, or an MPI / parallel-shell launcher.
+SRUN = re.compile(r"^\s*(?:\S+=\S+\s+)*(?:srun|mpirun|mpiexec|pdsh|clush|pssh|pdsh)\b|"
+                  r"\$\(srun|`srun|\bssh\s")
 # What a launcher started on one node of several shows: nobody else joins.
 WAITED = frozenset({"rendezvous-timeout", "endpoint-unreachable", "endpoint-refused",
                     "collective-timeout", "rank-zero-only-step-timeout", "unexplained"})
 
 
+# Lightning's DDP setup line (pytorch_lightning 1.x "initializing ddp: GLOBAL_RANK: 1, MEMBER:
+# 2/8", >= 1.6 "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/8"): each process
+# prints its own global rank once. Two processes of one job printing the same rank means
+# the world Lightning computed (num_nodes x devices) is not the one Slurm started.
+MEMBER = re.compile(r"(?i)initializing (?:ddp|distributed): GLOBAL_RANK: (?P<rank>\d+), "
+                    r"MEMBER: \d+/(?P<world>\d+)")
+RESTART = re.compile(r"(?i)restarting (?:workers|worker group)|\bRestart(?:ing)? (?:attempt|run)")
+
+
+# A kill that names memory (the OOM killer, a memory limit) stays a cause under a
+# cancellation; a bare SIGKILL or "Killed" is the scheduler's own kill.
+OOM_WORDS = re.compile(r"(?i)\boom|out of memory|memory limit|cannot allocate memory")
+
+
+def _repeated_member(records: Sequence[Record]) -> Explained | None:
+    seen: dict[tuple[str, str, str], Record] = {}
+    if any(RESTART.search(r.text) for r in records):
+        return None
+    for r in records:
+        if m := MEMBER.search(r.text):
+            key = (r.source, m["rank"], m["world"])
+            if key in seen:
+                first = seen[key]
+                problem = JOB_SHAPE_MISMATCH.problem(
+                    f"{first.text.strip()} [{first.source}:{first.lineno}] printed again "
+                    f"[{r.source}:{r.lineno}]: two processes took global rank {m['rank']} "
+                    f"of {m['world']}",
+                    cause="Lightning computed a world of "
+                          f"{m['world']} (Trainer num_nodes x devices) that is not the one "
+                          "Slurm started: processes on different nodes took the same ranks "
+                          "(#SBATCH --nodes / --ntasks-per-node disagree with the Trainer)",
+                    fix="set Trainer(num_nodes=<#SBATCH --nodes>, devices=<--ntasks-per-node>) "
+                        "and start the script with srun")
+                return Explained(problem, first, True, "ddpcheck run --nodes N inside the "
+                                 "same allocation", (f"{first.source}:{first.lineno}",
+                                                     f"{r.source}:{r.lineno}"))
+            seen[key] = r
+    return None
+
+
 def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Explained]:
     """Kills after a Slurm cancellation are its consequences; a multi-node batch script
-    whose launcher runs without srun (the wait that follows is its consequence)."""
+    whose launcher runs without srun (the wait that follows is its consequence); ranks that
+    Lightning handed out twice."""
+    if not any(e.root and e.grade != WARNING  # a warning is no failure of its own
+               and e.problem.code not in WAITED | {"rank-exited", "nccl-error"}
+               for e in found) and (shape := _repeated_member(records)):
+        found = [shape, *found]
     if any(e.problem.code == SLURM_JOB_CANCELLED.code for e in found):
         found = [replace(e, root=False, problem=e.problem.where(
                      consequence_of=SLURM_JOB_CANCELLED.code))
-                 if e.problem.code == HOST_OOM.code and "killed by SIGKILL" in e.problem.observed
-                 else e for e in found]
+                 if e.problem.code == HOST_OOM.code
+                 and not OOM_WORDS.search(e.problem.observed) else e for e in found]
     nodes = next((r for r in records if (m := SBATCH_NODES.match(r.text)) and int(m["n"]) > 1),
                  None)
     launch = next((r for r in records if LAUNCH.match(r.text)), None)

@@ -65,3 +65,78 @@ def test_a_gpu_that_stopped_answering_is_lost():
                        "commands.") == "gpu-lost"
     assert first_cause("Unable to determine the device handle for GPU0000:03:00.0: Unknown "
                        "Error") == "gpu-lost"
+
+
+# --- CUDA runtime strings of other versions (cudaGetErrorString), torch's driver checks
+
+def test_cuda_9_busy_or_unavailable_wording():
+    assert first_cause("RuntimeError: cuda runtime error (46) : all CUDA-capable devices are "
+                       "busy or unavailable at /pytorch/aten/src/THC/THCGeneral.cpp:51") == \
+        "cuda-unusable"
+
+
+def test_driver_mismatch_and_missing_driver_are_cuda_unusable():
+    for line in ("RuntimeError: CUDA error: system has unsupported display driver / cuda "
+                 "driver combination",
+                 "AssertionError: Found no NVIDIA driver on your system. Please check that you "
+                 "have an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download",
+                 "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+                 "driver. Make sure that the latest NVIDIA driver is installed and running."):
+        assert first_cause(line) == "cuda-unusable", line
+
+
+def test_rocm_out_of_memory_is_gpu_oom():
+    assert first_cause("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB"
+                       ) == "cuda-out-of-memory"
+
+
+def test_nccl_numbered_cuda_failure_out_of_memory():
+    # NCCL >= 2.19 include/checks.h prints the CUDA error number first
+    assert first_cause("node1:1:1 [3] init.cc:1542 NCCL WARN Cuda failure 2 'out of memory'") \
+        == "cuda-out-of-memory"
+
+
+def test_an_illegal_memory_access_is_not_a_device_setup_problem():
+    assert first_cause("RuntimeError: CUDA error: an illegal memory access was encountered") \
+        not in {"cuda-unusable", "invalid-device-ordinal", "cuda-out-of-memory"}
+
+
+OOM = ("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
+       "has a total capacity of 79.15 GiB of which 3.75 MiB is free. Process 4243 has 38.00 GiB "
+       "memory in use. Including non-PyTorch memory, this process has 41.00 GiB memory in use.")
+
+
+def test_an_oom_on_a_gpu_another_worker_holds_is_a_duplicate_device():
+    # CUDACachingAllocator.cpp (torch >= 2.1) lists the GPU's processes; elastic api.py
+    # names each worker's pid
+    assert first_cause(OOM, "ERROR:torch.distributed.elastic.multiprocessing.api:failed "
+                       "(exitcode: 1) local_rank: 1 (pid: 4243) of binary: /usr/bin/python") == \
+        "duplicate-device"
+
+
+def test_an_oom_on_a_gpu_a_stranger_holds_stays_an_oom():
+    assert first_cause(OOM, "ERROR:torch.distributed.elastic.multiprocessing.api:failed "
+                       "(exitcode: 1) local_rank: 1 (pid: 5555) of binary: /usr/bin/python") == \
+        "cuda-out-of-memory"
+
+
+def test_other_words_for_a_gpu_that_stopped_answering():
+    for line in ("Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.  "
+                 "Reboot the system to recover this GPU",
+                 "[ 9912.1] NVRM: Xid (PCI:0000:3b:00): 119, pid=4242, name=python, Timeout "
+                 "waiting for RPC from GSP0! Expected function 76 (GSP_RM_CONTROL)"):
+        assert first_cause(line) == "gpu-lost", line
+
+
+def test_an_application_xid_is_not_a_lost_gpu():
+    # Xid 13 (graphics engine exception) and 31 (MMU fault) are the program's own faults
+    assert first_cause("[ 9912.1] NVRM: Xid (PCI:0000:3b:00): 31, pid=4242, Ch 00000018, "
+                       "intr 10000000. MMU Fault") != "gpu-lost"
+
+
+def test_cublas_alloc_failure_is_gpu_memory_and_other_cublas_errors_are_not():
+    assert first_cause("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
+                       "`cublasCreate(handle)`") == "cuda-out-of-memory"
+    assert first_cause("RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling "
+                       "`cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb)`") != \
+        "cuda-out-of-memory"

@@ -65,3 +65,65 @@ def test_deepspeeds_launcher_reports_the_sigkill_like_torchrun():
     assert first_cause("[ERROR] [launch.py:320:sigkill_handler] ['/usr/bin/python', '-u', "
                        "'train.py', '--local_rank=1'] exits with return code = -9") == \
         "host-out-of-memory"
+
+
+# --- Slurm and kernel wordings across versions (task/cgroup, jobacct_gather, mm/oom_kill.c)
+
+def test_slurm_22_oom_kill_wording():
+    assert first_cause("slurmstepd: error: Detected 1 oom_kill event in StepId=22035606.1. "
+                       "Some of the step tasks have been OOM Killed.") == "host-out-of-memory"
+
+
+def test_slurm_polling_memory_limit_kill():
+    assert first_cause("slurmstepd: error: Job 41176 exceeded memory limit (3940736 > "
+                       "2068480), being killed", "slurmstepd: error: Exceeded job memory limit"
+                       ) == "host-out-of-memory"
+
+
+def test_exceeded_at_some_point_is_not_a_kill():
+    # older Slurm's note for a job that went on (page cache counted in the cgroup)
+    assert first_cause("slurmstepd: error: Exceeded step memory limit at some point.") != \
+        "host-out-of-memory"
+
+
+def test_older_kernels_oom_killer_lines():
+    assert first_cause("[12345.678] Out of memory: Kill process 1234 (python) score 912 or "
+                       "sacrifice child") == "host-out-of-memory"
+    assert first_cause("[12345.679] Killed process 1234 (python) total-vm:98765432kB, "
+                       "anon-rss:8765432kB, file-rss:0kB") == "host-out-of-memory"
+
+
+def test_dataloader_sigbus_hint_is_dev_shm():
+    # torch/csrc/DataLoader.cpp, the SIGBUS branch's own hint
+    assert first_cause("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus "
+                       "error. It is possible that dataloader's workers are out of shared "
+                       "memory. Please try to raise your shared memory limit.") == \
+        "dev-shm-too-small"
+
+
+def test_dataloader_segfault_is_not_dev_shm():
+    assert first_cause("ERROR: Unexpected segmentation fault encountered in worker.") != \
+        "dev-shm-too-small"
+
+
+def test_numpys_memory_error_is_host_memory():
+    assert first_cause("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 7.45 GiB "
+                       "for an array with shape (1000000, 2000) and data type float32") == \
+        "host-out-of-memory"
+
+
+def test_exit_status_137_and_bad_alloc_are_host_memory():
+    assert first_cause("subprocess.CalledProcessError: Command '['python', 'train.py']' "
+                       "returned non-zero exit status 137.") == "host-out-of-memory"
+    assert first_cause("terminate called after throwing an instance of 'std::bad_alloc'") == \
+        "host-out-of-memory"
+    assert first_cause("subprocess.CalledProcessError: Command '['python', 'train.py']' "
+                       "returned non-zero exit status 1.") != "host-out-of-memory"
+
+
+def test_pythons_enospc_on_a_dev_shm_path_is_dev_shm():
+    # multiprocessing.shared_memory / semaphores: the path follows the message
+    assert first_cause("OSError: [Errno 28] No space left on device: '/dev/shm/psm_8d1c2f'") == \
+        "dev-shm-too-small"
+    assert first_cause("OSError: [Errno 28] No space left on device: '/scratch/ckpt.pt'") != \
+        "dev-shm-too-small"

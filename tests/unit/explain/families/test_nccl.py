@@ -66,3 +66,144 @@ def test_no_algorithm_with_nccl_algo_set_is_the_variable():
     # enqueue.cc topoGetAlgoInfo's WARN, as torch's "Last error:" repeats it
     assert first_cause("Error : no algorithm/protocol available for function Broadcast with "
                        "datatype ncclInt8. NCCL_ALGO was set to NVLS.") == "nccl-env-invalid"
+
+
+# --- NCCL's shm and IB wordings across versions (include/shm.h, misc/shmutils.cc,
+# os/linux.cc, misc/ibvwrap.cc; NCCL user guide "Troubleshooting")
+
+def test_failed_to_extend_any_shm_path_is_dev_shm_too_small():
+    # the NCCL user guide's own example; >= 2.27 adds the errno
+    assert first_cause("node1:1:1 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend "
+                       "/dev/shm/nccl-03v824 to 4194660 bytes") == "dev-shm-too-small"
+    assert first_cause("node1:1:1 [0] os/linux.cc:795 NCCL WARN Error: failed to extend "
+                       "/dev/shm/nccl-03v824 to 4194660 bytes, error: No space left on device "
+                       "(28)") == "dev-shm-too-small"
+
+
+def test_attaching_to_a_segment_is_not_dev_shm_too_small():
+    assert first_cause("node1:1:1 [0] misc/shmutils.cc:113 NCCL WARN Error while attaching to "
+                       "shared memory segment /dev/shm/nccl-x (size 9637888)") != \
+        "dev-shm-too-small"
+
+
+def test_ibv_reg_mr_failure_is_the_memlock_limit():
+    # NCCL <= 2.17 (no errno) and >= 2.18 (errno) misc/ibvwrap.cc
+    assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:252 NCCL WARN Call to ibv_reg_mr "
+                       "failed") == "memlock-limit-too-low"
+    assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:150 NCCL WARN Call to ibv_reg_mr_iova2 "
+                       "failed with error Cannot allocate memory") == "memlock-limit-too-low"
+    assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:98 NCCL WARN Call to ibv_create_qp "
+                       "failed") == "memlock-limit-too-low"
+
+
+def test_ibv_reg_mr_bad_address_is_not_the_memlock_limit():
+    # EFAULT: GPU memory registered without GPUDirect RDMA support
+    assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:150 NCCL WARN Call to ibv_reg_mr_iova2 "
+                       "failed with error Bad address") == "nccl-net-error"
+
+
+def test_missing_libibverbs_is_benign():
+    # misc/ibvwrap.cc: no IB stack, NCCL goes on over sockets
+    assert first_cause("node1:1:1 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open "
+                       "libibverbs.so[.1]") in {"none", "unexplained"}
+
+
+def test_failed_to_peer_is_p2p_unsupported():
+    # transport/p2p.cc since 2.7
+    assert first_cause("node1:1:1 [0] transport/p2p.cc:128 NCCL WARN failed to peer with "
+                       "device 1(=3b000): 217 peer access is not supported between these two "
+                       "devices") == "nccl-p2p-unsupported"
+
+
+def test_torch_quotes_nccls_last_ib_error_without_its_prefix():
+    # torch >= 2.0: "... Last error:" then NCCL's WARN text on its own line. The IB line is
+    # read (nccl-net-error), but a completion with error 12 (retry exceeded) is also what a
+    # peer that died leaves, as torch's own words say: explain names it and abstains.
+    from ddpcheck.explain import explain_texts
+
+    lines = ["torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/"
+             "c10d/ProcessGroupNCCL.cpp:1691, remote process exited or there was a network "
+             "error, NCCL version 2.19.3",
+             "ncclRemoteError: A call failed possibly due to a network error or a remote process "
+             "exiting prematurely.",
+             "Last error:",
+             "NET/IB : Got completion from peer 10.1.0.7<45318> with error 12, opcode 0, len 0, "
+             "vendor err 129 (Recv)"]
+    e = explain_texts([("r.log", "\n".join(lines) + "\n")])
+    assert e.undetermined and "nccl-net-error" in [p.code for p in e.problems]
+
+
+def test_an_ib_info_line_is_not_an_error():
+    assert first_cause("node1:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0"
+                       ".1<0>") == "none"
+
+
+# --- bootstrap truncation (bootstrap.cc) and NCCL versions across nodes (init.cc)
+
+def test_bootstrap_truncation_is_not_called_a_collective_size_mismatch():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r.log", "node1:1:1 [0] bootstrap.cc:73 NCCL WARN Message truncated : "
+                        "received 48 bytes instead of 56\n")])
+    assert e.problems[0].code == "nccl-error" and e.undetermined
+
+
+def test_socket_data_truncation_stays_a_size_mismatch():
+    # net_socket.cc names the collective sizes itself
+    assert first_cause("node1:1:1 [0] transport/net_socket.cc:483 NCCL WARN NET/Socket : peer "
+                       "10.0.0.2<4242> message truncated : receiving 1048576 bytes instead of "
+                       "65536. If you believe your socket network is in healthy state, there "
+                       "may be a mismatch in collective sizes or environment settings") == \
+        "collective-size-mismatch"
+
+
+TIMEOUT = ("[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout:"
+           " WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, "
+           "Timeout(ms)=1800000) ran for 1800572 milliseconds before timing out.")
+
+
+def test_nodes_on_different_nccl_versions_in_a_failed_job_are_a_stack_mismatch():
+    assert first_cause("node1:11:11 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+                       "node2:22:22 [0] NCCL INFO NCCL version 2.14.3+cuda11.7",
+                       TIMEOUT) == "nccl-stack-mismatch"
+
+
+def test_one_node_printing_two_versions_is_two_runs_not_a_mixed_job():
+    assert first_cause("node1:11:11 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+                       "node1:33:33 [0] NCCL INFO NCCL version 2.14.3+cuda11.7",
+                       TIMEOUT) != "nccl-stack-mismatch"
+
+
+def test_the_same_version_everywhere_is_no_mismatch():
+    assert first_cause("node1:11:11 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+                       "node2:22:22 [0] NCCL INFO NCCL version 2.18.1+cuda12.1",
+                       TIMEOUT) != "nccl-stack-mismatch"
+
+
+def test_the_net_socket_twin_of_no_socket_interface_reads_the_same():
+    # transport/net_socket.cc "NET/Socket : no interface found" (same search as bootstrap.cc)
+    line = "node1:77:77 [0] transport/net_socket.cc:61 NCCL WARN NET/Socket : no interface found"
+    assert first_cause("node1:77:77 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to "
+                       "ens9", line) == "socket-ifname-invalid"
+    assert first_cause(line) == "nccl-error"
+
+
+def test_a_cuda_failure_inside_nccl_is_read_for_its_cuda_cause():
+    # include/checks.h CUDACHECK: NCCL quotes cudaGetErrorString
+    assert first_cause("node1:1:1 [1] init.cc:1101 NCCL WARN Cuda failure 'invalid device "
+                       "ordinal'") == "invalid-device-ordinal"
+    assert first_cause("node1:1:1 [0] init.cc:1101 NCCL WARN Cuda failure 802 'system not yet "
+                       "initialized'") == "fabric-manager-not-ready"
+    assert first_cause("node1:1:1 [0] enqueue.cc:1101 NCCL WARN Cuda failure 'an illegal memory "
+                       "access was encountered'") == "nccl-error"
+
+
+def test_ib_non_fatal_events_are_not_failures():
+    # transport/net_ib: NCCL carries on after a non-fatal async event or a GID table change
+    for line in ("node1:1:9 [0] transport/net_ib/init.cc:120 NCCL WARN NET/IB : mlx5_0:1 Got "
+                 "non-fatal async event: GID table change(18)",
+                 "node1:1:9 [0] transport/net_ib/init.cc:131 NCCL WARN NET/IB : mlx5_0:1 GID "
+                 "table changed"):
+        assert first_cause(line) not in {"nccl-net-error", "nccl-error"}, line
+    assert first_cause("node1:1:9 [0] transport/net_ib/init.cc:110 NCCL WARN NET/IB : mlx5_0:1 "
+                       "async fatal event: local catastrophic error") == "nccl-net-error"

@@ -54,3 +54,168 @@ def test_gloo_finds_no_interface_with_the_address_its_name_resolved_to():
     assert first_cause("RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/"
                        "tcp/device.cc:212] ifa != nullptr. Unable to find interface for: "
                        "[0.0.0.189]") == "hostname-unresolvable"
+
+
+def test_a_gloo_peer_at_127_0_1_1_is_the_hostname_on_loopback():
+    # gloo/transport/tcp/pair.cc "Connection closed by peer " << peer_.str(), "Read error "
+    assert first_cause("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] "
+                       "Connection closed by peer [127.0.1.1]:57365") == "hostname-loopback"
+    assert first_cause("RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:"
+                       "575] Connection closed by peer [10.0.3.17]:57365") != \
+        "hostname-loopback"
+
+
+def test_bind_address_not_local_in_torch_2_3_wording():
+    # socket.cpp >= 2.3: "failed to listen on any local network address. port: ..., code:"
+    assert first_cause("torch.distributed.DistNetworkError: The server socket has failed to "
+                       "listen on any local network address. port: 29500, useIpv6: 0, code: "
+                       "-99, name: EADDRNOTAVAIL, message: address not available") == \
+        "master-addr-not-rank0-node"
+    assert first_cause("torch.distributed.DistNetworkError: The server socket has failed to "
+                       "listen on any local network address. port: 29500, useIpv6: 0, code: "
+                       "-98, name: EADDRINUSE, message: address already in use") == \
+        "endpoint-port-in-use"
+
+
+def test_errno_98_from_python_and_from_nccl_is_a_port_in_use():
+    assert first_cause("OSError: [Errno 98] Address already in use") == "endpoint-port-in-use"
+    assert first_cause("node1:99:99 [0] misc/socket.cc:430 NCCL WARN Call to bind failed : "
+                       "Address already in use") == "endpoint-port-in-use"
+
+
+def test_c10d_listen_path_cannot_resolve_its_own_name():
+    assert first_cause("[W socket.cpp:558] [c10d] The local IPv4 network addresses cannot be "
+                       "retrieved (gai error: -2 - Name or service not known).") == \
+        "hostname-unresolvable"
+
+
+def test_a_peer_that_went_away_is_a_symptom():
+    from ddpcheck.explain import explain_texts
+
+    for line in ("node2:7:7 [0] misc/socket.cc:58 NCCL WARN socketProgress: Connection closed "
+                 "by remote peer node1<54321>",
+                 "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection "
+                 "closed by peer [10.0.3.17]:57365",
+                 "torch.distributed.DistNetworkError: failed to recv, got 0 bytes"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "peer-unreachable" and e.undetermined, line
+
+
+def test_a_peer_that_went_away_after_an_oom_is_its_consequence():
+    assert first_cause("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                       "2.00 GiB",
+                       "[rank0]: torch.distributed.DistNetworkError: failed to recv, got 0 "
+                       "bytes") == "cuda-out-of-memory"
+
+
+ZERO = ("RuntimeError: DDP expects same model across all ranks, but Rank 0 has 382 params, "
+        "while rank 1 has inconsistent 0 params.")
+
+
+def test_zero_params_next_to_nccl_transport_lines_is_undetermined():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r.log", "node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>"
+                        "\n" + ZERO + "\n")])
+    assert e.undetermined
+
+
+def test_zero_params_alone_and_a_real_count_difference_stay_a_model_mismatch():
+    assert first_cause(ZERO) == "ddp-model-mismatch"
+    assert first_cause("node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+                       ZERO.replace("inconsistent 0", "inconsistent 380")) == \
+        "ddp-model-mismatch"
+
+
+def test_nccl_connecting_to_a_docker_bridge_address_is_the_wrong_interface():
+    # NCCL <= 2.11 include/socket.h, 2.12-2.18 misc/socket.cc, >= 2.19 os/linux.cc
+    for line in ("node2:9:9 [0] include/socket.h:403 NCCL WARN Connect to 172.17.0.2<43210> "
+                 "failed : No route to host",
+                 "node2:9:9 [0] misc/socket.cc:450 NCCL WARN Net : Connect to "
+                 "169.254.3.1<43210> failed : Connection timed out",
+                 "node2:9:9 [0] os/linux.cc:288 NCCL WARN socketPollConnect: connect to "
+                 "172.17.0.5<43210> returned Connection refused, exceeded error retry count "
+                 "after 35 attempts"):
+        assert first_cause(line) == "nccl-wrong-interface", line
+
+
+def test_nccl_connecting_to_a_routable_address_is_only_a_symptom():
+    from ddpcheck.explain import explain_texts
+
+    for line in ("node2:9:9 [0] include/socket.h:403 NCCL WARN Connect to 10.2.0.7<43210> "
+                 "failed : Connection refused",
+                 "node2:9:9 [0] os/linux.cc:288 NCCL WARN socketPollConnect: connect to "
+                 "10.2.0.7<43210> returned Connection refused, exceeded error retry count "
+                 "after 35 attempts",
+                 "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/"
+                 "transport/tcp/pair.cc:144] no error"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "peer-unreachable" and e.undetermined, line
+
+
+C10D_TIMEOUT = ("torch.distributed.DistNetworkError: The client socket has timed out after 60s "
+                "while trying to connect to (gpu-a01, 29400).")
+C10D_FRAME = ('  File "/usr/lib/python3/site-packages/torch/distributed/elastic/rendezvous/'
+              'c10d_rendezvous_backend.py", line 174, in _create_tcp_store')
+
+
+def test_a_c10d_agent_timing_out_on_its_own_name_is_the_endpoint_not_recognised():
+    # c10d_rendezvous_backend.py: is_host = _matches_machine_hostname(host); the summary's
+    # "host : gpu-a01" (elastic errors/__init__.py _FAILURE_FORMAT_TEMPLATE) is this node
+    assert first_cause(C10D_FRAME, C10D_TIMEOUT, "  host      : gpu-a01") == \
+        "endpoint-not-recognised"
+
+
+def test_a_timeout_to_another_node_or_without_c10d_stays_unreachable():
+    assert first_cause(C10D_FRAME, C10D_TIMEOUT, "  host      : gpu-a02") == \
+        "endpoint-unreachable"
+    assert first_cause(C10D_TIMEOUT, "  host      : gpu-a01") == "endpoint-unreachable"
+
+
+def test_a_gaierror_raised_looking_up_the_nodes_own_name_is_hostname_unresolvable():
+    # Python's socket module, called as torch's elastic agent (_get_fq_hostname) and many
+    # scripts call it: the traceback shows whose name was looked up
+    assert first_cause(
+        "Traceback (most recent call last):",
+        '  File "train.py", line 12, in <module>',
+        "    ip = socket.gethostbyname(socket.gethostname())",
+        "socket.gaierror: [Errno -2] Name or service not known") == "hostname-unresolvable"
+
+
+def test_a_gaierror_for_another_name_stays_the_endpoint():
+    assert first_cause(
+        "Traceback (most recent call last):",
+        '  File "train.py", line 12, in <module>',
+        "    ip = socket.gethostbyname(os.environ['MASTER_ADDR'])",
+        "socket.gaierror: [Errno -2] Name or service not known") == "endpoint-unresolvable"
+
+
+LOOPBACK_WARNING = ("[W ProcessGroupGloo.cpp:694] Warning: Unable to resolve hostname to a "
+                    "(local) address. Using the loopback address as fallback. Manually set the "
+                    "network interface to bind to with GLOO_SOCKET_IFNAME.")
+
+
+def test_a_start_up_warning_yields_to_a_failure_of_another_kind():
+    # printed at init on single-node jobs too: a later CUDA OOM is the cause
+    assert first_cause(LOOPBACK_WARNING, "torch.OutOfMemoryError: CUDA out of memory. Tried to "
+                       "allocate 2.00 GiB") == "cuda-out-of-memory"
+    assert first_cause("node1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> "
+                       "[1]docker0:172.17.0.1<0>",
+                       "RuntimeError: CUDA error: invalid device ordinal") == \
+        "invalid-device-ordinal"
+
+
+def test_a_start_up_warning_explains_the_connection_failures_that_follow():
+    assert first_cause(LOOPBACK_WARNING,
+                       "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:"
+                       "575] Connection closed by peer [10.0.3.17]:57365") == "hostname-loopback"
+
+
+def test_nccl_proxy_call_failures_are_symptoms():
+    from ddpcheck.explain import explain_texts
+
+    for line in ("node1:1:1 [0] proxy.cc:808 NCCL WARN Proxy Call to rank 3 failed (Connect)",
+                 "node1:1:9 [0] proxy.cc:1905 NCCL WARN [Proxy Service 3] Failed to execute "
+                 "operation Connect from rank 1, retcode 3"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "peer-unreachable" and e.undetermined, line

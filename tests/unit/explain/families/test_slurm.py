@@ -42,3 +42,64 @@ def test_launcher_variables_missing_from_the_traceback_alone():
     assert first_cause("Traceback (most recent call last):", "'LOCAL_RANK'",
                        "During handling of the above exception, another exception occurred:"
                        ) == "launcher-env-missing"
+
+
+# --- Lightning's SLURMEnvironment checks (lightning/fabric/plugins/environments/slurm.py)
+
+def test_lightning_devices_against_ntasks_per_node_is_tasks_gpus_mismatch():
+    assert first_cause("ValueError: You set `devices=4` in Lightning, but the number of tasks "
+                       "per node configured in SLURM `--ntasks-per-node=1` does not match. "
+                       "HINT: Set `devices=1`.") == "tasks-gpus-mismatch"
+
+
+def test_lightning_num_nodes_against_nodes_is_job_shape_mismatch():
+    assert first_cause("ValueError: You set `num_nodes=1` in Lightning, but the number of nodes "
+                       "configured in SLURM `--nodes=2` does not match. HINT: Set "
+                       "`num_nodes=2`.") == "job-shape-mismatch"
+
+
+def test_a_global_rank_handed_out_twice_is_a_job_shape_mismatch():
+    # pytorch_lightning ddp: each process logs its own GLOBAL_RANK once
+    lines = [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8"
+             for r in (0, 1, 2, 3, 0, 1, 2, 3)]
+    assert first_cause(*lines) == "job-shape-mismatch"
+
+
+def test_distinct_global_ranks_or_a_restart_are_not_a_shape_mismatch():
+    lines = [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4" for r in range(4)]
+    assert first_cause(*lines) == "none"
+    assert first_cause(lines[0], "[INFO] Restarting workers (attempt 1)", lines[0]) != \
+        "job-shape-mismatch"
+
+
+def test_old_slurm_cancellation_without_the_node_is_read():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("slurm-1.out", "slurmstepd: *** JOB 1234 CANCELLED AT "
+                        "2014-03-01T10:00:00 DUE TO TIME LIMIT on n12 ***\n")])
+    assert e.problems[0].code == "slurm-job-cancelled" and e.undetermined
+
+
+def test_a_batch_script_running_a_python_script_on_two_nodes_without_srun():
+    assert first_cause("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=4",
+                       "python train.py --epochs 10",
+                       "RuntimeError: Timed out initializing process group in store based "
+                       "barrier on rank: 0, for key: store_based_barrier_key:1 (world_size=8, "
+                       "worker_count=4, timeout=0:30:00)") == "slurm-without-srun"
+
+
+def test_a_batch_script_with_mpirun_is_not_without_srun():
+    assert first_cause("#SBATCH --nodes=2", "mpirun -np 8 python train.py",
+                       "RuntimeError: Timed out initializing process group in store based "
+                       "barrier on rank: 0, for key: store_based_barrier_key:1 (world_size=8, "
+                       "worker_count=4, timeout=0:30:00)") != "slurm-without-srun"
+
+
+def test_lightnings_srun_warning_yields_to_a_failure_of_another_kind():
+    # a PossibleUserWarning printed by every Lightning job under Slurm without srun
+    warn = ("PossibleUserWarning: The `srun` command is available on your system but is not "
+            "used. HINT: If your intention is to run Lightning on SLURM, prepend your python "
+            "command with `srun` like so: srun python train.py ...")
+    assert first_cause(warn, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                       "2.00 GiB") == "cuda-out-of-memory"
+    assert first_cause(warn) == "slurm-without-srun"

@@ -110,3 +110,170 @@ def test_a_gloo_recv_timeout_is_a_collective_timeout():
                         "unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation "
                         "to complete\n")])
     assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+# --- wordings of other torch versions (ProcessGroupNCCL.cpp WorkNCCL operator<<,
+# ProcessGroupWrapper.cpp CollectiveFingerPrint, distributed_c10d.py _store_based_barrier)
+
+def test_a_watchdog_line_without_seqnum_torch_1_9_is_read():
+    # torch 1.8/1.9 WorkNCCL(OpType=..., TensorShape=..., Timeout(ms)=...): no SeqNum
+    line = ("[E ProcessGroupNCCL.cpp:566] [Rank 1] Watchdog caught collective operation "
+            "timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for 1800792 "
+            "milliseconds before timing out.")
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r1.log", line + "\n")])
+    assert e.problems[0].code == "collective-timeout" and "BROADCAST" in e.problems[0].observed
+
+
+def test_timeouts_of_two_process_groups_are_not_a_desync():
+    # torch >= 2.4 prefixes the PG; sequence numbers count per group
+    a = ("[rank0]:[E1024 10:00:00.1 ProcessGroupNCCL.cpp:616] [PG 0 (default_pg) Rank 0] "
+         "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=812, "
+         "OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for 600012 "
+         "milliseconds before timing out.")
+    b = a.replace("PG 0 (default_pg)", "PG 3").replace("SeqNum=812", "SeqNum=17")
+    assert first_cause(a, b) == "collective-timeout"
+    # the same group at different sequence numbers is one
+    c = a.replace("Rank 0]", "Rank 1]").replace("[rank0]", "[rank1]").replace("812", "813")
+    assert first_cause(a, c) == "collective-desync"
+
+
+def test_a_bare_watchdog_line_next_to_a_full_one_is_no_desync():
+    full = WD.format(r=0, s=808, op="ALLREDUCE", n=9801523)
+    assert first_cause(full, "RuntimeError: Watchdog caught collective operation timeout") == \
+        "collective-timeout"
+
+
+def test_fingerprints_printed_without_separators_are_read():
+    # as printed by a torch 2.x build (quoted in a public training script's comment)
+    assert first_cause(
+        "Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=1649OpType=BARRIER), but Rank 1 is running "
+        "collective: CollectiveFingerPrint(SequenceNumber=0OpType=GATHER).Collectives differ "
+        "in the following aspects: \t Sequence number: 1649vs 0  Op type: BARRIERvs GATHER") \
+        == "collective-desync"
+
+
+def test_same_op_at_another_sequence_number_is_a_desync_not_a_size_mismatch():
+    assert first_cause(
+        "Detected mismatch between collectives on ranks. Rank 0 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[8]), but "
+        "Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=13, "
+        "OpType=ALLREDUCE, TensorShape=[8]).Collectives differ in the following aspects: "
+        "\t Sequence number: 12vs 13") == "collective-desync"
+
+
+def test_a_fingerprint_free_mismatch_word_is_not_a_desync():
+    # near miss: a DDP message that mentions a mismatch but no collective fingerprint
+    assert first_cause("RuntimeError: Detected mismatch between collectives on ranks.") != \
+        "collective-desync"
+
+
+def test_watchdog_summary_and_heartbeat_lines_are_symptoms():
+    from ddpcheck.explain import explain_texts
+
+    for line in ("[rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 1] Timeout at NCCL work: "
+                 "5, last enqueued NCCL work: 5, last completed NCCL work: 4.",
+                 "[rank0]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 0] Heartbeat monitor timed "
+                 "out! Process will be terminated after dumping debug info. "
+                 "workMetaList_.size()=1"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_a_timeout_during_lightning_validation_is_a_rank_busy_alone():
+    # Lightning's progress bar ("Validation DataLoader 0:"), then the watchdog
+    assert first_cause(
+        "Validation DataLoader 0:  41%|####      | 412/1000 [29:51<42:33,  0.23it/s]",
+        WD.format(r=1, s=808, op="ALLREDUCE", n=9801523)) == "rank-zero-only-step-timeout"
+
+
+def test_every_rank_including_rank_zero_stuck_in_the_first_collective_is_no_busy_rank():
+    # rank 0 waits too: nobody was busy alone (a transport or network hang stops seq 1)
+    from ddpcheck.explain import explain_texts
+
+    lines = [WD.format(r=r, s=1, op="BROADCAST", n=9801523) for r in (0, 1, 2, 3)]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_gloo_preamble_enforce_is_a_size_mismatch():
+    # gloo/transport/tcp/pair.cc GLOO_ENFORCE_LE(op.preamble.length, op.nbytes)
+    assert first_cause("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
+                       "pair.cc:446] op.preamble.length <= op.nbytes. 8773632 vs 8386560") == \
+        "collective-size-mismatch"
+
+
+LATE = ("[rank{r}]:[E ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, "
+        "NumelOut=9801523, Timeout(ms)=1800000) ran for 1800572 milliseconds before timing out.")
+
+
+def test_every_rank_but_a_quiet_rank_zero_timing_out_is_rank_zero_busy():
+    # the watchdog runs on every rank: rank 0 printed, but no timeout and no error
+    assert first_cause("[rank0]:epoch 3 step 800 loss 0.21",
+                       *(LATE.format(r=r) for r in (1, 2, 3))) == \
+        "rank-zero-only-step-timeout"
+
+
+def test_rank_zero_absent_from_the_log_or_failing_is_not_rank_zero_busy():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("job.log", "\n".join(LATE.format(r=r) for r in (1, 2, 3)) + "\n")])
+    assert e.undetermined  # rank 0's lines are not in the log: it may be anywhere
+    assert first_cause("[rank0]:RuntimeError: something rank 0 alone hit",
+                       *(LATE.format(r=r) for r in (1, 2, 3))) != "rank-zero-only-step-timeout"
+
+
+def test_every_rank_including_zero_waiting_in_a_barrier_is_no_busy_rank():
+    # the first dist.barrier() after init hangs the same way when the GPUs cannot talk (PCIe
+    # ACS blocking P2P, an unreachable NIC): all ranks report SeqNum=1 ALLREDUCE NumelIn=1
+    from ddpcheck.explain import explain_texts
+
+    lines = [WD.format(r=r, s=1, op="ALLREDUCE", n=1) for r in (0, 1, 2, 3)]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.undetermined
+
+
+def test_store_wait_timeouts_of_every_version_are_symptoms():
+    # TCPStore.cpp: torch 1.x "Wait timeout", >= 2.2 "wait timeout after ...ms, keys: ...",
+    # a get past the store timeout "Socket Timeout"
+    from ddpcheck.explain import explain_texts
+
+    for line in ("RuntimeError: Wait timeout",
+                 "[rank1]: torch.distributed.DistStoreError: wait timeout after 600000ms, keys: "
+                 "/default_pg/0//cuda//0",
+                 "torch.distributed.DistStoreError: Socket Timeout"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "collective-timeout" and e.undetermined, line
+
+
+def test_a_socket_timeout_phrase_in_prose_is_not_a_store_wait():
+    assert first_cause("INFO: raising the socket timeout to 300 s") == "none"
+
+
+def test_torchs_desync_report_names_the_ranks_that_never_joined():
+    # TORCH_NCCL_DESYNC_DEBUG=1, torch/csrc/distributed/c10d/TraceUtils.h (torch 2.0-2.3)
+    e = first_cause(WD.format(r=0, s=6, op="ALLREDUCE", n=4096),
+                    "\t - [0] Timeout at collective: ALLREDUCE, #6",
+                    "\t - To our best knowledge, ranks [1, 3] are the lagging ranks that caused "
+                    "this timeout. They never joined any collectives")
+    assert e == "rank-never-joined"
+    assert first_cause(WD.format(r=0, s=6, op="ALLREDUCE", n=4096),
+                       "\t - To our best knowledge, the lagging/dead/mismatched ranks that "
+                       "caused the desync are:",
+                       "\t     [2] finished collective #5, but didn't join collective #6 (count "
+                       "from 1)") == "rank-never-joined"
+
+
+def test_the_desync_reports_snapshot_lines_alone_name_no_missing_rank():
+    assert first_cause("\t   #6 started ranks:", "\t     [0, 1] started ALLREDUCE") == "none"
+
+
+def test_rank_zero_missing_from_the_unique_id_exchange_in_torch_2_4_wording():
+    assert first_cause(
+        "torch.distributed.DistBackendError: [2] is setting up NCCL communicator and retrieving "
+        "ncclUniqueId from [0] via c10d key-value store by key '0:1', but store->get('0:1') got "
+        "error: wait timeout after 600000ms, keys: /default_pg//cuda//0:1") == \
+        "rank-zero-only-step-timeout"

@@ -1,0 +1,70 @@
+"""How launchers report a worker's end: torchrun, mp.spawn, torch.distributed.launch, srun."""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+
+
+def test_mp_spawn_sigkill_is_the_oom_killer():
+    # torch/multiprocessing/spawn.py ProcessExitedException
+    assert first_cause("torch.multiprocessing.spawn.ProcessExitedException: process 1 "
+                       "terminated with signal SIGKILL") == "host-out-of-memory"
+
+
+def test_old_launch_subprocess_sigkill_is_the_oom_killer():
+    # torch.distributed.launch <= 1.9 re-raises subprocess.CalledProcessError
+    assert first_cause("subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', "
+                       "'train.py', '--local_rank=1']' died with <Signals.SIGKILL: 9>.") == \
+        "host-out-of-memory"
+
+
+def test_mp_spawn_sigsegv_is_a_kill_not_an_oom():
+    assert first_cause("torch.multiprocessing.spawn.ProcessExitedException: process 0 "
+                       "terminated with signal SIGSEGV") == "rank-killed"
+
+
+def test_srun_terminated_tasks_and_exit_codes_are_echoes():
+    # src/srun: SIGTERM in words, and a task's exit code
+    for line in ("srun: error: node3: tasks 0-3: Terminated",
+                 "srun: error: node3: task 2: Exited with exit code 1",
+                 "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated "
+                 "with exit code 1"):
+        e = explain_texts([("job.err", line + "\n")])
+        assert e.undetermined, line
+
+
+def test_a_crash_before_srun_reports_the_exit_stays_the_cause():
+    assert first_cause("RuntimeError: CUDA error: invalid device ordinal",
+                       "srun: error: node3: task 2: Exited with exit code 1") == \
+        "invalid-device-ordinal"
+
+
+def test_sigbus_from_torchrun_is_dev_shm():
+    # torch/distributed/elastic/multiprocessing/errors: "Signal 7 (SIGBUS) received by PID";
+    # torch's own SIGBUS handler (torch/csrc/DataLoader.cpp) blames shared memory
+    assert first_cause("torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) "
+                       "local_rank: 0 (pid: 4242) of binary: /usr/bin/python3") == \
+        "dev-shm-too-small"
+
+
+def test_shell_bus_error_is_dev_shm_and_a_segfault_is_not():
+    assert first_cause("/var/spool/slurmd/job123/slurm_script: line 12: 4242 Bus error "
+                       "(core dumped) python train.py") == "dev-shm-too-small"
+    assert first_cause("Segmentation fault (core dumped)") != "dev-shm-too-small"
+
+
+def test_a_bare_kill_after_a_slurm_cancellation_is_the_schedulers():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("slurm.out", "slurmstepd: error: *** JOB 99 ON n1 CANCELLED AT "
+                        "2024-05-01T10:00:00 DUE TO TIME LIMIT ***\n"
+                        "srun: error: n1: task 0: Killed\n")])
+    assert e.undetermined
+
+
+def test_an_oom_kill_under_a_cancellation_stays_the_cause():
+    assert first_cause("slurmstepd: error: Detected 1 oom_kill event in StepId=99.0. Some of "
+                       "the step tasks have been OOM Killed.",
+                       "slurmstepd: error: *** STEP 99.0 ON n1 CANCELLED AT "
+                       "2024-05-01T10:00:00 ***") == "host-out-of-memory"

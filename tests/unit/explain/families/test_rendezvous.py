@@ -1,0 +1,53 @@
+"""Store and rendezvous lines as torch prints them across versions."""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+
+
+def _abstains_with(line: str, code: str) -> bool:
+    e = explain_texts([("r.log", line + "\n")])
+    return e.problems[0].code == code and e.undetermined
+
+
+def test_store_based_barrier_timeout_is_a_symptom_that_counts_the_missing_ranks():
+    # torch 1.8-1.13 distributed_c10d.py _store_based_barrier
+    line = ("RuntimeError: Timed out initializing process group in store based barrier on "
+            "rank: 0, for key: store_based_barrier_key:1 (world_size=8, worker_count=1, "
+            "timeout=0:30:00)")
+    assert _abstains_with(line, "rendezvous-timeout")
+    e = explain_texts([("r.log", line + "\n")])
+    assert "only 1 of 8" in e.problems[0].cause
+    # torch 2.0 spells the count num_workers_joined
+    assert _abstains_with(line.replace("rank: 0", "rank 0").replace("worker_count",
+                                                                    "num_workers_joined"),
+                          "rendezvous-timeout")
+
+
+def test_tcpstore_client_retry_timeout_is_an_unreachable_endpoint():
+    # torch >= 2.3 TCPStore.cpp; torch 1.x tcputils connect()
+    assert _abstains_with("torch.distributed.DistNetworkError: TCP client failed to "
+                          "connect/validate to host node0:29500 - timed out (try=7, "
+                          "timeout=600000ms): ", "endpoint-unreachable")
+    assert _abstains_with("RuntimeError: connect() timed out. Original timeout was 1800000 ms.",
+                          "endpoint-unreachable")
+
+
+def test_a_c10d_lookup_failure_is_the_nodes_name_whatever_the_gai_code():
+    # socket.cpp: gai -2 and -3 are the same failure (the name is in neither /etc/hosts nor DNS)
+    for gai in ("-2 - Name or service not known", "-3 - Temporary failure in name resolution",
+                "-5 - No address associated with hostname"):
+        assert first_cause(f"[W socket.cpp:663] [c10d] The IPv4 network addresses of (gpu-07, "
+                           f"29500) cannot be retrieved (gai error: {gai}).") == \
+            "hostname-unresolvable"
+
+
+def test_pythons_own_gaierror_stays_the_endpoint():
+    assert first_cause("socket.gaierror: [Errno -2] Name or service not known") == \
+        "endpoint-unresolvable"
+
+
+def test_pythons_connection_refused_is_a_refused_endpoint_symptom():
+    assert _abstains_with("ConnectionRefusedError: [Errno 111] Connection refused",
+                          "endpoint-refused")
