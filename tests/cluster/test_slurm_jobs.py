@@ -31,12 +31,15 @@ def submit(slurm, tmp_path, nodes: int, job_script: Path = SBATCH) -> tuple[str,
     return state, code, out
 
 
-def test_sbatch_from_the_repository_root_with_a_non_editable_install(make_slurm, tmp_path):
+def test_sbatch_from_the_repository_root_with_a_non_editable_install(make_slurm,
+                                                                   readme_fresh_install):
     """As README says: pip install . in the checkout, then sbatch from its root. The source
-    folder ddpcheck/ in the job's working directory must not shadow the installation."""
-    from tests.helpers.installed import fresh_clone
+    folder ddpcheck/ in the job's working directory must not shadow the installation. The
+    clone and its install are the session's README first-command one (tests/conftest.py)."""
+    from tests.helpers.installed import ensure_installed
 
-    clone, venv_env = fresh_clone(tmp_path / "fresh", install=True)
+    clone, venv_env = readme_fresh_install.clone, readme_fresh_install.env
+    ensure_installed(clone, venv_env)
     slurm = make_slurm(2)
     env = {**slurm.env(), **QUICK, "PATH": venv_env["PATH"],
            "VIRTUAL_ENV": venv_env["VIRTUAL_ENV"]}
