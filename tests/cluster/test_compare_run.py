@@ -5,8 +5,9 @@ bucket (so the network, not which host got a core, sets the figures). A baseline
 second healthy run (no regression), then node0 <-> node2 slowed to 300 Mbit/s: ``ddpcheck run
 --baseline`` and ``ddpcheck compare`` must both report a regression naming that link, exit 1.
 The same runs prove the multi-node progress lines (the rank-0 node shows the world's, the
-others their own) and that the JUnit file of a real multi-node run parses.
-The 5-pair version of the healthy check is bench/compare_proof.py.
+others their own) and that the JUnit file of a real multi-node run parses. The runs are the
+session's ``mesh_bandwidth_runs`` (tests/cluster/conftest.py), which test_links_run.py reads
+too. The 5-pair version of the healthy check is bench/compare_proof.py.
 """
 
 from __future__ import annotations
@@ -17,35 +18,15 @@ import sys
 
 from junitparser import JUnitXml
 
-from tests.cluster.hosts import start_runs
-
-ARGS = ["--nproc-per-node", "1", "--stages", "rendezvous,bandwidth", "--rdzv-timeout", "40",
-        "--probe-timeout", "30", "--timeout", "200"]
-LINK_RATE, SLOW_RATE = "1gbit", "300mbit"
-
-
-def run_all(cluster, tmp_path, tag: str, *extra: str) -> list[tuple[int, str, str, dict]]:
-    """Run ddpcheck on every host; (exit code, stdout, stderr, report) per host."""
-    out = []
-    for run in start_runs(cluster.hosts, tmp_path, *ARGS, *extra, tag=tag, output="split"):
-        code = run.finish(timeout=260)
-        assert run.has_report(), run.out + run.err
-        out.append((code, run.out, run.err, run.report()))
-    return out
-
 
 def compare(base, new) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ddpcheck", "compare", str(base), str(new)],
                           capture_output=True, text=True, timeout=60)
 
 
-def test_compare_names_the_slowed_link_and_passes_a_healthy_pair(make_cluster, tmp_path):
-    cluster = make_cluster(3, topology="mesh")
-    for host in cluster.hosts:
-        host.rate_limit(LINK_RATE)
-    base = run_all(cluster, tmp_path, "base")
-    again = run_all(cluster, tmp_path, "again")
-    for healthy_run in (base, again):  # a healthy mesh raises no bandwidth problem, run after run
+def test_two_healthy_runs_are_ready_and_compare_as_no_regression(mesh_bandwidth_runs):
+    runs, tmp_path = mesh_bandwidth_runs, mesh_bandwidth_runs["tmp"]
+    for healthy_run in (runs["base"], runs["again"]):  # no bandwidth problem, run after run
         whole = healthy_run[0][3]
         assert whole["ready"], whole["problems"]
         assert len(whole["measurements"]["link_matrix"]) == 6  # every pair, both directions
@@ -53,19 +34,21 @@ def test_compare_names_the_slowed_link_and_passes_a_healthy_pair(make_cluster, t
     assert healthy.returncode == 0, healthy.stdout
     assert "NO REGRESSION" in healthy.stdout
 
-    # Progress: the rank-0 node printed every node joining and the world's stage outcomes;
-    # another node printed its own rank only.
-    err0, err1 = again[0][2], again[1][2]
+
+def test_progress_lines_show_the_world_on_the_rank0_node_and_its_own_rank_elsewhere(
+        mesh_bandwidth_runs):
+    # The rank-0 node printed every node joining and the world's stage outcomes; another node
+    # printed its own rank only.
+    err0, err1 = mesh_bandwidth_runs["again"][0][2], mesh_bandwidth_runs["again"][1][2]
     for node in ("node0", "node1", "node2"):
         assert f"node {node} joined" in err0, err0
     assert "bandwidth    PASS     3/3 ranks" in err0, err0
     assert "bandwidth    PASS     1/1 ranks" in err1 and "node node0 joined" not in err1, err1
 
-    cluster[0].rate_limit_link(cluster[2], SLOW_RATE)
-    xml = tmp_path / "slow.xml"
-    slow = run_all(cluster, tmp_path, "slow", "--baseline", str(tmp_path / "base-node0.json"),
-                   "--junitxml", str(xml))
-    code, stdout, _, report = slow[0]
+
+def test_baseline_and_compare_name_the_slowed_link_and_only_it(mesh_bandwidth_runs):
+    tmp_path = mesh_bandwidth_runs["tmp"]
+    code, stdout, _, report = mesh_bandwidth_runs["slow"][0]
     assert code == 1, stdout
     regressions = [p for p in report["problems"] if p["code"] == "regression"]
     placed = [p for p in regressions if p["hosts"]]  # those naming a link or a node
@@ -78,7 +61,10 @@ def test_compare_names_the_slowed_link_and_passes_a_healthy_pair(make_cluster, t
     assert "link node0 -> node2" in result.stdout and "link node0 -> node1" not in [
         line.split("  ")[0] for line in result.stdout.splitlines() if "REGRESSION" in line]
 
-    suites = {s.name: s for s in JUnitXml.fromfile(str(xml))}
+
+def test_the_junit_file_of_a_multinode_run_has_every_hosts_bandwidth_cases(mesh_bandwidth_runs):
+    report = mesh_bandwidth_runs["slow"][0][3]
+    suites = {s.name: s for s in JUnitXml.fromfile(str(mesh_bandwidth_runs["tmp"] / "slow.xml"))}
     assert suites["verdict"].failures == 1
     # per host, one testcase per probe of the bandwidth stage (rank 0 judges the world-sized
     # figures: a host it names gets an "outcome" case too, failed)

@@ -31,23 +31,28 @@ def submit(slurm, tmp_path, nodes: int, job_script: Path = SBATCH) -> tuple[str,
     return state, code, out
 
 
-def test_sbatch_from_the_repository_root_with_a_non_editable_install(make_slurm, tmp_path):
+def test_sbatch_from_the_repository_root_with_a_non_editable_install(make_slurm,
+                                                                   readme_fresh_install):
     """As README says: pip install . in the checkout, then sbatch from its root. The source
-    folder ddpcheck/ in the job's working directory must not shadow the installation."""
-    from tests.helpers.installed import fresh_clone
+    folder ddpcheck/ in the job's working directory must not shadow the installation. The
+    clone and its install are the session's README first-command one (tests/conftest.py).
+    On three nodes: the job script's multi-node READY report, printed whole on rank 0's node."""
+    from tests.helpers.installed import ensure_installed
 
-    clone, venv_env = fresh_clone(tmp_path / "fresh", install=True)
-    slurm = make_slurm(2)
+    clone, venv_env = readme_fresh_install.clone, readme_fresh_install.env
+    ensure_installed(clone, venv_env)
+    slurm = make_slurm(3)
     env = {**slurm.env(), **QUICK, "PATH": venv_env["PATH"],
            "VIRTUAL_ENV": venv_env["VIRTUAL_ENV"]}
-    res = slurm.run(["sbatch", "--parsable", "--nodes=2", f"--chdir={clone}",
+    res = slurm.run(["sbatch", "--parsable", "--nodes=3", f"--chdir={clone}",
                      "jobs/slurm/ddpcheck.sbatch"], env=env, timeout=30, cwd=str(clone))
     assert res.returncode == 0, res.stderr
     job = res.stdout.strip().split(";")[0]
     state, code = slurm.wait_job(job, timeout=180)
     out = (clone / f"ddpcheck-{job}.out").read_text()
     assert (state, code) == ("COMPLETED", 0), out
-    assert re.search(r"READY: 4 stages passed, 0 skipped, 2 ranks on 2 hosts", out), out
+    assert re.search(r"READY: 4 stages passed, 0 skipped, 3 ranks on 3 hosts", out), out
+    assert "whole report is printed on the node hosting rank 0" in out
 
 
 def ddpcheck_step(slurm, tmp_path, srun_args, run_args=(), shell_prefix="", timeout=150):
@@ -55,15 +60,6 @@ def ddpcheck_step(slurm, tmp_path, srun_args, run_args=(), shell_prefix="", time
     cmd = f"{shell_prefix}exec {sys.executable} -m ddpcheck run {' '.join(run_args)}"
     return slurm.run(["srun", *srun_args, "bash", "-c", cmd], env={**slurm.env(), **QUICK},
                      timeout=timeout, cwd=str(tmp_path))
-
-
-def test_sbatch_job_script_on_three_nodes_prints_a_ready_report(make_slurm, tmp_path):
-    # (two nodes: test_sbatch_from_the_repository_root_with_a_non_editable_install)
-    slurm = make_slurm(3)
-    state, code, out = submit(slurm, tmp_path, 3)
-    assert (state, code) == ("COMPLETED", 0), out
-    assert re.search(r"READY: 4 stages passed, 0 skipped, 3 ranks on 3 hosts", out), out
-    assert "whole report is printed on the node hosting rank 0" in out
 
 
 def test_two_ddpcheck_tasks_per_node_are_named(make_slurm, tmp_path):

@@ -1,11 +1,28 @@
-"""Fresh Flight Recorder dumps from real gloo worlds, explained: a desync and a missing rank."""
+"""Fresh Flight Recorder dumps from real gloo worlds, explained: a desync and a missing rank.
+
+The two worlds are independent and spend most of their time waiting out their collective
+timeouts, so the module makes both at once (nothing here measures time).
+"""
 
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
 
 from ddpcheck.launcher.cli import main
 from tests.helpers.frworld import make_dumps
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each scenario's dump directory, both worlds run concurrently."""
+    tmp = tmp_path_factory.mktemp("flightrec")
+    with ThreadPoolExecutor(2) as pool:
+        made = {s: pool.submit(make_dumps, s, tmp) for s in ("desync", "missing")}
+    return {s: f.result() for s, f in made.items()}
 
 
 def _explain(path, capsys) -> dict:
@@ -13,8 +30,8 @@ def _explain(path, capsys) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_a_rank_that_skips_a_collective_is_a_desync_at_that_sequence_number(tmp_path, capsys):
-    out = make_dumps("desync", tmp_path)
+def test_a_rank_that_skips_a_collective_is_a_desync_at_that_sequence_number(dumps, capsys):
+    out = dumps["desync"]
     assert sorted(p.name for p in out.iterdir()) == ["fr_trace_0", "fr_trace_1"]
     (first, *_) = _explain(out, capsys)["problems"]
     assert first["code"] == "collective-desync"
@@ -23,8 +40,8 @@ def test_a_rank_that_skips_a_collective_is_a_desync_at_that_sequence_number(tmp_
     assert "rank 1 ran broadcast" in first["observed"]
 
 
-def test_a_rank_that_never_arrives_and_one_that_died_are_named(tmp_path, capsys):
-    out = make_dumps("missing", tmp_path)
+def test_a_rank_that_never_arrives_and_one_that_died_are_named(dumps, capsys):
+    out = dumps["missing"]
     assert sorted(p.name for p in out.iterdir()) == ["fr_trace_0", "fr_trace_2"]
     data = _explain(out, capsys)
     (first, *_) = data["problems"]

@@ -3,39 +3,32 @@
 The suite itself runs from an editable install; users run `pip install .`. A checkout in
 the current directory must never shadow the installed package in the workers (their
 `python -m` puts the current directory first on sys.path). tests/helpers/installed.py makes the
-copy and the virtual environment.
+copy and the virtual environment; the session fixture ``readme_fresh_install``
+(tests/conftest.py) runs README's first command there once (the Slurm sbatch test reuses the
+install).
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.installed import ensure_installed, fresh_clone
+from tests.helpers.installed import ensure_installed
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.world
 
 
-def readme_first_command() -> str:
-    return re.findall(r"```\n(.+?)\n```", (ROOT / "README.md").read_text())[0]
-
-
 @pytest.fixture(scope="module")
-def fresh(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    clone, env = fresh_clone(tmp_path_factory.mktemp("fresh"))
-    return clone, env
+def fresh(readme_fresh_install) -> tuple[Path, dict[str, str]]:
+    return readme_fresh_install.clone, readme_fresh_install.env
 
 
-def test_readme_first_command_is_ready_in_the_clone_root(fresh) -> None:
+def test_readme_first_command_is_ready_in_the_clone_root(readme_fresh_install) -> None:
     """Every stage, as a user's first run has them: a probe that needs a package the install
     does not pull in (numpy through .numpy()) fails here."""
-    clone, env = fresh
-    done = subprocess.run(["bash", "-c", readme_first_command()], cwd=clone, env=env,
-                          capture_output=True, text=True, timeout=600)
+    env, done = readme_fresh_install.env, readme_fresh_install.first_run
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
     assert "READY: " in out and "NOT READY" not in out

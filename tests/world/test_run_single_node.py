@@ -26,8 +26,11 @@ def codes(report: dict) -> list[str]:
 
 def test_healthy_run_is_ready_with_every_stage_pass_or_reasoned_skip(ddpcheck_run, tmp_path):
     plots = ["--plot", str(tmp_path / "plots")] if matplotlib_available() else []
-    run = ddpcheck_run("--checkpoint-dir", str(tmp_path / "ckpt"), *plots)
+    # -q: the report only (no progress lines, nothing of torchrun's on stderr), which the
+    # whole report of this run below also proves unchanged
+    run = ddpcheck_run("--checkpoint-dir", str(tmp_path / "ckpt"), "-q", *plots)
     assert run.finish() == 0, run.stdout + run.stderr
+    assert run.stderr == "" and run.stdout.rstrip().splitlines()[-1].startswith("READY")
     report = run.report()
     assert report["ready"] is True and report["problems"] == []
     statuses = {s["name"]: s["status"] for s in report["stages"]}
