@@ -121,7 +121,7 @@ class Explained:
     root: bool
     next_run: str
     evidence: tuple[str, ...] = ()  # "file:line" of the lines that showed it, first first
-    grade: str = CAUSE  # CAUSE or HINT (symptoms are told by root and code)
+    grade: str = CAUSE  # CAUSE, HINT, WARNING or SYMPTOM (see the module's story)
 
 
 def tier(e: Explained) -> int:
@@ -186,7 +186,6 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
             hint=hint.problem.code, rank=first_rank))
     if best == 1:  # a hint is no root when another failure's symptom may have come first;
         # a warning none when the log shows another failure at all (it warned, the job went on)
-        hint = top[0]
         failures = (2, 3, 4) if hint.grade == WARNING else (3, 4)
         seen = [e for e in found if tier(e) in failures and e.problem.code != hint.problem.code
                 and (hint.grade == WARNING or before(hint.first, e.first) is not True)

@@ -221,7 +221,7 @@ def _grade(hits: Sequence[Hit]) -> str:
     """The pattern's grade; a cause or hint that only warning or INFO lines show is a
     warning."""
     grade = hits[0].pattern.grade
-    if grade != "symptom" and all(WARNING_LINE.search(h.record.text) for h in hits):
+    if grade != SYMPTOM and all(WARNING_LINE.search(h.record.text) for h in hits):
         return WARNING
     return grade
 

@@ -6,7 +6,6 @@ from ddpcheck.explain.families import (
     addresses,
     ddp,
     device,
-    fingerprints,
     launcher,
     memory,
     nccl,
@@ -21,6 +20,6 @@ from ddpcheck.explain.families import (
 from ddpcheck.explain.matching import Pattern
 
 FAMILIES = (own_report, rendezvous, network, nccl, watchdog, device, ddp, memory, workers,
-            launcher, slurm, addresses, wrappers, fingerprints)
+            launcher, slurm, addresses, wrappers)
 PATTERNS: tuple[Pattern, ...] = (*(p for f in FAMILIES for p in f.PATTERNS),
                                  *memory.SHELL_KILLED)

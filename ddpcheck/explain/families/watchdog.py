@@ -20,6 +20,7 @@ from ddpcheck.explain.codes import (
     COLLECTIVE_TIMEOUT,
     RANK_NEVER_JOINED,
     RANK_ZERO_ONLY_STEP_TIMEOUT,
+    UNEXPLAINED,
 )
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.explain.reader import Record
@@ -159,14 +160,16 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
 
 
 def combine_fingerprints(hits: Sequence[Hit]) -> Problem:
-    """TORCH_DISTRIBUTED_DEBUG=DETAIL's check (ProcessGroupWrapper.cpp): op type or shapes."""
-    g = hits[0].match.groupdict()
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL's check (ProcessGroupWrapper.cpp): op type or shapes.
+
+    torch >= 1.11 names both ranks on one line; torch 1.10 prints each rank's own fingerprint
+    only, so its lines are compared across ranks: one op on two or more ranks is a shape or
+    dtype mismatch, different ops a desync, and one rank's line alone cannot tell which."""
+    paired = [h for h in hits if h.match["op_b"]]
+    if not paired:
+        return _own_fingerprints(hits)
+    g = paired[0].match.groupdict()
     observed = observed_lines(hits)
-    if g["op_b"] is None:  # torch 1.10: one rank's fingerprint, the aspect unnamed
-        return COLLECTIVE_DESYNC.problem(
-            observed, cause=f"rank {g['a']}'s collective ({g['op_a']}) did not match the "
-            "other ranks' (op type or tensor shapes): a rank skipped, added or reordered a "
-            "collective, or called it with other sizes", **where(hits))
     if g["op_a"] != g["op_b"] or (g["seq_a"] or "") != (g["seq_b"] or ""):
         return COLLECTIVE_DESYNC.problem(
             observed, cause=f"rank {g['a']} ran {g['op_a']} #{g['seq_a'] or '?'} while rank "
@@ -175,10 +178,27 @@ def combine_fingerprints(hits: Sequence[Hit]) -> Problem:
     return COLLECTIVE_SIZE_MISMATCH.problem(observed, **where(hits))
 
 
+def _own_fingerprints(hits: Sequence[Hit]) -> Problem:
+    ops = {h.match["a"]: h.match["op_a"] for h in hits}
+    observed = observed_lines(hits)
+    if len(set(ops.values())) > 1:
+        said = ", ".join(f"rank {r} ran {op}" for r, op in sorted(ops.items()))
+        return COLLECTIVE_DESYNC.problem(
+            observed, cause=f"{said} as the same collective: a rank skipped, added or "
+            "reordered one", **where(hits))
+    if len(ops) > 1:
+        op = next(iter(ops.values()))
+        return COLLECTIVE_SIZE_MISMATCH.problem(
+            observed, cause=f"ranks {', '.join(sorted(ops))} all ran {op} but their "
+            "fingerprints differ: the tensors' shapes or dtypes differ per rank (an uneven "
+            "last batch, a rank-dependent shape)", **where(hits))
+    return UNEXPLAINED.problem(observed, **where(hits))
+
+
 PATTERNS = [
     # ProcessGroupWrapper.cpp (TORCH_DISTRIBUTED_DEBUG=DETAIL): torch 1.10's "Rank 0 is running
     # inconsistent collective: CollectiveFingerPrint(OpType=ALLREDUCE, TensorShape=[8], ...)"
-    # names one rank only (families/fingerprints.py compares the ranks' lines); torch >= 1.11
+    # names one rank only (combine_fingerprints compares the ranks' lines); torch >= 1.11
     # "Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=3, OpType=..., ...),
     # but Rank 1 is
     # running collective: CollectiveFingerPrint(...).Collectives differ in the following
@@ -186,7 +206,7 @@ PATTERNS = [
     # the fields unseparated ("CollectiveFingerPrint(SequenceNumber=1649OpType=BARRIER)").
     pattern(COLLECTIVE_DESYNC,
             r"Detected mismatch between collectives on ranks\. Rank (?P<a>\d+) is running "
-            r"collective: CollectiveFingerPrint\("
+            r"(?:inconsistent )?collective: CollectiveFingerPrint\("
             r"(?:SequenceNumber=(?P<seq_a>\d+),? ?)?OpType=(?P<op_a>\w+)"
             r"(?:.*?but Rank (?P<b>\d+) is running collective: CollectiveFingerPrint\("
             r"(?:SequenceNumber=(?P<seq_b>\d+),? ?)?OpType=(?P<op_b>\w+))?"

@@ -277,3 +277,28 @@ def test_rank_zero_missing_from_the_unique_id_exchange_in_torch_2_4_wording():
         "ncclUniqueId from [0] via c10d key-value store by key '0:1', but store->get('0:1') got "
         "error: wait timeout after 600000ms, keys: /default_pg//cuda//0:1") == \
         "rank-zero-only-step-timeout"
+
+
+# torch 1.10's fingerprint check: each rank prints only its own collective
+FP_1_10 = ("RuntimeError: Detected mismatch between collectives on ranks. Rank {r} is running "
+           "inconsistent collective: CollectiveFingerPrint(OpType={op}, TensorShape")
+
+
+def test_one_op_on_two_ranks_is_a_size_mismatch():
+    assert first_cause(FP_1_10.format(r=0, op="ALLGATHER"), "=[41, 256, 8], TensorDtypes=Float",
+                       FP_1_10.format(r=1, op="ALLGATHER"), "=[40, 256, 8], TensorDtypes=Float"
+                       ) == "collective-size-mismatch"
+
+
+def test_two_ops_are_a_desync():
+    assert first_cause(FP_1_10.format(r=0, op="ALLREDUCE"),
+                       FP_1_10.format(r=1, op="BROADCAST")) == "collective-desync"
+
+
+def test_one_ranks_line_cannot_tell_which():
+    got = first_cause(FP_1_10.format(r=0, op="ALLREDUCE"))
+    assert got not in ("collective-size-mismatch", "collective-desync", "none")
+
+
+def test_a_matching_fingerprint_line_is_not_a_mismatch():
+    assert first_cause("CollectiveFingerPrint(OpType=ALLGATHER, TensorShape=[41, 256])") == "none"
