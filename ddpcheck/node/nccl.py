@@ -226,27 +226,3 @@ def check_nccl_env(env: Mapping[str, str]) -> list[Problem]:
             "NCCL ignores it and logs nothing",
             fix="set NCCL_DEBUG=INFO (or WARN), or unset it"))
     return problems + _flag_problems(env) + _socket_problems(env) + _known_names_problems(env)
-
-
-# --- recorded NCCL_DEBUG=INFO output ---------------------------------------------------------
-
-_USING_NETWORK = re.compile(r"NCCL INFO Using network (\S.*?)\s*$", re.M)
-_NET_LINE = re.compile(r"NCCL INFO NET/(?!Plugin\b)(\w+)\s*:?\s*(?:Using|Selected)|"
-                       r"NCCL INFO Channel .* via NET/([^/\n]+)/")
-
-
-def _transport_name(name: str) -> str:
-    return "OFI" if "libfabric" in name.lower() else name
-
-
-def parse_nccl_debug_transport(log_text: str) -> str | None:
-    """The inter-node transport NCCL chose ("Socket", "IB", "OFI", ...) from its INFO log.
-
-    Prefers "Using network X" (aws-ofi-nccl's "AWS Libfabric" reads as "OFI"); falls back
-    to "NET/<name> : Using ...", "NET/OFI Selected Provider ..." or "via NET/<name>" lines.
-    """
-    m = _USING_NETWORK.search(log_text)
-    if m:
-        return _transport_name(m.group(1))
-    m = _NET_LINE.search(log_text)
-    return _transport_name(m.group(1) or m.group(2)) if m else None

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ddpcheck.node import ncclinfo
 from tests.helpers.paths import DATA
 
@@ -94,6 +96,29 @@ def test_other_transport_spellings():
             "via NET/AWS Libfabric/0/GDRDMA\n")
     got = ncclinfo.parse(text)
     assert got.counts() == {"P2P/direct": 1, "P2P/CUMEM": 1, "NET/AWS Libfabric": 1}
+
+
+@pytest.mark.parametrize("name, network", [
+    ("nccl-info-socket.log", "Socket"),
+    ("nccl-info-ib.log", "IB"),
+    ("nccl-info-ofi.log", "AWS Libfabric"),
+])
+def test_network_read_from_using_network_and_from_channel_lines_alone(name, network):
+    text = (DATA / name).read_text()
+    assert ncclinfo.parse(text).network == network
+    channels_only = "".join(line for line in text.splitlines(keepends=True)
+                            if "Using network" not in line)
+    got = ncclinfo.parse(channels_only)
+    assert got.network is None and {c.network for c in got.connections if c.network} == {network}
+
+
+def test_a_plugin_not_found_line_names_no_network():
+    plugin_only = ("h:1:1 [0] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot open shared "
+                   "object file: No such file or directory No plugin found (libnccl-net.so), "
+                   "using internal implementation\n")
+    got = ncclinfo.parse(plugin_only)
+    assert got.network is None and got.connections == () and got.reasons == ()
+    assert ncclinfo.parse("h:1:2 [0] NCCL INFO Using network FasTrak\n").network == "FasTrak"
 
 
 def test_capture_env_writes_info_of_init_and_net_to_a_file_per_process():
