@@ -1,8 +1,9 @@
-"""NCCL settings: versions, the loaded libnccl, NCCL_* variables, recorded NCCL_DEBUG output.
+"""NCCL settings: versions, the loaded libnccl, NCCL_* variables.
 
 Pure logic, used by the launcher's node preflight and the worker's node probes; no torch
 import at module level. Callers pass what they observed (torch.cuda.nccl.version(), the
-text of /proc/self/maps, the environment, recorded NCCL_DEBUG=INFO output).
+text of /proc/self/maps, the environment). The transport NCCL_DEBUG=INFO lines name is read
+by ddpcheck.node.ncclinfo.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Tests for ddpcheck.node.nccl: NCCL versions, the loaded libnccl, *_SOCKET_IFNAME syntax,
-NCCL_* variables and the transport named in recorded NCCL_DEBUG=INFO logs (tests/data/gpu/).
+and NCCL_* variables.
 """
 
 from __future__ import annotations
