@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from pathlib import Path
@@ -174,28 +174,46 @@ def to_record(event: Event) -> dict[str, Any]:
     return {"event": event.KIND, **record_fields(event)}
 
 
+def read_fields(cls: type, data: Mapping[str, Any],
+                convert: Mapping[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
+    """The constructor arguments of the typed record ``cls`` from its JSON fields, the inverse
+    of :func:`record_fields` (both channels read with it: :func:`parse_event` and
+    ``ddpcheck.cluster.messages.decode``). Unknown fields are ignored and missing or null ones
+    take their defaults, so a record of an older or newer ddpcheck still reads; problems
+    become Problems, and ``convert`` maps another field's JSON value to its type."""
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        value = data.get(f.name)
+        if value is None:
+            continue
+        if f.name == "problems":
+            value = tuple(Problem.from_dict(p) for p in value if isinstance(p, dict))
+        elif convert and f.name in convert:
+            value = convert[f.name](value)
+        values[f.name] = value
+    return values
+
+
+def _status(value: Any) -> Any:
+    return Status.of(str(value)) if value else value
+
+
+# How an event's fields leave JSON: rank keys are ints again, lists tuples, statuses Statuses.
+_EVENT_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "ranks": lambda v: {int(r): x for r, x in v.items()},
+    "missing": lambda v: tuple(int(r) for r in v),
+    "doc": tuple,
+    "status": _status,
+    "agreed": _status,
+}
+
+
 def parse_event(record: Mapping[str, Any]) -> Event | None:
     """The typed event of one JSON line; None for a kind this version does not know."""
     kind = KINDS.get(str(record.get("event")))
     if kind is None:
         return None
-    values: dict[str, Any] = {}
-    for f in fields(kind):
-        if f.name not in record or record[f.name] is None and f.default is not None:
-            continue
-        value = record[f.name]
-        if f.name == "problems":
-            value = tuple(Problem.from_dict(p) for p in value if isinstance(p, dict))
-        elif f.name == "ranks":
-            value = {int(r): v for r, v in value.items()}
-        elif f.name == "missing":
-            value = tuple(int(r) for r in value)
-        elif f.name == "doc":
-            value = tuple(value)
-        elif f.name in ("status", "agreed") and value:
-            value = Status.of(str(value))
-        values[f.name] = value
-    return kind(**values)
+    return kind(**read_fields(kind, record, _EVENT_FIELDS))
 
 
 def parse_events(records: Iterable[Mapping[str, Any]]) -> list[Event]:

@@ -8,18 +8,17 @@ defaults, so a node of an older or newer ddpcheck still reads; a message of anot
 is refused (ValueError), never read as this one. The messages: this node's check-in card
 (``checkin.NodeCard``), the endpoint node's check-in decision (``board.CheckinDecision``)
 and each node's run outcome (``ending.Outcome``). Fields are encoded by the same function
-as the rank events' (``results.record_fields``).
+as the rank events' (``results.record_fields``) and read by the same one
+(``results.read_fields``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import fields
 from typing import Any, TypeVar
 
-from ddpcheck.diagnoses import Problem
-from ddpcheck.results import record_fields
+from ddpcheck.results import read_fields, record_fields
 
 VERSION = 1
 T = TypeVar("T")
@@ -40,14 +39,4 @@ def decode(cls: type[T], text: str | bytes,
     kind = data.get("message", cls.KIND)  # type: ignore[attr-defined]
     if kind != cls.KIND:  # type: ignore[attr-defined]
         raise ValueError(f"expected a {cls.KIND} message, got {kind!r}")  # type: ignore
-    values: dict[str, Any] = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        if f.name not in data or data[f.name] is None:
-            continue
-        value = data[f.name]
-        if f.name == "problems":
-            value = tuple(Problem.from_dict(p) for p in value if isinstance(p, dict))
-        elif convert and f.name in convert:
-            value = convert[f.name](value)
-        values[f.name] = value
-    return cls(**values)
+    return cls(**read_fields(cls, data, convert))
