@@ -19,6 +19,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,23 @@ GOOD_STATUSES = ("PASS", "SKIP")
 GPUS_RE = re.compile(r"(\d+) GPU\(s\)")
 
 
+class Change(str, Enum):
+    """How a figure compares with the baseline's; a str, so tables and JSON show its text."""
+
+    SAME = "same"
+    CHANGED = "changed"  # a fact (a version, a stage's status) that differs, not judged
+    BETTER = "better"
+    NOISE = "worse (noise)"  # worse, but within the threshold or the trials' own spread
+    LATENCY_BOUND = "worse (latency-bound, not judged)"
+    REGRESSION = "REGRESSION"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
 @dataclass(frozen=True)
 class Row:
     """One compared figure."""
@@ -46,7 +64,7 @@ class Row:
     what: str
     base: str
     now: str
-    verdict: str  # "same", "changed", "better", "worse (noise)", "REGRESSION"
+    verdict: Change
     stage: str = ""
     hosts: tuple[str, ...] = ()
     measured: bool = True  # a measured figure (a threshold applies), not a fact or a status
@@ -59,7 +77,7 @@ class Comparison:
 
     @property
     def regressions(self) -> list[Row]:
-        return [r for r in self.rows if r.verdict == "REGRESSION"]
+        return [r for r in self.rows if r.verdict is Change.REGRESSION]
 
     def problems(self, ratio: float, statuses: bool = True) -> list[Problem]:
         """Regression problems, one per place (the same link or node, or the same stage).
@@ -142,8 +160,9 @@ def _versions(out: Comparison, base: Mapping[str, Any], new: Mapping[str, Any]) 
         a, b = values(base, key), values(new, key)
         if a == b == "not recorded":
             continue
+        change = Change.SAME if a == b else Change.CHANGED
         out.rows.append(Row(f"{key} version" if key != "arch" else "CPU architecture", a, b,
-                            "same" if a == b else "changed", "rendezvous", measured=False))
+                            change, "rendezvous", measured=False))
 
 
 def _gpus_by_host(report: Mapping[str, Any]) -> dict[str, int]:
@@ -166,7 +185,8 @@ def _gpus(out: Comparison, base: Mapping[str, Any], new: Mapping[str, Any],
         if now_host is None or now_host not in b:
             continue
         got = b[now_host]
-        verdict = "same" if got == count else "REGRESSION" if got < count else "better"
+        verdict = (Change.SAME if got == count else Change.REGRESSION if got < count
+                   else Change.BETTER)
         out.rows.append(Row(f"GPUs on {_pair(host, now_host)}", str(count), str(got), verdict,
                             "node", (now_host,), measured=False))
 
@@ -180,9 +200,8 @@ def _statuses(out: Comparison, base: Mapping[str, Any], new: Mapping[str, Any]) 
         a, b = _status(s), _status(n)
         # A stage blocked by an earlier failure is that failure's consequence, not its own.
         worse = s["status"] in GOOD_STATUSES and n["status"] == "FAIL"
-        out.rows.append(Row(f"stage {s['name']}", a, b,
-                            "REGRESSION" if worse else "same" if a == b else "changed",
-                            s["name"], measured=False))
+        change = Change.REGRESSION if worse else Change.SAME if a == b else Change.CHANGED
+        out.rows.append(Row(f"stage {s['name']}", a, b, change, s["name"], measured=False))
 
 
 def _status(stage: Mapping[str, Any]) -> str:
@@ -200,18 +219,18 @@ def _range(row: Mapping[str, Any]) -> tuple[float, float]:
 
 
 def _judge(base: float, now: float, ratio: float, base_rng: tuple[float, float] | None = None,
-           now_rng: tuple[float, float] | None = None) -> str:
+           now_rng: tuple[float, float] | None = None) -> Change:
     """Higher is better. REGRESSION only when worse by the threshold *beyond* the trials' spread.
 
     With min-max known, even the new run's fastest trial must be below ``ratio`` x the
     baseline's slowest trial: noise the trials themselves show never counts.
     """
     if now >= base:
-        return "same" if now == base else "better"
+        return Change.SAME if now == base else Change.BETTER
     beyond_noise = base_rng is None or now_rng is None or now_rng[1] < ratio * base_rng[0]
     if now < ratio * base and beyond_noise:
-        return "REGRESSION"
-    return "worse (noise)" if now < base * 0.95 else "same"
+        return Change.REGRESSION
+    return Change.NOISE if now < base * 0.95 else Change.SAME
 
 
 def _sweep(out: Comparison, bm: Mapping[str, Any], nm: Mapping[str, Any], ratio: float) -> None:
@@ -227,10 +246,10 @@ def _sweep(out: Comparison, bm: Mapping[str, Any], nm: Mapping[str, Any], ratio:
     for size in sorted(a.keys() & b.keys()):
         ra, rb = a[size], b[size]
         verdict = _judge(ra["busbw"], rb["busbw"], ratio, _range(ra), _range(rb))
-        if verdict == "REGRESSION" and float(ra["busbw"]) < LATENCY_BOUND * peak:
+        if verdict is Change.REGRESSION and float(ra["busbw"]) < LATENCY_BOUND * peak:
             # Sizes short of the peak measure latency (scheduling, launch), not the fabric:
             # shown, never judged (healthy pairs flipped at 4-256 KiB on these hosts).
-            verdict = "worse (latency-bound, not judged)"
+            verdict = Change.LATENCY_BOUND
         out.rows.append(Row(f"all-reduce busbw at {human_size(size)}", _gbps(ra["busbw"]),
                             _gbps(rb["busbw"]), verdict, "bandwidth"))
 

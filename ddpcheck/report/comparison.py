@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from ddpcheck.judgements.compare import Comparison
+from ddpcheck.judgements.compare import Change, Comparison
 from ddpcheck.report.text import render_problem
 
 
 def render_comparison(result: Comparison, threshold: float, base_name: str,
                       new_name: str) -> str:
     """What differs, one block per regression, and a verdict line."""
-    differ = [r for r in result.rows if r.verdict != "same"]
+    differ = [r for r in result.rows if r.verdict is not Change.SAME]
     parts = [f"# baseline {base_name} vs now {new_name}"]
     if differ:
         parts.append(tabulate([[r.what, r.base, r.now, r.verdict] for r in differ],
@@ -28,7 +28,7 @@ def render_comparison(result: Comparison, threshold: float, base_name: str,
 
 
 def verdict_line(result: Comparison, threshold: float) -> str:
-    same = sum(r.verdict == "same" for r in result.rows)
+    same = sum(r.verdict is Change.SAME for r in result.rows)
     n = len(result.regressions)
     if n:
         first = sorted(result.regressions, key=lambda r: not r.hosts)[0]
