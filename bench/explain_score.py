@@ -15,7 +15,9 @@ for the development set, the held-out set and each family.
 
 Cases whose manifest entry carries ``"batch"`` (e.g. ``stop24``) were collected after the rules
 were written: their score is printed again on its own, per split. Their held-out part is the
-measure of logs no rule writer has read; their dev part is read and tuned on like any dev case.
+measure of logs no rule writer has read; their dev part is read and tuned on like any dev case,
+except in a batch of ``UNREAD_BATCHES`` (collected during this stop's rule writing), whose dev
+part is not listed by ``--show-dev-misses`` either: the whole batch is a fresh measure.
 
 Held-out cases are scored, never printed: only their counts appear, per family. Nothing here
 may show a held-out log (that would end the held-out set's use as a measure).
@@ -39,6 +41,10 @@ from ddpcheck.explain.inputs import read_inputs
 from tests.helpers.paths import DATA
 
 VERDICTS = ("right", "abstained", "wrong")
+# Batches no rule writer has read yet, dev part included: scored (both splits are a fresh
+# measure), never listed by --show-dev-misses. A batch leaves this tuple when rule writers
+# start to read its dev part; from then on only its held-out part is unread.
+UNREAD_BATCHES = ("stop25",)
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         if case.batch:
             by_batch[(case.batch, case.split)][verdict] += 1
             by_batch[(case.batch, "all")][verdict] += 1
-        if case.split == "dev" and verdict != "right":
+        if case.split == "dev" and verdict != "right" and case.batch not in UNREAD_BATCHES:
             misses.append(f"  {verdict:<9} {case.id}: want {case.cause}, got {got}")
     elapsed = time.monotonic() - t0
     print(f"explain score over {len(cases)} cases from "
@@ -138,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
             if s == split:
                 print(line(family, counts))
     for batch in sorted({b for b, _ in by_batch}):
-        print(f"\nbatch {batch} (collected after the rules were written; its held-out part read "
-              f"by no rule writer):")
+        unread = ("no rule writer has read any of it" if batch in UNREAD_BATCHES
+                  else "its held-out part read by no rule writer")
+        print(f"\nbatch {batch} (collected after the rules were written; {unread}):")
         for split in ("dev", "heldout", "all"):
             if (batch, split) in by_batch:
                 print(line(split, by_batch[(batch, split)]))

@@ -43,3 +43,17 @@ def test_the_batch_is_printed_on_its_own(tmp_path: Path, capsys) -> None:
     batch = out.split("batch stop24")[1]
     assert "n=  1" in batch.split("heldout")[1].splitlines()[0]
     assert "all" in batch and "n=  2" in batch.split("all")[1].splitlines()[0]
+
+
+def test_an_unread_batch_is_scored_but_its_dev_misses_are_not_listed(tmp_path: Path,
+                                                                      capsys) -> None:
+    corpus = _corpus(tmp_path)
+    manifest = corpus / "corpus-t.json"
+    doc = json.loads(manifest.read_text())
+    doc["cases"][2]["batch"] = explain_score.UNREAD_BATCHES[0]
+    manifest.write_text(json.dumps(doc))
+    explain_score.main(["--corpus", str(corpus), "--no-old", "--show-dev-misses"])
+    out = capsys.readouterr().out
+    misses = out.split("dev misses:")[1]
+    assert "a: want none" in misses and " c:" not in misses  # c is scored, never listed
+    assert f"batch {explain_score.UNREAD_BATCHES[0]} (" in out and "read any of it" in out
