@@ -61,14 +61,22 @@ PATTERNS = [
                 "--index-url https://download.pytorch.org/whl/cuXYZ); torch.cuda."
                 "get_arch_list() lists what the build supports"),
     # cudaErrorDevicesUnavailable (46): CUDA >= 10 "CUDA-capable device(s) is/are busy or
-    # unavailable", CUDA <= 9.2 "all CUDA-capable devices are busy or unavailable"
-    pattern(CUDA_UNUSABLE, r"CUDA-capable device\(s\) is/are busy or unavailable|"
+    # unavailable", CUDA <= 9.2 "all CUDA-capable devices are busy or unavailable". The CUDA
+    # runtime API's error list gives its causes: a GPU in exclusive-process (or prohibited)
+    # compute mode that another process already holds, or long-running kernels. In a
+    # distributed job that other process is most often a sibling rank: ranks that all pick
+    # cuda:0 (the device taken from no rank, or from the global rank) on a cluster whose GPUs
+    # are in exclusive-process mode, the default of many HPC sites. A stray process holding
+    # the GPU prints the same line, so the cause and fix name both.
+    pattern(DUPLICATE_DEVICE, r"CUDA-capable device\(s\) is/are busy or unavailable|"
             r"all CUDA-capable devices are busy or unavailable",
-            "ddpcheck run --stages node",
-            cause="the GPU is in exclusive-process compute mode and already used by another "
-                  "process, or held by a stuck process (nvidia-smi shows which)",
-            fix="stop the other process on that GPU, or set the compute mode to default "
-                "(nvidia-smi -c 0); give each rank its own GPU (LOCAL_RANK)"),
+            "ddpcheck run --stages node,placement",
+            cause="the GPU is in exclusive-process compute mode and another process already "
+                  "holds it: most often another rank of this job on the same GPU (every rank "
+                  "on cuda:0), else a stuck or foreign process (nvidia-smi shows which)",
+            fix="give each rank its own GPU: torch.cuda.set_device(int(os.environ["
+                "'LOCAL_RANK'])) before any CUDA call; or stop the other process on that GPU "
+                "(nvidia-smi), or set the compute mode to default (nvidia-smi -c 0)"),
     # The driver itself: cudaErrorSystemDriverMismatch (803) "system has unsupported display
     # driver / cuda driver combination", cudaErrorCompatNotSupportedOnDevice (804) "forward
     # compatibility was attempted on non supported HW"; torch/cuda/__init__.py _lazy_init

@@ -41,11 +41,19 @@ def test_warnings_and_nccl_info_are_a_healthy_log():
     assert e.exit_code == 0 and e.verdict().startswith("NO FAILURE FOUND")
 
 
-def test_a_torch_build_without_kernels_for_the_gpu_and_a_busy_gpu():
+def test_a_torch_build_without_kernels_for_the_gpu():
     assert first_cause("RuntimeError: CUDA error: no kernel image is available for execution "
                        "on the device") == "cuda-unusable"
-    assert first_cause("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or "
-                       "unavailable") == "cuda-unusable"
+
+
+def test_a_busy_gpu_is_ranks_sharing_an_exclusive_mode_gpu_in_both_cuda_wordings():
+    for line in ("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+                 "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "duplicate-device" and not e.undetermined
+        assert "LOCAL_RANK" in e.problems[0].fix and "nvidia-smi" in e.problems[0].fix
+    # a GPU that is merely busy computing is no CUDA error
+    assert first_cause("GPU 0 is busy: utilisation 100%\n") != "duplicate-device"
 
 
 def test_cuda_system_not_ready_is_the_fabric_manager():
@@ -72,7 +80,7 @@ def test_a_gpu_that_stopped_answering_is_lost():
 def test_cuda_9_busy_or_unavailable_wording():
     assert first_cause("RuntimeError: cuda runtime error (46) : all CUDA-capable devices are "
                        "busy or unavailable at /pytorch/aten/src/THC/THCGeneral.cpp:51") == \
-        "cuda-unusable"
+        "duplicate-device"
 
 
 def test_driver_mismatch_and_missing_driver_are_cuda_unusable():
