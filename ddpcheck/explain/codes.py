@@ -241,3 +241,20 @@ MEMLOCK_LIMIT_TOO_LOW = register(
     "raise the limit to unlimited: '* soft memlock unlimited' and '* hard memlock unlimited' "
     "in /etc/security/limits.conf, docker --ulimit memlock=-1, for Slurm the slurmd's "
     "LimitMEMLOCK=infinity / PropagateResourceLimits; check ulimit -l inside the job")
+DISK_FULL = register(
+    "disk-full", "a rank could not write: the filesystem is full or the quota is used up",
+    "a directory the job writes to (checkpoints, outputs, a cache such as HF_HOME, "
+    "HF_DATASETS_CACHE, TORCH_EXTENSIONS_DIR, or TMPDIR and /tmp) is on a filesystem with no "
+    "space left (ENOSPC) or over the user's quota (EDQUOT)",
+    "df -h and quota -s on the failing node for the path in the error; free space or point "
+    "those writes at a larger volume (--output_dir, HF_HOME, TMPDIR); ddpcheck run --stages "
+    "checkpoint --checkpoint-dir DIR --checkpoint-size SIZE checks a checkpoint directory "
+    "before the job")
+TCPSTORE_LIBUV_UNAVAILABLE = register(
+    "tcpstore-libuv-unavailable", "the rendezvous store could not start: this torch build "
+    "has no libuv",
+    "since torch 2.4 TCPStore uses its libuv backend by default (torch/distributed/"
+    "rendezvous.py: USE_LIBUV defaults to 1), and builds without libuv (the Windows wheels) "
+    "refuse it, so torchrun and env:// fail before any rank connects",
+    "set USE_LIBUV=0 in the job's environment (or add ?use_libuv=0 to the init_method URL); "
+    "on Windows prefer WSL or Linux for multi-process jobs")

@@ -6,6 +6,7 @@ from ddpcheck.explain.families import (
     addresses,
     ddp,
     device,
+    filesystems,
     launcher,
     memory,
     nccl,
@@ -20,6 +21,6 @@ from ddpcheck.explain.families import (
 from ddpcheck.explain.matching import Pattern
 
 FAMILIES = (own_report, rendezvous, network, nccl, watchdog, device, ddp, memory, workers,
-            launcher, slurm, addresses, wrappers)
+            launcher, slurm, addresses, wrappers, filesystems)
 PATTERNS: tuple[Pattern, ...] = (*(p for f in FAMILIES for p in f.PATTERNS),
                                  *memory.SHELL_KILLED)

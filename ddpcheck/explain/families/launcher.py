@@ -13,7 +13,12 @@ import signal
 from collections.abc import Sequence
 
 from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, RANK_EXITED, RANK_KILLED, Problem
-from ddpcheck.explain.codes import HOST_OOM, LAUNCHER_ENV_MISSING, LOCAL_RANK_ARG_UNREAD
+from ddpcheck.explain.codes import (
+    HOST_OOM,
+    LAUNCHER_ENV_MISSING,
+    LOCAL_RANK_ARG_UNREAD,
+    TCPSTORE_LIBUV_UNAVAILABLE,
+)
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 
 NEXT = "ddpcheck run --nodes N (reports each rank's exit and signal); check dmesg on the host"
@@ -68,6 +73,12 @@ def combine_killed(hits: Sequence[Hit]) -> Problem:
 
 
 PATTERNS = [
+    # c10d TCPStore (libtorch_cpu, torch 2.13: "use_libuv was requested but PyTorch was built
+    # without libuv support, run with USE_LIBUV=0 to disable it."; 2.4 to 2.6 spell it
+    # "was build"): the store torchrun and env:// create cannot start on such a build.
+    pattern(TCPSTORE_LIBUV_UNAVAILABLE,
+            r"use_libuv was requested but PyTorch was buil[dt] without libuv support",
+            "USE_LIBUV=0 torchrun ... (the store's non-libuv backend)"),
     # torch/distributed/rendezvous.py _env_rendezvous_handler, and scripts reading os.environ
     pattern(LAUNCHER_ENV_MISSING,
             r"environment variable (?P<var>[A-Z_]+) expected, but not set|"

@@ -68,3 +68,13 @@ def test_an_oom_kill_under_a_cancellation_stays_the_cause():
                        "the step tasks have been OOM Killed.",
                        "slurmstepd: error: *** STEP 99.0 ON n1 CANCELLED AT "
                        "2024-05-01T10:00:00 ***") == "host-out-of-memory"
+
+
+def test_a_torch_build_without_libuv_is_named_with_use_libuv_0_in_both_spellings():
+    for built in ("built", "build"):  # torch 2.13 / torch 2.4 to 2.6
+        line = (f"RuntimeError: use_libuv was requested but PyTorch was {built} without libuv "
+                "support, run with USE_LIBUV=0 to disable it.")
+        e = explain_texts([("job.log", line + "\n")])
+        assert e.problems[0].code == "tcpstore-libuv-unavailable" and not e.undetermined
+        assert "USE_LIBUV=0" in e.problems[0].fix
+    assert first_cause("[I socket.cpp:1] using libuv backend for TCPStore") == "none"

@@ -1,0 +1,28 @@
+"""A full filesystem or a used-up quota, in the words the C library and torch print.
+
+Runs inside ``ddpcheck explain``. Python's OSError prints the C library's strerror:
+``[Errno 28] No space left on device`` (ENOSPC) and ``[Errno 122] Disk quota exceeded``
+(EDQUOT), often with the path after it. torch.save on a full disk fails in its zip writer
+(caffe2/serialize/inline_container.cc): ``PytorchStreamWriter failed writing file ...: file
+write failed`` or ``unexpected pos N vs M`` (a short write); other write errors print those
+too, so they are a hint. /dev/shm and NCCL's shared-memory segments are matched earlier by
+the memory and nccl families (dev-shm-too-small), so what reaches here is another directory.
+"""
+
+from __future__ import annotations
+
+from ddpcheck.explain.causality import HINT
+from ddpcheck.explain.codes import DISK_FULL
+from ddpcheck.explain.matching import pattern
+
+NEXT = "ddpcheck run --stages checkpoint --checkpoint-dir DIR --checkpoint-size SIZE"
+
+PATTERNS = [
+    pattern(DISK_FULL, r"No space left on device|\[Errno 28\]|\bENOSPC\b|"
+            r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b", NEXT),
+    pattern(DISK_FULL, r"PytorchStreamWriter failed writing file .*file write failed|"
+            r"inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+", NEXT, grade=HINT,
+            cause="torch.save could not finish writing (a short write): most often the "
+                  "checkpoint's filesystem is full or over quota; a network filesystem that "
+                  "dropped the write prints the same"),
+]

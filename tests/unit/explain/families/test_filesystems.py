@@ -1,0 +1,40 @@
+"""A full filesystem or quota (disk-full), as the C library and torch.save print it."""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+
+# Python's OSError: the C library's strerror for ENOSPC (28) and EDQUOT (122), path after it
+ENOSPC = "OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/datasets/tmp'"
+EDQUOT = "OSError: [Errno 122] Disk quota exceeded: '/home/u/ckpt/epoch_3.pt'"
+# caffe2/serialize/inline_container.cc, torch.save's zip writer on a short write
+SHORT_WRITE = "RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598"
+
+
+def test_enospc_and_edquot_name_a_full_filesystem_with_its_path():
+    for line in (ENOSPC, EDQUOT):
+        e = explain_texts([("rank1.log", "Traceback (most recent call last):\n" + line + "\n")])
+        p = e.problems[0]
+        assert p.code == "disk-full" and not e.undetermined
+        assert line.split(": ", 1)[1] in p.observed and "df -h" in p.fix
+
+
+def test_dev_shm_and_torch_shared_memory_stay_dev_shm_too_small():
+    assert first_cause("OSError: [Errno 28] No space left on device: '/dev/shm/abc'") == \
+        "dev-shm-too-small"
+    assert first_cause("RuntimeError: unable to write to file </torch_123_456>: No space left "
+                       "on device (28)") == "dev-shm-too-small"
+
+
+def test_a_short_torch_save_is_a_hint_that_a_cause_grade_line_outranks():
+    e = explain_texts([("r.log", SHORT_WRITE + "\n")])
+    assert e.problems[0].code == "disk-full" and e.found[0].grade == "hint"
+    both = explain_texts([("r.log", SHORT_WRITE + "\nRuntimeError: CUDA error: invalid device "
+                           "ordinal\n")])
+    assert both.problems[0].code != "disk-full"
+
+
+def test_space_words_that_report_no_failure_are_not_a_full_disk():
+    assert first_cause("Disk usage: 40% of 2 TB, 1.2 TB free", "epoch 1 loss 0.3") == "none"
+    assert first_cause("[Errno 2] No such file or directory: 'ckpt.pt'") != "disk-full"
