@@ -22,6 +22,8 @@ from ddpcheck.explain.codes import (
     RANK_ZERO_ONLY_STEP_TIMEOUT,
     UNEXPLAINED,
 )
+from ddpcheck.explain.families import waiters
+from ddpcheck.explain.families.waiters import process_group
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.explain.reader import Record
 from ddpcheck.ranges import format_ranks
@@ -30,41 +32,77 @@ NEXT = "ddpcheck run --nodes N --stages collectives,bandwidth (the links between
 
 
 # NCCL has no barrier kernel: ProcessGroupNCCL::barrier all-reduces one element, so a
-# watchdog line "OpType=ALLREDUCE, NumelIn=1, NumelOut=1" is a barrier (or a scalar flag);
-# all_gather_object / broadcast_object_list first exchange one-element sizes (NumelIn=1):
-# every one-element collective is a sync point, not training traffic.
+# watchdog line "OpType=ALLREDUCE, NumelIn=1, NumelOut=1" is a barrier or a scalar (a loss,
+# an early-stopping flag); all_gather_object first exchanges one-element sizes. Ranks wait at
+# such a sync point for a rank busy alone (evaluation, saving) just as they do for a rank
+# that left the loop early (uneven data: pytorch#141069) or skipped it: one element alone
+# does not tell which, so it names no cause (dev: 4 right, 1 confidently wrong).
 BARRIER_LIKE = {"BARRIER"}
-EARLY_SEQ = 2  # the first collectives after init (DDP's parameter broadcast, a barrier)
+# The first collective of a group creates its NCCL communicator (ProcessGroupNCCL::collective
+# bumps the sequence number, then getNCCLComm, then initWork: 1.10 to 2.5), and
+# ncclCommInitRank returns only when every rank of the group has called it (NCCL docs,
+# "Creating a communicator"). A WorkNCCL with SeqNum=1 therefore exists only once every rank
+# had arrived: its timeout is a hang with all present (a link or transport, or different
+# calls), not a rank busy alone. At SeqNum=2 all had met in the first collective and one did
+# not reach the second: a set-up step of its own (dataset preprocessing under
+# main_process_first, loading) between the two.
+EARLY_SEQ = 2
 ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tokenisation, "
          "evaluation, saving) while the others waited in {what}")
+FIRST = ("every rank that reported was waiting in #1 {op}, the first collective of its group: "
+         "NCCL creates the communicator there and returns only when every rank has joined, so "
+         "all had arrived and the collective itself hung (a link between GPUs or nodes: P2P, "
+         "InfiniBand, sockets) or the ranks called it with different ops or sizes (unless the "
+         "communicator was created eagerly, init_process_group(device_id=...))")
+SYNC_POINT = ("every rank that reported was waiting in #{seq} {op} of {numel} element, a sync "
+              "point (a barrier, a scalar all_reduce): a rank had not reached it, busy alone "
+              "(evaluation, saving, preprocessing), gone (it left the loop early on uneven "
+              "data, or crashed) or in another collective; the log does not show which (that "
+              "rank's own lines, TORCH_NCCL_DESYNC_DEBUG=1 or the Flight Recorder dumps do)")
+# Ops whose input size is the same on every rank (ALLTOALL, SCATTER and P2P may differ).
+SIZE_FIXED = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED",
+              "ALLREDUCE_COALESCED", "REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "REDUCE", "GATHER"}
 
 
 def _rank_zero_step(ops: dict[tuple[str, str, str], set[int]]) -> str:
     """Why this timeout is a rank busy alone, or "" when the lines do not show it."""
-    ((seq, op, numel), ranks), = ops.items()
+    ((seq, op, _), ranks), = ops.items()
     # When rank 0 itself waits there with the others, the log shows no rank busy alone: the
-    # one missing is not in the log, or none is and the ranks could not connect (a P2P or
-    # network hang stops the first barrier or broadcast the same way).
+    # one missing is not in the log, or none is and the ranks could not connect.
     if 0 in ranks and len(ranks) > 1:
         return ""
-    if op in BARRIER_LIKE or numel == "1":
-        return ALONE.format(what=f"a barrier (#{seq} {op} of {numel or '?'} element)")
-    # The first collectives (DDP's broadcast from rank 0) wait for rank 0 when it is busy.
-    if seq.isdigit() and int(seq) <= EARLY_SEQ:
-        return ALONE.format(what=f"the job's first collectives (#{seq} {op})")
+    if seq.isdigit() and 2 <= int(seq) <= EARLY_SEQ:
+        return ALONE.format(what=f"the job's second collective (#{seq} {op}) after all had "
+                                 "met in the first")
     return ""
 
 
+def _waited_in(seq: str, op: str, numel: str) -> str:
+    if seq == "1":
+        return FIRST.format(op=op)
+    if op in BARRIER_LIKE or numel == "1":
+        return SYNC_POINT.format(seq=seq, op=op, numel=numel or "1")
+    return (f"every rank that reported was still waiting in {op} #{seq}: a rank that did not "
+            "reach it (stopped, crashed or slow: look for its error above) or a stalled link "
+            "between nodes")
+
+
 def combine(hits: Sequence[Hit]) -> Problem:
-    """One problem over every rank's timeout; desync when ranks wait on different work."""
+    """One problem over every rank's timeout; desync when ranks wait on different work, a
+    size mismatch when they wait in the same op with different element counts."""
     ops: dict[tuple[str, str, str], set[int]] = {}
     groups: dict[str, set[tuple[str, str]]] = {}  # per process group: (seq, op) seen
+    sizes: dict[tuple[str, str, str], dict[str, set[int]]] = {}  # (pg, seq, op): numel ranks
     for h in hits:
         g = h.match.groupdict()
         key = (g.get("seq") or "?", g.get("op") or "?", g.get("numel") or "")
-        ops.setdefault(key, set()).add(h.record.rank if h.record.rank is not None else -1)
+        rank = h.record.rank if h.record.rank is not None else -1
+        ops.setdefault(key, set()).add(rank)
         if key[1] != "?":  # a line that names no op (a bare watchdog line) compares to none
-            groups.setdefault(_pg(h.record.text), set()).add(key[:2])
+            groups.setdefault(process_group(h.record.text), set()).add(key[:2])
+        if key[2] and key[1] in SIZE_FIXED and key[0] != "?":
+            sizes.setdefault((process_group(h.record.text), *key[:2]), {}).setdefault(
+                key[2], set()).add(rank)
     if len(ops) > 1 and any(op != "?" for _, op, _ in ops):
         ops = {k: v for k, v in ops.items() if k[1] != "?"}
     summary = "; ".join(
@@ -75,23 +113,18 @@ def combine(hits: Sequence[Hit]) -> Problem:
     # Sequence numbers count per process group: ranks differ only within one group.
     if any(len(seen) > 1 for seen in groups.values()):
         return COLLECTIVE_DESYNC.problem(observed, **where(hits))
+    for (_, seq, op), numels in sizes.items():
+        if len(numels) > 1:
+            said = ", ".join(f"{n} on rank {format_ranks(sorted(r for r in rs if r >= 0)) or '?'}"
+                             for n, rs in sorted(numels.items()))
+            return COLLECTIVE_SIZE_MISMATCH.problem(
+                observed, cause=f"the ranks waited in the same collective #{seq} {op} with "
+                f"different element counts ({said}): the tensors differ per rank (an uneven "
+                "last batch, a rank-dependent shape)", **where(hits))
     if len(ops) == 1 and (alone := _rank_zero_step(ops)):
         return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(observed, cause=alone, **where(hits))
-    (seq, op, _), *_ = ops
-    return COLLECTIVE_TIMEOUT.problem(
-        observed, cause=f"every rank that reported was still waiting in {op} #{seq}: a rank "
-        "that did not reach it (stopped, crashed or slow: look for its error above) or a "
-        "stalled link between nodes", **where(hits))
-
-
-# ProcessGroupNCCL's log prefix names the process group (torch >= 2.4 "[PG 0 (default_pg)
-# Rank 1]", >= 2.5 "[PG ID 0 PG GUID 0(default_pg) Rank 1]"); older lines name none.
-PG_PREFIX = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)[^\]]*Rank \d+\]")
-
-
-def _pg(text: str) -> str:
-    m = PG_PREFIX.search(text)
-    return m["pg"] if m else ""
+    (seq, op, numel), *_ = ops
+    return COLLECTIVE_TIMEOUT.problem(observed, cause=_waited_in(seq, op, numel), **where(hits))
 
 
 # Work one rank does alone while the others wait (HF datasets / transformers progress and
@@ -111,52 +144,78 @@ SOLO_STEP = re.compile(
 HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
 
 
-# What a rank that failed prints (its own error would be the cause, not a busy step).
-RANK_FAILED = re.compile(r"Error\b|Exception|Traceback|Killed|fault|[Aa]bort|exitcode|"
-                         r"Watchdog|timed? ?out", re.IGNORECASE)
-
-
-def _rank_zero_elsewhere(e: Explained, records: Sequence[Record]) -> Explained:
-    """Every rank that timed out was waiting on rank 0, whose own lines are in the log and
-    show neither a timeout nor an error: rank 0 was not in the collective, it was busy.
-    (The watchdog runs on every rank: a rank 0 that waited would print the line too.)"""
-    p = e.problem
-    if not p.ranks or 0 in p.ranks:
-        return e
-    zero = [r for r in records if r.rank == 0]
-    if not zero or any(RANK_FAILED.search(r.text) for r in zero):
-        return e
-    return replace(e, problem=RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
-        f"{p.observed} | rank 0 printed {len(zero)} line(s) and no timeout or error",
-        cause=ALONE.format(what="the collective that timed out") + ": rank 0's own lines "
-              "show it was not waiting in the collective", ranks=p.ranks, hosts=p.hosts))
-
-
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
-    """A plain timeout becomes a rank busy alone when the log shows that work under way."""
+    """A plain timeout gets its cause when the structure of the ranks' lines shows it
+    (``waiters``): ranks of one group timing out at different sequence numbers (a desync),
+    ranks that had nothing pending while the others waited (never joined), or a rank busy
+    alone: its work shortly before the first timeout, a rank-0-first block in a traceback,
+    or a rank that went on printing while the others waited."""
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
+    seen = waiters.waits(records)
+    decided = _structure(seen, records) or _busy(timeouts, seen, records)
+    if decided is None:
+        return found
+    problem, rec = decided
+    out = []
+    for e in found:
+        if e in timeouts:
+            p = e.problem
+            e = replace(e, problem=replace(problem, observed=f"{p.observed} | {problem.observed}",
+                                           ranks=problem.ranks or p.ranks, hosts=p.hosts),
+                        evidence=(*e.evidence, f"{rec.source}:{rec.lineno}"))
+        out.append(e)
+    return out
+
+
+def _structure(seen: Sequence[waiters.Wait],
+               records: Sequence[Record]) -> tuple[Problem, Record] | None:
+    """Desync or never-joined, from torch's own per-rank counters."""
+    if split := waiters.summary_desync(seen):
+        said = ", ".join(f"rank {r} at #{s}" for r, s in sorted(split.items()))
+        rec = next(w.record for w in seen if w.record.rank == max(split, key=split.get))
+        return COLLECTIVE_DESYNC.problem(
+            f"the watchdog's summaries: {said}", cause=f"ranks of one process group timed out "
+            f"at different collectives ({said}): a rank skipped, added or reordered one",
+            ranks=tuple(sorted(split))), rec
+    idles = waiters.idle(records)
+    ranks, seq = waiters.never_joined(seen, idles)
+    if not ranks:
+        return None
+    rec = next(i.record for i in idles if i.record.rank == ranks[0])
+    what = f"collective #{seq}" if seq is not None else "the collective another rank timed out in"
+    return RANK_NEVER_JOINED.problem(
+        f"rank {format_ranks(ranks)} had no collective pending (last enqueued NCCL work = last "
+        f"completed) when the timeout was signalled: {rec.text.strip()[:200]}",
+        cause=f"rank {format_ranks(ranks)} never joined {what}: it was elsewhere (a step of its "
+              "own, a loop it had left on uneven data, or a collective the waiting rank called "
+              "alone)", ranks=tuple(ranks)), rec
+
+
+def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
+          records: Sequence[Record]) -> tuple[Problem, Record] | None:
+    """A rank busy alone: its work just before the wait, a rank-0-first block, or a rank
+    still printing while the others waited."""
     # The work must be what the job was doing when the wait began: a line shortly before the
     # first timeout, not an evaluation that ran (and ended) epochs earlier.
     # (Lines of one file compare by line number: progress bars carry no timestamp.)
     firsts = [e.first for e in timeouts]
     hint = next((r for r in reversed(records) if SOLO_STEP.search(r.text) and any(
         r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)), None)
-    if hint is None:
-        return [_rank_zero_elsewhere(e, records) if e in timeouts else e for e in found]
-    out = []
-    for e in found:
-        if e in timeouts:
-            p = e.problem
-            busy = f"{hint.source}:{hint.lineno}: {hint.text.strip()[:160]}"
-            e = replace(e, problem=RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
-                f"{p.observed} | meanwhile: {busy}",
-                cause=ALONE.format(what="the collective that timed out") + f" ({busy})",
-                ranks=p.ranks, hosts=p.hosts),
-                evidence=(*e.evidence, f"{hint.source}:{hint.lineno}"))
-        out.append(e)
-    return out
+    if hint is not None:
+        why = "meanwhile"
+    elif (hint := waiters.zero_first(records)) is not None:
+        why = "a block rank 0 runs first while the others wait in a barrier"
+    elif (hint := waiters.busy_line(seen, records)) is not None:
+        who = f"rank {hint.rank}" if hint.rank is not None else "a rank that did not time out"
+        why = f"{who} still printing while the others waited"
+    else:
+        return None
+    busy = f"{hint.source}:{hint.lineno}: {hint.text.strip()[:160]}"
+    return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
+        f"{why}: {busy}", cause=ALONE.format(what="the collective that timed out") +
+        f" ({why}: {busy})"), hint
 
 
 def combine_fingerprints(hits: Sequence[Hit]) -> Problem:
