@@ -62,9 +62,11 @@ ZERO_FIRST = re.compile(r"\bin (?:local_)?main_process_first\b|\bin torch_distri
                         r"\b|with \S*(?:main_process_first|torch_distributed_zero_first)\(")
 # What a rank that failed or is being torn down prints, or torch's own c10d/NCCL lines and
 # warnings: none of them shows the rank busy with work of its own.
+# (an indented line is a traceback's source line: "    dist.barrier()").
 NOT_WORK = re.compile(r"Error\b|Exception|Traceback|Killed|fault|[Aa]bort|exitcode|[Ss]ignal|"
                       r"Watchdog|timed? ?out|[Tt]imeout|NCCL|ProcessGroup|c10d|socket|"
-                      r"[Ww]arning|^\s*\[?[IWEF]\d{4} |^\s*File \"|^\s*$|dump|destroy")
+                      r"[Ww]arning|^\s*\[?[IWEF]\d{4} |^\s*File \"|^\s*$|^\s{3,}\S|^\s*[~^]+\s*$|"
+                      r"dump|destroy")
 SLACK_S = 1.0
 
 
@@ -151,7 +153,7 @@ def busy_line(found: Sequence[Wait], records: Sequence[Record]) -> Record | None
         if r.rank is None:  # a progress bar names no rank: rank 0's, in the usual trainers
             if 0 in waiting or not PROGRESS.search(r.text):
                 continue
-        elif NOT_WORK.search(r.text):
+        elif NOT_WORK.search(r.text) and not PROGRESS.search(r.text):
             continue
         after = r.source == first.source and r.lineno > first.lineno
         inside = start is not None and r.time is not None and r.time > start + SLACK_S

@@ -188,9 +188,9 @@ def _structure(seen: Sequence[waiters.Wait],
     return RANK_NEVER_JOINED.problem(
         f"rank {format_ranks(ranks)} had no collective pending (last enqueued NCCL work = last "
         f"completed) when the timeout was signalled: {rec.text.strip()[:200]}",
-        cause=f"rank {format_ranks(ranks)} never joined {what}: it was elsewhere (a step of its "
-              "own, a loop it had left on uneven data, or a collective the waiting rank called "
-              "alone)", ranks=tuple(ranks)), rec
+        cause=f"rank {format_ranks(ranks)} never joined {what}: busy elsewhere (a step of its "
+              "own), gone from the loop (uneven data), or the waiting rank called a collective "
+              "the others never call", ranks=tuple(ranks)), rec
 
 
 def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
@@ -311,8 +311,12 @@ PATTERNS = [
             r"Watchdog caught collective operation timeout|"
             # ProcessGroupNCCL >= 2.1: the watchdog's summary and its heartbeat monitor
             r"Timeout at NCCL work: \d+, last enqueued NCCL work|"
-            r"Heartbeat monitor timed out! Process will be terminated", NEXT,
-            root=False, combine=combine),
+            r"Heartbeat monitor timed out! Process will be terminated|"
+            # TORCH_NCCL_DUMP_ON_TIMEOUT: another rank timed out and signalled this one
+            # (torch 2.2-2.3 "Received a global timeout from another rank", >= 2.4
+            # "Received a dump signal due to a collective timeout from rank R")
+            r"Received a (?:global timeout from another rank|dump signal due to a collective "
+            r"timeout from)", NEXT, root=False, combine=combine),
     # gloo's collectives (gloo/transport/tcp/unbound_buffer.cc): "Timed out waiting 1800000ms
     # for recv operation to complete", the gloo counterpart of the watchdog's line.
     pattern(COLLECTIVE_TIMEOUT,
