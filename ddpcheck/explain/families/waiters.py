@@ -21,6 +21,8 @@ structure of a collective timeout, read from torch's own lines across ranks:
   too; one that exited prints nothing more), or a progress bar (tqdm, printed by rank 0 only
   in the usual trainers) still moving after the others' timeouts when rank 0 is not among
   them;
+- what a rank that did not time out printed last: a step of its own under way (a progress
+  bar short of 100%, evaluation, saving) is that rank busy alone;
 - the context managers that exist to let rank 0 work alone while the others wait in a
   barrier (transformers/accelerate ``main_process_first``, ultralytics
   ``torch_distributed_zero_first``) in a rank's traceback.
@@ -160,6 +162,19 @@ def busy_line(found: Sequence[Wait], records: Sequence[Record]) -> Record | None
         if after or inside:
             return r
     return None
+
+
+def last_lines(found: Sequence[Wait], records: Sequence[Record]) -> list[Record]:
+    """The last line of each rank that did not time out (by its prefix), when every rank
+    that did is known: what that rank was doing when it fell silent."""
+    waiting = {w.record.rank for w in found}
+    if not found or None in waiting:
+        return []
+    last: dict[int, Record] = {}
+    for r in records:
+        if r.rank is not None and r.rank not in waiting and r.text.strip():
+            last[r.rank] = r
+    return [last[k] for k in sorted(last)]
 
 
 def zero_first(records: Sequence[Record]) -> Record | None:

@@ -148,3 +148,21 @@ def test_a_rank_zero_traceback_after_the_others_timeouts_is_no_busy_work():
     assert first_cause(*(WD.format(r=r, s=808, op="ALLREDUCE", n=9801523) for r in (1, 2, 3)),
                        "[rank0]:     loss.backward()", "[rank0]:     ^^^^^^^^^^^^^^^") != \
         "rank-zero-only-step-timeout"
+
+
+def test_a_quiet_rank_whose_last_line_is_a_step_under_way_is_busy_alone():
+    # torchrun --log-dir: one file per rank; rank 0's ends inside its evaluation
+    rank0 = ("[rank0]:epoch 3 step 800 loss 0.21\n"
+             "[rank0]:Evaluating:  41%|####  | 412/1000 [29:51<42:33]\n")
+    rank1 = WD.format(r=1, s=808, op="ALLREDUCE", n=9801523) + "\n"
+    e = explain_texts([("rank0.log", rank0), ("rank1.log", rank1)])
+    assert e.problems[0].code == "rank-zero-only-step-timeout" and not e.undetermined
+
+
+def test_a_quiet_rank_whose_last_step_had_finished_is_undecided():
+    # near miss: its evaluation had ended (100%, "Saved"): it may have gone on anywhere
+    rank1 = WD.format(r=1, s=808, op="ALLREDUCE", n=9801523) + "\n"
+    for last in ("[rank0]:Evaluating: 100%|######| 1000/1000 [29:51<00:00]",
+                 "[rank0]:Saving model checkpoint to out/ckpt-800 ... saved"):
+        rank0 = "[rank0]:epoch 3 step 800 loss 0.21\n" + last + "\n"
+        assert explain_texts([("rank0.log", rank0), ("rank1.log", rank1)]).undetermined, last
