@@ -21,8 +21,10 @@ structure of a collective timeout, read from torch's own lines across ranks:
   too; one that exited prints nothing more), or a progress bar (tqdm, printed by rank 0 only
   in the usual trainers) still moving after the others' timeouts when rank 0 is not among
   them;
-- what a rank that did not time out printed last: a step of its own under way (a progress
-  bar short of 100%, evaluation, saving) is that rank busy alone;
+- what a rank that did not time out printed last: a step of its own under way (evaluating,
+  saving, tokenising; not finished) is that rank busy alone (a training bar is not: a rank
+  that entered the same collective a little later is killed by torchrun before its own
+  watchdog fires);
 - the context managers that exist to let rank 0 work alone while the others wait in a
   barrier (transformers/accelerate ``main_process_first``, ultralytics
   ``torch_distributed_zero_first``) in a rank's traceback.
@@ -141,7 +143,10 @@ def never_joined(found: Sequence[Wait], idles: Sequence[Idle]) -> tuple[list[int
 
 
 def busy_line(found: Sequence[Wait], records: Sequence[Record]) -> Record | None:
-    """A line of a rank that did not time out, printed while the others waited."""
+    """A line of a rank that did not time out, printed while the others waited: stamped
+    inside the wait, or a progress bar after the first timeout in one stream. (An unstamped
+    print() placed after the timeouts proves nothing: stdout to a file or pipe is
+    block-buffered and flushed at exit; tqdm writes stderr, flushed at every update.)"""
     waiting = {w.record.rank for w in found}
     if not found or None in waiting:
         return None
@@ -152,29 +157,32 @@ def busy_line(found: Sequence[Wait], records: Sequence[Record]) -> Record | None
     for r in records:
         if r.rank in waiting or WAIT.search(r.text):
             continue
-        if r.rank is None:  # a progress bar names no rank: rank 0's, in the usual trainers
-            if 0 in waiting or not PROGRESS.search(r.text):
-                continue
-        elif NOT_WORK.search(r.text) and not PROGRESS.search(r.text):
-            continue
-        after = r.source == first.source and r.lineno > first.lineno
-        inside = start is not None and r.time is not None and r.time > start + SLACK_S
-        if after or inside:
+        bar = PROGRESS.search(r.text)
+        if r.rank is None and (0 in waiting or not bar):
+            continue  # a progress bar names no rank: rank 0's, in the usual trainers
+        if r.time is not None and start is not None:
+            if r.time > start + SLACK_S and not NOT_WORK.search(r.text):
+                return r
+        elif bar and r.source == first.source and r.lineno > first.lineno:
             return r
     return None
 
 
-def last_lines(found: Sequence[Wait], records: Sequence[Record]) -> list[Record]:
+def last_lines(found: Sequence[Wait], records: Sequence[Record],
+               window: int) -> list[Record]:
     """The last line of each rank that did not time out (by its prefix), when every rank
-    that did is known: what that rank was doing when it fell silent."""
+    that did is known: what that rank was doing when it fell silent. In the timeouts' own
+    stream it must be near them (``window`` lines), not a line of the job's start."""
     waiting = {w.record.rank for w in found}
     if not found or None in waiting:
         return []
+    near = {w.record.source: w.record.lineno for w in found}
     last: dict[int, Record] = {}
     for r in records:
         if r.rank is not None and r.rank not in waiting and r.text.strip():
             last[r.rank] = r
-    return [last[k] for k in sorted(last)]
+    return [r for _, r in sorted(last.items())
+            if r.source not in near or abs(near[r.source] - r.lineno) <= window]
 
 
 def zero_first(records: Sequence[Record]) -> Record | None:

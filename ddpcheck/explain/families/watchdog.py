@@ -142,7 +142,7 @@ SOLO_STEP = re.compile(
 
 
 HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
-DONE = re.compile(r"\b100%|\b(?:[Dd]one|[Ff]inished|[Cc]omplete[d]?|[Ss]aved)\b")
+DONE = re.compile(r"\b100%|\b(?:[Dd]one|[Ff]inished|[Cc]omplete[d]?|[Ss]aved|[Rr]esults?)\b")
 
 
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -208,9 +208,9 @@ def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
         why = "meanwhile"
     elif (hint := waiters.zero_first(records)) is not None:
         why = "a block rank 0 runs first while the others wait in a barrier"
-    elif (hint := next((r for r in waiters.last_lines(seen, records) if (SOLO_STEP.search(
-            r.text) or waiters.PROGRESS.search(r.text)) and not DONE.search(r.text)),
-            None)) is not None:
+    elif (hint := next((r for r in waiters.last_lines(seen, records, HINT_WINDOW)
+                        if SOLO_STEP.search(r.text) and not DONE.search(r.text)),
+                       None)) is not None:
         why = f"rank {hint.rank}'s last line, a step of its own under way"
     elif (hint := waiters.busy_line(seen, records)) is not None:
         who = f"rank {hint.rank}" if hint.rank is not None else "a rank that did not time out"

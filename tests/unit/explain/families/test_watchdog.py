@@ -228,11 +228,23 @@ LATE = ("[rank{r}]:[E ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught colle
 
 
 def test_rank_zero_still_printing_after_the_others_timed_out_is_rank_zero_busy():
-    # the watchdog runs on every rank: rank 0 printed after the others' timeouts, so it was
-    # alive and not waiting in that collective (a rank that had left would print nothing)
+    # the watchdog runs on every rank: rank 0's bar moved after the others' timeouts, so it
+    # was alive and not waiting in that collective (a rank that had left would print nothing)
     assert first_cause(*(LATE.format(r=r) for r in (1, 2, 3)),
-                       "[rank0]:Saving model checkpoint step 800") == \
+                       "[rank0]:Predicting:  61%|######  | 610/1000 [30:02<19:13]") == \
         "rank-zero-only-step-timeout"
+    # rank 0 fell silent while saving: its last line is the step under way
+    assert first_cause("[rank0]:Saving model checkpoint to out/checkpoint-800",
+                       *(LATE.format(r=r) for r in (1, 2, 3))) == "rank-zero-only-step-timeout"
+
+
+def test_an_unstamped_print_after_the_timeouts_proves_nothing():
+    # near miss: print() to a pipe is flushed at exit, after lines printed later on stderr
+    from ddpcheck.explain import explain_texts
+
+    text = "\n".join([*(LATE.format(r=r) for r in (1, 2, 3)),
+                      "[rank0]:epoch 3 step 800 loss 0.21"]) + "\n"
+    assert explain_texts([("job.log", text)]).undetermined
 
 
 def test_a_quiet_rank_zero_whose_last_line_came_before_the_wait_is_undecided():
