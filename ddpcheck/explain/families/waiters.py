@@ -25,6 +25,9 @@ structure of a collective timeout, read from torch's own lines across ranks:
   saving, tokenising; not finished) is that rank busy alone (a training bar is not: a rank
   that entered the same collective a little later is killed by torchrun before its own
   watchdog fires);
+- torch's desync report (``TORCH_NCCL_DESYNC_DEBUG=1``, TraceUtils.h ``dumpSnapshot``):
+  "#N started ranks:" then "[0, 1] started ALLREDUCE", "[2] started BROADCAST": two ops
+  started as one sequence number are ranks running different collectives;
 - the context managers that exist to let rank 0 work alone while the others wait in a
   barrier (transformers/accelerate ``main_process_first``, ultralytics
   ``torch_distributed_zero_first``) in a rank's traceback.
@@ -71,6 +74,9 @@ NOT_WORK = re.compile(r"Error\b|Exception|Traceback|Killed|fault|[Aa]bort|exitco
                       r"Watchdog|timed? ?out|[Tt]imeout|NCCL|ProcessGroup|c10d|socket|"
                       r"[Ww]arning|^\s*\[?[IWEF]\d{4} |^\s*File \"|^\s*$|^\s{3,}\S|^\s*[~^]+\s*$|"
                       r"dump|destroy")
+# TraceUtils.h dumpSnapshot: "\n\t   #6 started ranks:\n\t     [0, 1] started ALLREDUCE".
+SNAPSHOT_SEQ = re.compile(r"^\s*#(?P<seq>\d+) (?:started|finished) ranks:\s*$")
+SNAPSHOT_RANKS = re.compile(r"^\s*\[(?P<ranks>[\d, ]+)\] (?:started|finished) (?P<op>\w+)\s*$")
 SLACK_S = 1.0
 
 
@@ -126,6 +132,19 @@ def summary_desync(found: Sequence[Wait]) -> dict[int, int] | None:
         if w.pg and w.seq is not None and w.record.rank is not None:
             by_pg.setdefault(w.pg, {})[w.record.rank] = w.seq
     return next((seqs for seqs in by_pg.values() if len(set(seqs.values())) > 1), None)
+
+
+def snapshot_desync(records: Sequence[Record]) -> tuple[int, dict[str, str]] | None:
+    """(sequence number, op -> ranks) when torch's desync snapshot shows two ops at one
+    sequence number; None otherwise."""
+    seq: dict[str, int] = {}  # per source: the snapshot header in force
+    ops: dict[int, dict[str, str]] = {}
+    for r in records:
+        if m := SNAPSHOT_SEQ.match(r.text):
+            seq[r.source] = int(m["seq"])
+        elif (m := SNAPSHOT_RANKS.match(r.text)) and r.source in seq:
+            ops.setdefault(seq[r.source], {})[m["op"]] = m["ranks"]
+    return next(((n, o) for n, o in sorted(ops.items()) if len(o) > 1), None)
 
 
 def never_joined(found: Sequence[Wait], idles: Sequence[Idle]) -> tuple[list[int], int | None]:

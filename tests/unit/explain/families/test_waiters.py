@@ -166,3 +166,23 @@ def test_a_quiet_rank_whose_last_step_had_finished_is_undecided():
                  "[rank0]:Saving model checkpoint to out/ckpt-800 ... saved"):
         rank0 = "[rank0]:epoch 3 step 800 loss 0.21\n" + last + "\n"
         assert explain_texts([("rank0.log", rank0), ("rank1.log", rank1)]).undetermined, last
+
+
+def test_two_ops_started_as_one_collective_in_torchs_desync_report_are_a_desync():
+    # TORCH_NCCL_DESYNC_DEBUG=1, TraceUtils.h retrieveDesyncReport / dumpSnapshot
+    assert first_cause(WD.format(r=0, s=6, op="ALLREDUCE", n=4096),
+                       "\t - [0] Timeout at collective: ALLREDUCE, #6",
+                       "\t - To our best knowledge, the lagging/dead/mismatched ranks that "
+                       "caused the desync are:",
+                       "\t   - [0, 1] joined but didn't finish collective #6 (count from 1)",
+                       "\t - Snapshot of ranks' latest states:",
+                       "\t   #6 started ranks:",
+                       "\t     [0, 1] started ALLREDUCE",
+                       "\t     [2, 3] started BROADCAST") == "collective-desync"
+
+
+def test_one_op_started_in_the_snapshot_is_no_desync():
+    # near miss: every rank that started #6 started the same op
+    assert _undetermined(WD.format(r=0, s=6, op="ALLREDUCE", n=4096),
+                         "\t   #6 started ranks:", "\t     [0, 1] started ALLREDUCE",
+                         "\t   #5 finished ranks:", "\t     [2, 3] finished BROADCAST")
