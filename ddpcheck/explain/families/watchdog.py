@@ -111,7 +111,9 @@ def combine(hits: Sequence[Hit]) -> Problem:
     if any(len(seen) > 1 for seen in groups.values()):
         return COLLECTIVE_DESYNC.problem(observed, **where(hits))
     for (_, seq, op), numels in sizes.items():
-        if len(numels) > 1:
+        # different ranks, each with one count (one rank's two counts are two groups' lines)
+        known = [rs - {-1} for rs in numels.values()]
+        if len(numels) > 1 and all(known) and len(set().union(*known)) == sum(map(len, known)):
             said = ", ".join(f"{n} on rank {format_ranks(sorted(r for r in rs if r >= 0)) or '?'}"
                              for n, rs in sorted(numels.items()))
             return COLLECTIVE_SIZE_MISMATCH.problem(

@@ -186,3 +186,9 @@ def test_one_op_started_in_the_snapshot_is_no_desync():
     assert _undetermined(WD.format(r=0, s=6, op="ALLREDUCE", n=4096),
                          "\t   #6 started ranks:", "\t     [0, 1] started ALLREDUCE",
                          "\t   #5 finished ranks:", "\t     [2, 3] finished BROADCAST")
+
+
+def test_one_ranks_two_counts_are_two_groups_not_a_size_mismatch():
+    # near miss: lines without a PG prefix (torch < 2.4): one rank, two groups' collectives
+    assert _undetermined(WD.format(r=0, s=80, op="ALLREDUCE", n=41),
+                         WD.format(r=0, s=80, op="ALLREDUCE", n=40))
