@@ -169,7 +169,10 @@ def busy_line(found: Sequence[Wait], records: Sequence[Record]) -> Record | None
     waiting = {w.record.rank for w in found}
     if not found or None in waiting:
         return None
-    first = min((w.record for w in found), key=lambda r: (r.source, r.lineno))
+    first: dict[str, int] = {}  # per stream: the line of its first timeout
+    for w in found:
+        first[w.record.source] = min(first.get(w.record.source, w.record.lineno),
+                                     w.record.lineno)
     starts = [w.record.time - w.ran_ms / 1000 for w in found
               if w.record.time is not None and w.ran_ms is not None]
     start = min(starts) if starts else None
@@ -182,7 +185,7 @@ def busy_line(found: Sequence[Wait], records: Sequence[Record]) -> Record | None
         if r.time is not None and start is not None:
             if r.time > start + SLACK_S and not NOT_WORK.search(r.text):
                 return r
-        elif bar and r.source == first.source and r.lineno > first.lineno:
+        elif bar and r.lineno > first.get(r.source, r.lineno):
             return r
     return None
 
@@ -195,13 +198,16 @@ def last_lines(found: Sequence[Wait], records: Sequence[Record],
     waiting = {w.record.rank for w in found}
     if not found or None in waiting:
         return []
-    near = {w.record.source: w.record.lineno for w in found}
+    near: dict[str, int] = {}  # per stream: the line of its first timeout
+    for w in found:
+        near[w.record.source] = min(near.get(w.record.source, w.record.lineno),
+                                    w.record.lineno)
     last: dict[int, Record] = {}
     for r in records:
         if r.rank is not None and r.rank not in waiting and r.text.strip():
             last[r.rank] = r
     return [r for _, r in sorted(last.items())
-            if r.source not in near or abs(near[r.source] - r.lineno) <= window]
+            if r.source not in near or r.lineno >= near[r.source] - window]
 
 
 def zero_first(records: Sequence[Record]) -> Record | None:
