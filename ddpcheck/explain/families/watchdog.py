@@ -3,17 +3,17 @@
 Message from torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp (``WorkNCCL::checkTimeout``):
 "[Rank R] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=S, OpType=OP, ...)
 ran for T milliseconds before timing out." Every rank that waits prints it; ranks stuck at
-different sequence numbers or op types were not running the same collective (desync).
+different sequence numbers or op types were not running the same collective (desync). The
+lines of one timeout are combined here; ``timeouts.refine`` (re-exported as ``refine``) then
+names its cause from the structure across ranks that ``waiters`` reads, or leaves it a
+symptom.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import replace
 
 from ddpcheck.diagnoses import Problem
-from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
     COLLECTIVE_SIZE_MISMATCH,
@@ -22,49 +22,84 @@ from ddpcheck.explain.codes import (
     RANK_ZERO_ONLY_STEP_TIMEOUT,
     UNEXPLAINED,
 )
+from ddpcheck.explain.families.timeouts import ALONE, refine  # noqa: F401 (engine)
+from ddpcheck.explain.families.waiters import process_group
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
-from ddpcheck.explain.reader import Record
 from ddpcheck.ranges import format_ranks
 
 NEXT = "ddpcheck run --nodes N --stages collectives,bandwidth (the links between the nodes)"
 
 
 # NCCL has no barrier kernel: ProcessGroupNCCL::barrier all-reduces one element, so a
-# watchdog line "OpType=ALLREDUCE, NumelIn=1, NumelOut=1" is a barrier (or a scalar flag);
-# all_gather_object / broadcast_object_list first exchange one-element sizes (NumelIn=1):
-# every one-element collective is a sync point, not training traffic.
+# watchdog line "OpType=ALLREDUCE, NumelIn=1, NumelOut=1" is a barrier or a scalar (a loss,
+# an early-stopping flag); all_gather_object first exchanges one-element sizes. Ranks wait at
+# such a sync point for a rank busy alone (evaluation, saving) just as they do for a rank
+# that left the loop early (uneven data: pytorch#141069) or skipped it: one element alone
+# does not tell which, so it names no cause (dev: 4 right, 1 confidently wrong).
 BARRIER_LIKE = {"BARRIER"}
-EARLY_SEQ = 2  # the first collectives after init (DDP's parameter broadcast, a barrier)
-ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tokenisation, "
-         "evaluation, saving) while the others waited in {what}")
+# The first collective of a group creates its NCCL communicator (ProcessGroupNCCL::collective
+# bumps the sequence number, then getNCCLComm, then initWork: 1.10 to 2.5), and
+# ncclCommInitRank returns only when every rank of the group has called it (NCCL docs,
+# "Creating a communicator"). A WorkNCCL with SeqNum=1 therefore exists only once every rank
+# had arrived: its timeout is a hang with all present (a link or transport, or different
+# calls), not a rank busy alone. At SeqNum=2 all had met in the first collective and one did
+# not reach the second: a set-up step of its own (dataset preprocessing under
+# main_process_first, loading) between the two.
+EARLY_SEQ = 2
+FIRST = ("every rank that reported was waiting in #1 {op}, the first collective of its group: "
+         "NCCL creates the communicator there and returns only when every rank has joined, so "
+         "all had arrived and the collective itself hung (a link between GPUs or nodes: P2P, "
+         "InfiniBand, sockets) or the ranks called it with different ops or sizes (unless the "
+         "communicator was created eagerly, init_process_group(device_id=...))")
+SYNC_POINT = ("every rank that reported was waiting in #{seq} {op} of {numel} element, a sync "
+              "point (a barrier, a scalar all_reduce): a rank had not reached it, busy alone "
+              "(evaluation, saving, preprocessing), gone (it left the loop early on uneven "
+              "data, or crashed) or in another collective; the log does not show which (that "
+              "rank's own lines, TORCH_NCCL_DESYNC_DEBUG=1 or the Flight Recorder dumps do)")
+# Ops whose input size is the same on every rank (ALLTOALL, SCATTER and P2P may differ).
+SIZE_FIXED = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED",
+              "ALLREDUCE_COALESCED", "REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "REDUCE", "GATHER"}
 
 
 def _rank_zero_step(ops: dict[tuple[str, str, str], set[int]]) -> str:
     """Why this timeout is a rank busy alone, or "" when the lines do not show it."""
-    ((seq, op, numel), ranks), = ops.items()
+    ((seq, op, _), ranks), = ops.items()
     # When rank 0 itself waits there with the others, the log shows no rank busy alone: the
-    # one missing is not in the log, or none is and the ranks could not connect (a P2P or
-    # network hang stops the first barrier or broadcast the same way).
+    # one missing is not in the log, or none is and the ranks could not connect.
     if 0 in ranks and len(ranks) > 1:
         return ""
-    if op in BARRIER_LIKE or numel == "1":
-        return ALONE.format(what=f"a barrier (#{seq} {op} of {numel or '?'} element)")
-    # The first collectives (DDP's broadcast from rank 0) wait for rank 0 when it is busy.
-    if seq.isdigit() and int(seq) <= EARLY_SEQ:
-        return ALONE.format(what=f"the job's first collectives (#{seq} {op})")
+    if seq.isdigit() and 2 <= int(seq) <= EARLY_SEQ:
+        return ALONE.format(what=f"the job's second collective (#{seq} {op}) after all had "
+                                 "met in the first")
     return ""
 
 
+def _waited_in(seq: str, op: str, numel: str) -> str:
+    if seq == "1":
+        return FIRST.format(op=op)
+    if op in BARRIER_LIKE or numel == "1":
+        return SYNC_POINT.format(seq=seq, op=op, numel=numel or "1")
+    return (f"every rank that reported was still waiting in {op} #{seq}: a rank that did not "
+            "reach it (stopped, crashed or slow: look for its error above) or a stalled link "
+            "between nodes")
+
+
 def combine(hits: Sequence[Hit]) -> Problem:
-    """One problem over every rank's timeout; desync when ranks wait on different work."""
+    """One problem over every rank's timeout; desync when ranks wait on different work, a
+    size mismatch when they wait in the same op with different element counts."""
     ops: dict[tuple[str, str, str], set[int]] = {}
     groups: dict[str, set[tuple[str, str]]] = {}  # per process group: (seq, op) seen
+    sizes: dict[tuple[str, str, str], dict[str, set[int]]] = {}  # (pg, seq, op): numel ranks
     for h in hits:
         g = h.match.groupdict()
         key = (g.get("seq") or "?", g.get("op") or "?", g.get("numel") or "")
-        ops.setdefault(key, set()).add(h.record.rank if h.record.rank is not None else -1)
+        rank = h.record.rank if h.record.rank is not None else -1
+        ops.setdefault(key, set()).add(rank)
         if key[1] != "?":  # a line that names no op (a bare watchdog line) compares to none
-            groups.setdefault(_pg(h.record.text), set()).add(key[:2])
+            groups.setdefault(process_group(h.record.text), set()).add(key[:2])
+        if key[2] and key[1] in SIZE_FIXED and key[0] != "?":
+            sizes.setdefault((process_group(h.record.text), *key[:2]), {}).setdefault(
+                key[2], set()).add(rank)
     if len(ops) > 1 and any(op != "?" for _, op, _ in ops):
         ops = {k: v for k, v in ops.items() if k[1] != "?"}
     summary = "; ".join(
@@ -75,88 +110,20 @@ def combine(hits: Sequence[Hit]) -> Problem:
     # Sequence numbers count per process group: ranks differ only within one group.
     if any(len(seen) > 1 for seen in groups.values()):
         return COLLECTIVE_DESYNC.problem(observed, **where(hits))
+    for (_, seq, op), numels in sizes.items():
+        # different ranks, each with one count (one rank's two counts are two groups' lines)
+        known = [rs - {-1} for rs in numels.values()]
+        if len(numels) > 1 and all(known) and len(set().union(*known)) == sum(map(len, known)):
+            said = ", ".join(f"{n} on rank {format_ranks(sorted(r for r in rs if r >= 0)) or '?'}"
+                             for n, rs in sorted(numels.items()))
+            return COLLECTIVE_SIZE_MISMATCH.problem(
+                observed, cause=f"the ranks waited in the same collective #{seq} {op} with "
+                f"different element counts ({said}): the tensors differ per rank (an uneven "
+                "last batch, a rank-dependent shape)", **where(hits))
     if len(ops) == 1 and (alone := _rank_zero_step(ops)):
         return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(observed, cause=alone, **where(hits))
-    (seq, op, _), *_ = ops
-    return COLLECTIVE_TIMEOUT.problem(
-        observed, cause=f"every rank that reported was still waiting in {op} #{seq}: a rank "
-        "that did not reach it (stopped, crashed or slow: look for its error above) or a "
-        "stalled link between nodes", **where(hits))
-
-
-# ProcessGroupNCCL's log prefix names the process group (torch >= 2.4 "[PG 0 (default_pg)
-# Rank 1]", >= 2.5 "[PG ID 0 PG GUID 0(default_pg) Rank 1]"); older lines name none.
-PG_PREFIX = re.compile(r"\[PG (?:ID )?(?P<pg>\d+)[^\]]*Rank \d+\]")
-
-
-def _pg(text: str) -> str:
-    m = PG_PREFIX.search(text)
-    return m["pg"] if m else ""
-
-
-# Work one rank does alone while the others wait (HF datasets / transformers progress and
-# log lines: tokenising, map/filter, downloading, evaluation, saving a checkpoint).
-# transformers Trainer ("***** Running Evaluation *****", "***** Running Prediction *****",
-# "Saving model checkpoint to"), Lightning's progress bars ("Validation DataLoader 0:",
-# "Testing DataLoader 0:", "Sanity Checking"), datasets ("Map (num_proc=8):", "Loading
-# cached processed dataset", "Generating train split", "Running tokenizer on dataset").
-SOLO_STEP = re.compile(
-    r"(?i)Running tokenizer|\bTokeniz(?:ing|e) |^\s*(?:Map|Filter)(?: \(num_proc=\d+\))?:\s+\d+%|"
-    r"Generating \w+ split|Grouping texts|\bDownloading\b|\bEvaluat(?:ing|ion)\b|"
-    r"\bSaving (?:model )?checkpoint|save_pretrained|Running (?:Evaluation|Prediction)|"
-    r"(?:Validation|Testing|Predicting) DataLoader \d+:|Sanity Checking|"
-    r"\bValidat(?:ing|ion)\b.*\d+%|Loading cached processed dataset")
-
-
-HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
-
-
-# What a rank that failed prints (its own error would be the cause, not a busy step).
-RANK_FAILED = re.compile(r"Error\b|Exception|Traceback|Killed|fault|[Aa]bort|exitcode|"
-                         r"Watchdog|timed? ?out", re.IGNORECASE)
-
-
-def _rank_zero_elsewhere(e: Explained, records: Sequence[Record]) -> Explained:
-    """Every rank that timed out was waiting on rank 0, whose own lines are in the log and
-    show neither a timeout nor an error: rank 0 was not in the collective, it was busy.
-    (The watchdog runs on every rank: a rank 0 that waited would print the line too.)"""
-    p = e.problem
-    if not p.ranks or 0 in p.ranks:
-        return e
-    zero = [r for r in records if r.rank == 0]
-    if not zero or any(RANK_FAILED.search(r.text) for r in zero):
-        return e
-    return replace(e, problem=RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
-        f"{p.observed} | rank 0 printed {len(zero)} line(s) and no timeout or error",
-        cause=ALONE.format(what="the collective that timed out") + ": rank 0's own lines "
-              "show it was not waiting in the collective", ranks=p.ranks, hosts=p.hosts))
-
-
-def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
-    """A plain timeout becomes a rank busy alone when the log shows that work under way."""
-    timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
-    if not timeouts:
-        return found
-    # The work must be what the job was doing when the wait began: a line shortly before the
-    # first timeout, not an evaluation that ran (and ended) epochs earlier.
-    # (Lines of one file compare by line number: progress bars carry no timestamp.)
-    firsts = [e.first for e in timeouts]
-    hint = next((r for r in reversed(records) if SOLO_STEP.search(r.text) and any(
-        r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)), None)
-    if hint is None:
-        return [_rank_zero_elsewhere(e, records) if e in timeouts else e for e in found]
-    out = []
-    for e in found:
-        if e in timeouts:
-            p = e.problem
-            busy = f"{hint.source}:{hint.lineno}: {hint.text.strip()[:160]}"
-            e = replace(e, problem=RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
-                f"{p.observed} | meanwhile: {busy}",
-                cause=ALONE.format(what="the collective that timed out") + f" ({busy})",
-                ranks=p.ranks, hosts=p.hosts),
-                evidence=(*e.evidence, f"{hint.source}:{hint.lineno}"))
-        out.append(e)
-    return out
+    (seq, op, numel), *_ = ops
+    return COLLECTIVE_TIMEOUT.problem(observed, cause=_waited_in(seq, op, numel), **where(hits))
 
 
 def combine_fingerprints(hits: Sequence[Hit]) -> Problem:
@@ -252,8 +219,12 @@ PATTERNS = [
             r"Watchdog caught collective operation timeout|"
             # ProcessGroupNCCL >= 2.1: the watchdog's summary and its heartbeat monitor
             r"Timeout at NCCL work: \d+, last enqueued NCCL work|"
-            r"Heartbeat monitor timed out! Process will be terminated", NEXT,
-            root=False, combine=combine),
+            r"Heartbeat monitor timed out! Process will be terminated|"
+            # TORCH_NCCL_DUMP_ON_TIMEOUT: another rank timed out and signalled this one
+            # (torch 2.2-2.3 "Received a global timeout from another rank", >= 2.4
+            # "Received a dump signal due to a collective timeout from rank R")
+            r"Received a (?:global timeout from another rank|dump signal due to a collective "
+            r"timeout from)", NEXT, root=False, combine=combine),
     # gloo's collectives (gloo/transport/tcp/unbound_buffer.cc): "Timed out waiting 1800000ms
     # for recv operation to complete", the gloo counterpart of the watchdog's line.
     pattern(COLLECTIVE_TIMEOUT,

@@ -1,0 +1,134 @@
+"""A collective timeout's cause, from the structure ``waiters`` reads across ranks.
+
+Runs wherever ``ddpcheck explain`` runs. ``refine`` (called by the engine as
+``watchdog.refine``) turns the watchdog family's ``collective-timeout`` into a cause only on
+evidence that tells the causes apart, in this order: torch's own per-rank counters (the
+watchdog's summaries at different sequence numbers, or the desync report's snapshot: a
+desync; ranks with nothing pending when the timeout was signalled: never joined), then a
+rank busy alone (its work just before the first timeout, its last line a step of its own
+under way, a rank-0-first block in a traceback, a rank still printing while the others
+waited). Anything else stays a symptom and explain abstains.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ddpcheck.diagnoses import Problem
+from ddpcheck.explain.causality import Explained
+from ddpcheck.explain.codes import (
+    COLLECTIVE_DESYNC,
+    COLLECTIVE_TIMEOUT,
+    RANK_NEVER_JOINED,
+    RANK_ZERO_ONLY_STEP_TIMEOUT,
+)
+from ddpcheck.explain.families import waiters
+from ddpcheck.explain.reader import Record
+from ddpcheck.ranges import format_ranks
+
+ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tokenisation, "
+         "evaluation, saving) while the others waited in {what}")
+
+# Work one rank does alone while the others wait (HF datasets / transformers progress and
+# log lines: tokenising, map/filter, downloading, evaluation, saving a checkpoint).
+# transformers Trainer ("***** Running Evaluation *****", "***** Running Prediction *****",
+# "Saving model checkpoint to"), Lightning's progress bars ("Validation DataLoader 0:",
+# "Testing DataLoader 0:", "Sanity Checking"), datasets ("Map (num_proc=8):", "Loading
+# cached processed dataset", "Generating train split", "Running tokenizer on dataset").
+SOLO_STEP = re.compile(
+    r"(?i)Running tokenizer|\bTokeniz(?:ing|e) |^\s*(?:Map|Filter)(?: \(num_proc=\d+\))?:\s+\d+%|"
+    r"Generating \w+ split|Grouping texts|\bDownloading\b|\bEvaluat(?:ing|ion)\b|"
+    r"\bSaving (?:model )?checkpoint|save_pretrained|Running (?:Evaluation|Prediction)|"
+    r"(?:Validation|Testing|Predicting) DataLoader \d+:|Sanity Checking|"
+    r"\bValidat(?:ing|ion)\b.*\d+%|Loading cached processed dataset")
+
+
+HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
+DONE = re.compile(r"\b100%|\b(?:[Dd]one|[Ff]inished|[Cc]omplete[d]?|[Ss]aved|[Rr]esults?)\b")
+
+
+def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A plain timeout gets its cause when the structure of the ranks' lines shows it
+    (``waiters``): ranks of one group timing out at different sequence numbers (a desync),
+    ranks that had nothing pending while the others waited (never joined), or a rank busy
+    alone: its work shortly before the first timeout, a rank-0-first block in a traceback,
+    or a rank that went on printing while the others waited."""
+    timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
+    if not timeouts:
+        return found
+    seen = waiters.waits(records)
+    decided = _structure(seen, records) or _busy(timeouts, seen, records)
+    if decided is None:
+        return found
+    problem, rec = decided
+    out = []
+    for e in found:
+        if e in timeouts:
+            p = e.problem
+            e = replace(e, problem=replace(problem, observed=f"{p.observed} | {problem.observed}",
+                                           ranks=problem.ranks or p.ranks, hosts=p.hosts),
+                        evidence=(*e.evidence, f"{rec.source}:{rec.lineno}"))
+        out.append(e)
+    return out
+
+
+def _structure(seen: Sequence[waiters.Wait],
+               records: Sequence[Record]) -> tuple[Problem, Record] | None:
+    """Desync or never-joined, from torch's own per-rank counters."""
+    if split := waiters.summary_desync(seen):
+        said = ", ".join(f"rank {r} at #{s}" for r, s in sorted(split.items()))
+        rec = next(w.record for w in seen if w.record.rank == max(split, key=split.get))
+        return COLLECTIVE_DESYNC.problem(
+            f"the watchdog's summaries: {said}", cause=f"ranks of one process group timed out "
+            f"at different collectives ({said}): a rank skipped, added or reordered one",
+            ranks=tuple(sorted(split))), rec
+    if snap := waiters.snapshot_desync(records):
+        seq, ops = snap
+        said = "; ".join(f"rank {ranks} ran {op}" for op, ranks in ops.items())
+        rec = next(r for r in records if waiters.SNAPSHOT_RANKS.match(r.text))
+        return COLLECTIVE_DESYNC.problem(
+            f"torch's desync report, collective #{seq}: {said}", cause=f"as collective #{seq}, "
+            f"{said}: a rank skipped, added or reordered one"), rec
+    idles = waiters.idle(records)
+    ranks, seq = waiters.never_joined(seen, idles)
+    if not ranks:
+        return None
+    rec = next(i.record for i in idles if i.record.rank == ranks[0])
+    what = f"collective #{seq}" if seq is not None else "the collective another rank timed out in"
+    return RANK_NEVER_JOINED.problem(
+        f"rank {format_ranks(ranks)} had no collective pending (last enqueued NCCL work = last "
+        f"completed) when the timeout was signalled: {rec.text.strip()[:200]}",
+        cause=f"rank {format_ranks(ranks)} never joined {what}: busy elsewhere (a step of its "
+              "own), gone from the loop (uneven data), or the waiting rank called a collective "
+              "the others never call", ranks=tuple(ranks)), rec
+
+
+def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
+          records: Sequence[Record]) -> tuple[Problem, Record] | None:
+    """A rank busy alone: its work just before the wait, a rank-0-first block, or a rank
+    still printing while the others waited."""
+    # The work must be what the job was doing when the wait began: a line shortly before the
+    # first timeout, not an evaluation that ran (and ended) epochs earlier.
+    # (Lines of one file compare by line number: progress bars carry no timestamp.)
+    firsts = [e.first for e in timeouts]
+    hint = next((r for r in reversed(records) if SOLO_STEP.search(r.text) and any(
+        r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)), None)
+    if hint is not None:
+        why = "meanwhile"
+    elif (hint := waiters.zero_first(records)) is not None:
+        why = "a block rank 0 runs first while the others wait in a barrier"
+    elif (hint := next((r for r in waiters.last_lines(seen, records, HINT_WINDOW)
+                        if SOLO_STEP.search(r.text) and not DONE.search(r.text)),
+                       None)) is not None:
+        why = f"rank {hint.rank}'s last line, a step of its own under way"
+    elif (hint := waiters.busy_line(seen, records)) is not None:
+        who = f"rank {hint.rank}" if hint.rank is not None else "a rank that did not time out"
+        why = f"{who} still printing while the others waited"
+    else:
+        return None
+    busy = f"{hint.source}:{hint.lineno}: {hint.text.strip()[:160]}"
+    return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
+        f"{why}: {busy}", cause=ALONE.format(what="the collective that timed out") +
+        f" ({why}: {busy})"), hint

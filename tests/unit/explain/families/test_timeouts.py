@@ -1,0 +1,37 @@
+"""The order in which a timeout's structure decides: torch's own counters before word hints,
+and no decision without evidence (the lines: tests/unit/explain/families/test_waiters.py)."""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+from tests.unit.explain.families.test_waiters import SIGNAL, SUMMARY, WD
+
+
+def test_torchs_counters_outrank_a_word_hint():
+    # a tokeniser bar just before the timeout, but rank 3 had nothing pending: it never
+    # joined; the counters say which rank, the bar only that someone was tokenising
+    assert first_cause("Running tokenizer on dataset:  9%|#  | 280000/2969526 [29:55<4:48:08]",
+                       WD.format(r=7, s=56119, op="ALLREDUCE", n=4096),
+                       SIGNAL.format(r=3, src=" rank 7", enq=56118, done=56118)) == \
+        "rank-never-joined"
+
+
+def test_summaries_at_different_sequence_numbers_outrank_a_progress_bar():
+    assert first_cause(SUMMARY.format(r=1, pg=0, s=19, done=18),
+                       SUMMARY.format(r=2, pg=0, s=20, done=19),
+                       "Validation DataLoader 0:  41%|####  | 412/1000 [29:51<42:33]") == \
+        "collective-desync"
+
+
+def test_a_crash_beside_the_structure_stays_the_root_cause():
+    # rank 0 printed a bar after the others' timeouts, but rank 2 ran out of memory first
+    lines = ["[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+             *(WD.format(r=r, s=808, op="ALLREDUCE", n=9801523) for r in (1, 3)),
+             "[rank0]:Predicting:  61%|######  | 610/1000 [30:02<19:13]"]
+    assert first_cause(*lines) == "cuda-out-of-memory"
+
+
+def test_a_timeout_without_structure_keeps_abstaining():
+    e = explain_texts([("r1.log", WD.format(r=1, s=808, op="ALLREDUCE", n=9801523) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
