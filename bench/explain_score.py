@@ -17,7 +17,8 @@ Cases whose manifest entry carries ``"batch"`` (e.g. ``stop24``) were collected 
 were written: their score is printed again on its own, per split. Their held-out part is the
 measure of logs no rule writer has read; their dev part is read and tuned on like any dev case,
 except in a batch of ``UNREAD_BATCHES`` (collected during this stop's rule writing), whose dev
-part is not listed by ``--show-dev-misses`` either: the whole batch is a fresh measure.
+part is neither in the dev lines nor listed by ``--show-dev-misses``: the whole batch is a
+fresh measure, printed in its batch section.
 
 Held-out cases are scored, never printed: only their counts appear, per family. Nothing here
 may show a held-out log (that would end the held-out set's use as a measure).
@@ -121,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         verdict, got = judge(case)
         if verdict == "right" and got != "none" and case.split != "heldout":
             hedged[case.split] += _hedged(case)
-        by_split[case.split][verdict] += 1
-        by_family[(case.split, case.family)][verdict] += 1
+        if not (case.split == "dev" and case.batch in UNREAD_BATCHES):
+            # dev means read and tuned on: an unread batch's dev part counts only below
+            by_split[case.split][verdict] += 1
+            by_family[(case.split, case.family)][verdict] += 1
         if case.batch:
             by_batch[(case.batch, case.split)][verdict] += 1
             by_batch[(case.batch, "all")][verdict] += 1

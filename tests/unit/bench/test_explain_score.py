@@ -57,3 +57,14 @@ def test_an_unread_batch_is_scored_but_its_dev_misses_are_not_listed(tmp_path: P
     misses = out.split("dev misses:")[1]
     assert "a: want none" in misses and " c:" not in misses  # c is scored, never listed
     assert f"batch {explain_score.UNREAD_BATCHES[0]} (" in out and "read any of it" in out
+
+
+def test_an_unread_batch_stays_out_of_the_dev_lines(tmp_path: Path, capsys) -> None:
+    corpus = _corpus(tmp_path)
+    manifest = corpus / "corpus-t.json"
+    doc = json.loads(manifest.read_text())
+    doc["cases"][2]["batch"] = explain_score.UNREAD_BATCHES[0]
+    manifest.write_text(json.dumps(doc))
+    explain_score.main(["--corpus", str(corpus), "--no-old"])
+    out = capsys.readouterr().out
+    assert "n=  1" in out.split("\ndev:")[1].split("ALL")[1].splitlines()[0]  # a only
