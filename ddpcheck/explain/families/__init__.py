@@ -9,6 +9,7 @@ from ddpcheck.explain.families import (
     launcher,
     memory,
     nccl,
+    ncclresult,
     network,
     own_report,
     rendezvous,
@@ -20,6 +21,6 @@ from ddpcheck.explain.families import (
 from ddpcheck.explain.matching import Pattern
 
 FAMILIES = (own_report, rendezvous, network, nccl, watchdog, device, ddp, memory, workers,
-            launcher, slurm, addresses, wrappers)
+            launcher, slurm, addresses, wrappers, ncclresult)
 PATTERNS: tuple[Pattern, ...] = (*(p for f in FAMILIES for p in f.PATTERNS),
                                  *memory.SHELL_KILLED)

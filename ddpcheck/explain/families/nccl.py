@@ -180,16 +180,8 @@ PATTERNS = [
             fix="check systemctl status nvidia-fabricmanager (same version as the driver) and "
                 "nvidia-smi -q | grep -A2 Fabric on the node; until fixed, NCCL_NVLS_ENABLE=0 "
                 "avoids NVLS"),
-    # stop24 dev: NCCL's error back trace, printed at INFO level only when a call fails
-    # (include/checks.h NCCLCHECK / SYSCHECKGOTO: INFO(NCCL_ALL, "%s:%d -> %d", __FILE__,
-    # __LINE__, res), res a ncclResult_t: 2 system, 3 internal, 6 remote error; 7 is
-    # ncclInProgress). Healthy jobs print such traces from misc/socket.cc and the proxy at
-    # teardown, when peers close first; one from bootstrap.cc is the communicator's setup
-    # failing, a failure even with no WARN line.
-    pattern(NCCL_ERROR, r"NCCL INFO bootstrap\.cc:\d+ -> (?:[1-689]|\d{2,})\s*$", COLL,
-            cause="NCCL's bootstrap (the TCP exchange that builds the communicator) failed: "
-                  "its INFO back trace 'bootstrap.cc:line -> code' shows where, without the "
-                  "WARN line that would name why"),
+    # NCCL's INFO back trace ("bootstrap.cc:270 -> 2") and result strings ("unhandled
+    # system error"): families/ncclresult.py
 ]
 
 

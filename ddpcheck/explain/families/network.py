@@ -23,7 +23,7 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
-from ddpcheck.explain.families import device, nccl
+from ddpcheck.explain.families import device, nccl, ncclresult
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.spawn.mastercheck import MASTER_NOT_RANK0
@@ -111,15 +111,21 @@ PATTERNS = [
     # failed : Connection refused"; 2.12-2.18 misc/socket.cc "Net : Connect to ... failed :
     # ..."; >= 2.19 "socketStartConnect: Connect to ... failed : ...", and os/linux.cc
     # "socketPollConnect: connect to ... returned Connection refused, exceeded error retry
-    # count after 35 attempts". A peer address on Docker's default bridge (172.17.0.0/16) or
-    # link-local (169.254.0.0/16, fe80::) is an interface the other node cannot reach: NCCL
-    # advertised the wrong one.
+    # count after 35 attempts"; torch >= 2.0 repeats the WARN, unprefixed, after "Last
+    # error:". A peer address on Docker's default bridge (172.17.0.0/16) or link-local
+    # (169.254.0.0/16, fe80::) is most often an interface the other node cannot reach: NCCL
+    # advertised the wrong one. A hint, not a cause: containers of one host on Docker's
+    # bridge reach each other at 172.17.x.x (a failed connect there is a peer that died), a
+    # site network may use 172.17.0.0/16 (RFC 1918 space), and fe80:: with its scope id
+    # works between hosts on one link.
     pattern(NCCL_WRONG_INTERFACE,
-            r"WARN (?:\w+: )?(?:Net : )?[Cc]onnect to \[?(?P<addr>172\.17\.\d+\.\d+|"
-            r"169\.254\.\d+\.\d+|fe80:[\w:%]*)\]?(?:<\d+>)? (?:failed|returned)", HOSTS,
-            cause="NCCL connected to {addr}, a Docker-bridge or link-local address that only "
-                  "its own host can reach: with NCCL_SOCKET_IFNAME unset the peer advertised "
-                  "a non-routable interface"),
+            r"(?:WARN |^\s*(?:Last error:\s*)?)(?:\w+: )?(?:Net : )?[Cc]onnect to \[?"
+            r"(?P<addr>172\.17\.\d+\.\d+|169\.254\.\d+\.\d+|fe80:[\w:%]*)\]?(?:<\d+>)? "
+            r"(?:failed|returned)", HOSTS, grade="hint",
+            cause="NCCL connected to {addr}, a Docker-bridge or link-local address that often "
+                  "only its own host can reach: with NCCL_SOCKET_IFNAME unset the peer likely "
+                  "advertised a non-routable interface (on one host's Docker bridge, the peer "
+                  "may instead have exited)"),
     pattern(PEER_UNREACHABLE,
             r"(?:NCCL )?WARN (?:Call to connect failed|(?:\w+: )?(?:Net : )?[Cc]onnect to \S+ "
             r"(?:failed|returned))", "ddpcheck run --nodes N --stages rendezvous"),
@@ -251,7 +257,8 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                       "as unset NCCL falls back to docker and lo; the log does not show "
                       "which value"))
         out.append(e)
-    found = _conditions_yield(_odd_family(out, ifname_set))
+    found = _conditions_yield(_odd_family(ncclresult.bootstrap_interface(out, records),
+                                          ifname_set))
     return device.shared_gpu(nccl.version_mismatch(found, records), records)
 
 
