@@ -98,12 +98,24 @@ PATTERNS = [
             r"failed to bind to (?P<addr>\S+) \(errno: 13 - Permission denied", RDZV,
             cause="ports below 1024 are privileged: only root may listen on {addr}",
             fix="pick a port >= 1024 for --master-port / --rdzv-endpoint (e.g. 29500)"),
-    pattern(BAD_SOCKET_IFNAME, r"Unable to find address for: ?(?P<iface>\S+)", IFACE,
-            cause="GLOO_SOCKET_IFNAME names {iface}, which is not an interface with an IPv4 "
-                  "address on this node (gloo takes plain interface names, not NCCL's ^lo "
+    # gloo/transport/tcp/device.cc prints the same words for an interface (lookupAddrForIface:
+    # "ifa != nullptr. Unable to find address for: eth9") and for a host name
+    # (lookupAddrForHostname: "rp != nullptr. ..."): the enforce expression, or a name that
+    # reads as an interface, tells which; a bare "Unable to find address for: node01" does not.
+    pattern(BAD_SOCKET_IFNAME, r"ifa != nullptr\. Unable to find address for: ?(?P<iface>\S+)|"
+            r"Unable to find address for: ?(?P<name>" + IFACE_NAME + r")\s*$", IFACE,
+            cause="GLOO_SOCKET_IFNAME names an interface that has no IPv4 address on this node "
+                  "(or does not exist; gloo takes plain interface names, not NCCL's ^lo "
                   "syntax)",
             fix="set GLOO_SOCKET_IFNAME to an interface that exists on every node (ip -4 "
                 "addr), e.g. the one that routes to the master address"),
+    pattern(BAD_SOCKET_IFNAME, r"Unable to find address for: ?(?P<iface>\S+)", IFACE,
+            grade="symptom",
+            cause="gloo found no address for {iface}: either GLOO_SOCKET_IFNAME names an "
+                  "interface this node lacks, or {iface} is a host name that does not resolve "
+                  "(gloo prints both alike when its 'ifa'/'rp' check is not quoted)",
+            fix="if {iface} is an interface: set GLOO_SOCKET_IFNAME to one that exists (ip -4 "
+                "addr); if it is a host name: add it to /etc/hosts or DNS on every node"),
     pattern(BAD_SOCKET_IFNAME,
             r"no socket interface found|"
             r"connecting to address\s+with family \d+ is neither", IFACE),
@@ -157,9 +169,13 @@ PATTERNS = [
 # NCCL misc/socket.cc: the address it was given has no known family. With
 # NCCL_SOCKET_IFNAME set (NCCL INFO "NCCL_SOCKET_IFNAME set by environment to X") that is the
 # interface; without it, a peer's bootstrap bytes read as an address (ranks on different
-# NCCL versions) fit as well: the line alone cannot tell.
+# NCCL versions) fit as well: the line alone cannot tell. With the variable set and NCCL
+# showing the interface it found (bootstrap.cc "Bootstrap : Using eth0:10.0.0.1<0>",
+# net_socket.cc "NET/Socket : Using [0]eth0:..."), the variable named a usable interface and
+# the version reading is left: not the interface either.
 ODD_FAMILY = "is neither AF_INET"
 IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
+IF_FOUND = re.compile(r"(?:Bootstrap|NET/Socket) : Using (?:\[\d+\])?[\w.-]+:[^<\s]+<")
 
 
 # NCCL misc/socket.cc ncclFindInterfaces: with NCCL_SOCKET_IFNAME unset it tries ib*, then
@@ -257,8 +273,9 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                       "as unset NCCL falls back to docker and lo; the log does not show "
                       "which value"))
         out.append(e)
+    if_found = any(IF_FOUND.search(r.text) for r in records)
     found = _conditions_yield(_odd_family(ncclresult.bootstrap_interface(out, records),
-                                          ifname_set))
+                                          ifname_set and not if_found))
     return device.shared_gpu(nccl.version_mismatch(found, records), records)
 
 
@@ -289,8 +306,8 @@ def _conditions_yield(found: list[Explained]) -> list[Explained]:
             and CONDITION_LINE.search(e.first.text) else e for e in found]
 
 
-def _odd_family(found: list[Explained], ifname_set: bool) -> list[Explained]:
-    if ifname_set:
+def _odd_family(found: list[Explained], ifname_unfound: bool) -> list[Explained]:
+    if ifname_unfound:
         return found
     return [replace(e, problem=NCCL_ERROR.problem(
         e.problem.observed, ranks=e.problem.ranks, hosts=e.problem.hosts,

@@ -219,3 +219,43 @@ def test_nccl_proxy_call_failures_are_symptoms():
                  "operation Connect from rank 1, retcode 3"):
         e = explain_texts([("r.log", line + "\n")])
         assert e.problems[0].code == "peer-unreachable" and e.undetermined, line
+
+
+def test_gloo_names_an_interface_only_where_its_check_or_the_name_says_so():
+    # gloo/transport/tcp/device.cc: lookupAddrForIface and lookupAddrForHostname print the
+    # same words; "ifa != nullptr" or an interface-like name is the interface
+    assert first_cause("RuntimeError: Unable to find address for: eth0") == \
+        "socket-ifname-invalid"
+    assert first_cause(GLOO.format(n=84, expr="ifa != nullptr", name="data01")) == \
+        "socket-ifname-invalid"
+    # a bare name that reads as neither: gloo says the same for a host that does not resolve
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r.log", "RuntimeError: Unable to find address for: node01\n")])
+    assert e.problems[0].code == "socket-ifname-invalid" and e.undetermined
+    assert "host name" in e.problems[0].cause
+
+
+def test_an_address_of_no_family_after_nccl_found_the_named_interface_stays_hedged():
+    # misc/socket.cc: with NCCL_SOCKET_IFNAME set and found ("Bootstrap : Using eth2:..."),
+    # the odd family is a peer's bytes (ranks on different NCCL versions), not the variable
+    odd = "ncclSocketInit: connecting to address  with family 0 is neither AF_INET(2) nor " \
+          "AF_INET6(10)"
+    assert first_cause("node:1:1 [3] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth2",
+                       "node:1:1 [3] NCCL INFO Bootstrap : Using eth2:10.128.0.32<0>",
+                       odd) == "nccl-error"
+
+
+def test_a_docker_bridge_address_is_a_hint_that_yields_to_a_cause():
+    # 172.17.0.0/16 is also one host's containers on Docker's bridge (and RFC 1918 space):
+    # a cause-grade line elsewhere in the job wins over it
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("a.log", "node2:9:9 [0] include/socket.h:403 NCCL WARN Connect to "
+                                 "172.17.0.2<43210> failed : Connection refused\n"),
+                       ("b.log", "node1:5:5 [0] init.cc:521 NCCL WARN Duplicate GPU detected : "
+                                 "rank 1 and rank 0 both on CUDA device 1a000\n")])
+    assert e.problems[0].code == "duplicate-device"
+    # torch's "Last error:" tail repeats the WARN without its prefix
+    assert first_cause("Last error:", "socketStartConnect: Connect to 172.17.0.3<52811> failed "
+                       ": No route to host") == "nccl-wrong-interface"
