@@ -161,6 +161,18 @@ PATTERNS = [
             cause="NCCL's bootstrap received a record of another size than it expected: ranks "
                   "running different NCCL versions, or ranks setting up different "
                   "collectives; compare the 'NCCL version' lines of every node"),
+    # misc/shmutils.cc (2.12 onwards) ncclShmOpen with create=0: the peer's segment is not
+    # there to attach ("Error while attaching to shared memory segment /dev/shm/nccl-X (size
+    # N), error: No such file or directory (2)"): not a full /dev/shm but one the ranks do not
+    # share, or a regression (NVIDIA/nccl#1589: 2.23 fixed by 2.21.5).
+    pattern(NCCL_ERROR, r"Error while attaching to shared memory segment", NODE,
+            cause="NCCL could not open a peer's shared-memory segment: the ranks of this node "
+                  "do not share one /dev/shm (separate containers or pods without --ipc=host "
+                  "or a shared IPC namespace), something removed NCCL's files from /dev/shm "
+                  "(systemd-logind RemoveIPC=yes, a cleanup script), or an NCCL regression",
+            fix="run the node's ranks in one container or with --ipc=host (a shared /dev/shm); "
+                "set RemoveIPC=no in /etc/systemd/logind.conf; if it persists, try another "
+                "NCCL version, or NCCL_SHM_DISABLE=1 to confirm"),
     pattern(NCCL_ERROR,
             r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)"
             r"(?!NET/IB ?: \S+ (?:Got non-fatal async event|GID table changed))"

@@ -73,10 +73,18 @@ PATTERNS = [
                   "stale /etc/hosts entry, a numeric host name, or a wildcard address"),
     # bootstrap.cc "Bootstrap : no socket interface found" and its data-path twin,
     # transport/net_socket.cc "NET/Socket : no interface found": the same interface search
+    # bootstrap.cc with NCCL_COMM_ID set (2.7 onwards, findInterfaceMatchSubnet): the rank
+    # that creates the id must listen in NCCL_COMM_ID's subnet and has no interface there.
+    pattern(NCCL_NO_SOCKET_INTERFACE, r"No usable listening interface found", HOSTS,
+            cause="NCCL_COMM_ID is set and no interface of this node is in its address's "
+                  "subnet: NCCL_COMM_ID must be an address of the node where the id is made "
+                  "(rank 0's), or this process runs in a network namespace without that "
+                  "network",
+            fix="set NCCL_COMM_ID to rank 0's node address on the network the nodes share (or "
+                "unset it and let torch pass the id); run containers with --network=host"),
     pattern(NCCL_NO_SOCKET_INTERFACE,
             r"Bootstrap : no socket interface found|NET/Socket : no interface found|"
-            r"Socket creation failed : Address family not supported|"
-            r"No usable listening interface found", HOSTS),
+            r"Socket creation failed : Address family not supported", HOSTS),
     pattern(NCCL_WRONG_INTERFACE,
             r"NET/Socket : Using .*\[\d+\](?:br-|veth|docker|virbr)\w*:|"
             r"^\s*\[\d+\](?:br-|veth|docker|virbr)\w*:\S+<\d+>", HOSTS),
@@ -271,7 +279,11 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                 cause="NCCL found no interface for its bootstrap: NCCL_SOCKET_IFNAME or "
                       "NCCL_SOCKET_FAMILY (set outside this log) excludes every interface, "
                       "as unset NCCL falls back to docker and lo; the log does not show "
-                      "which value"))
+                      "which value",
+                fix="look for NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY in the job's "
+                    "environment (env | grep NCCL_, /etc/nccl.conf, ~/.nccl.conf, the "
+                    "launcher's scripts) and set it to an interface that exists and reaches "
+                    "the other nodes (ip -4 addr), or unset it"))
         out.append(e)
     if_found = any(IF_FOUND.search(r.text) for r in records)
     found = _conditions_yield(_odd_family(ncclresult.bootstrap_interface(out, records),
@@ -312,7 +324,10 @@ def _odd_family(found: list[Explained], ifname_unfound: bool) -> list[Explained]
     return [replace(e, problem=NCCL_ERROR.problem(
         e.problem.observed, ranks=e.problem.ranks, hosts=e.problem.hosts,
         cause="NCCL got an address of no known family: NCCL_SOCKET_IFNAME naming no usable "
-              "interface, or ranks running different NCCL versions (a peer's bootstrap "
-              "message read as an address); the log does not say which"))
+              "interface (NVIDIA/nccl#1837), or ranks running different NCCL versions (a "
+              "peer's bootstrap message read as an address); the log does not say which",
+        fix="compare the NCCL version of every node (the 'NCCL version' line, pip list | grep "
+            "nccl) and install the same one everywhere; check that NCCL_SOCKET_IFNAME, if set, "
+            "names an interface of every node (ip -4 addr)"))
             if e.problem.code == BAD_SOCKET_IFNAME.code and ODD_FAMILY in e.problem.observed
             else e for e in found]

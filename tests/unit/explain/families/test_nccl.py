@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ddpcheck.explain import explain_texts
 from tests.unit.explain.families.helpers import first_cause
 
 PREFIX = "node1:2101:2187 [0] include/shm.h:48 NCCL WARN "
@@ -207,3 +208,17 @@ def test_ib_non_fatal_events_are_not_failures():
         assert first_cause(line) not in {"nccl-net-error", "nccl-error"}, line
     assert first_cause("node1:1:9 [0] transport/net_ib/init.cc:110 NCCL WARN NET/IB : mlx5_0:1 "
                        "async fatal event: local catastrophic error") == "nccl-net-error"
+
+
+def test_an_attach_failure_says_what_to_check_and_stays_hedged():
+    # misc/shmutils.cc ncclShmOpen(create=0): the peer's segment is not there (NVIDIA/nccl#1589)
+    e = explain_texts([("r.log", "g148:1:2 [0] misc/shmutils.cc:129 NCCL WARN Error while "
+                        "attaching to shared memory segment /dev/shm/nccl-glnlGK (size "
+                        "14156128), error: No such file or directory (2)\n")])
+    assert e.problems[0].code == "nccl-error" and e.undetermined
+    assert "--ipc=host" in e.problems[0].fix and "RemoveIPC" in e.problems[0].cause
+
+
+def test_no_socket_interface_hedged_says_where_to_look_for_the_variable():
+    e = explain_texts([("r.log", BOOTSTRAP + "\n")])
+    assert e.undetermined and "env | grep NCCL_" in e.problems[0].fix

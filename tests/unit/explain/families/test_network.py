@@ -259,3 +259,13 @@ def test_a_docker_bridge_address_is_a_hint_that_yields_to_a_cause():
     # torch's "Last error:" tail repeats the WARN without its prefix
     assert first_cause("Last error:", "socketStartConnect: Connect to 172.17.0.3<52811> failed "
                        ": No route to host") == "nccl-wrong-interface"
+
+
+def test_no_usable_listening_interface_is_nccl_comm_ids_subnet():
+    # bootstrap.cc with NCCL_COMM_ID set: no local interface in that address's subnet
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r.log", "h:1:1 [0] bootstrap.cc:41 NCCL WARN NET/Socket : No usable "
+                                 "listening interface found\n")])
+    assert e.problems[0].code == "nccl-no-socket-interface"
+    assert "NCCL_COMM_ID" in e.problems[0].cause
