@@ -47,8 +47,9 @@ PATTERNS = [
     # (include/checks.h "Call to %s failed : %s"; misc/shmutils.cc "failed to create shared
     # memory file ... error Permission denied"): /dev/shm is there but not writable.
     pattern(DEV_SHM_UNWRITABLE,
-            r"NCCL WARN (?:Call to (?:shm_open|open|mkstemp) failed ?: ?|Error: failed to create "
-            r"shared memory file .*)(?:Permission denied|Read-only file system)", NODE),
+            r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)(?:Call to (?:shm_open|open|mkstemp) "
+            r"failed ?: ?|Error: failed to create shared memory file .*)(?:Permission denied|"
+            r"Read-only file system)", NODE),
     # NCCL 2.7-2.11 include/shm.h, 2.12-2.2x misc/shmutils.cc, >= 2.27 os/linux.cc:
     # "Error while creating shared memory segment /dev/shm/nccl-X (size N)[, error: ...]",
     # "Error: failed to extend /dev/shm/nccl-X to N bytes[, error: No space left on device
@@ -96,7 +97,8 @@ PATTERNS = [
     # QP stopped answering, a link down or a peer process that died (killed, crashed, or
     # aborted by its watchdog): a hint, which another cause in the log outranks.
     pattern(NCCL_NET_ERROR,
-            r"NCCL WARN NET/IB ?: ?Got completion (?:from peer \S+ )?with error (?:12|5)\b",
+            r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)NET/IB ?: ?Got completion (?:from peer "
+            r"\S+ )?with error (?:12|5)\b",
             "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint"),
     # NCCL's user guide (troubleshooting, "Troubleshooting NCCL errors"): "NCCL WARN Call to
     # ibv_reg_mr failed" or "Call to ibv_create_qp failed" is the pinned-memory limit; NCCL
@@ -107,7 +109,8 @@ PATTERNS = [
             r"Call to ibv_create_qp failed(?:\s*$| with error Cannot allocate memory)",
             "ulimit -l (inside the job, on every node); ddpcheck run --stages collectives"),
     # torch >= 2.0 quotes NCCL's last WARN after "Last error:" on a line of its own, without
-    # the "NCCL WARN" prefix (ProcessGroupNCCL getNcclErrorDetailStr / ncclGetLastError)
+    # the "NCCL WARN" prefix (the patterns above read that form too, so the tail of a hint
+    # stays a hint) (ProcessGroupNCCL getNcclErrorDetailStr / ncclGetLastError)
     # (net_ib's "Got non-fatal async event: ..." and "GID table changed" report events NCCL
     # carries on through: not a failure)
     pattern(NCCL_NET_ERROR,
@@ -133,7 +136,8 @@ PATTERNS = [
             fix="upgrade the NVIDIA driver, or install a torch build for an older CUDA "
                 "(pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"),
     # NCCL's own cross-rank check (init.cc): ranks called different collectives
-    pattern(COLLECTIVE_DESYNC, r"NCCL WARN Mismatched collective detected", COLL,
+    pattern(COLLECTIVE_DESYNC, r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)Mismatched collective "
+            r"detected", COLL,
             cause="NCCL saw ranks call different collectives (or the same with another "
                   "count, type or root) at the same point: a rank skipped, added or "
                   "reordered one"),

@@ -162,6 +162,8 @@ PATTERNS = [
     pattern(PEER_UNREACHABLE,
             r"Connection closed by (?:remote )?peer|Connection reset by peer|"
             r"remote process exited or there was a network error|"
+            # torch's detail line for it (NCCLUtils getNcclErrorDetailStr, NCCL >= 2.13)
+            r"ncclRemoteError: A call failed possibly due to a network error|"
             r"failed to recv, got 0 bytes|"
             # NCCL proxy.cc: 2.12-2.16 "Proxy Call to rank 3 failed (Connect)", later
             # "[Proxy Service 3] Failed to execute operation Connect from rank 1, retcode 3"

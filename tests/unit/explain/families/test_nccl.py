@@ -222,3 +222,28 @@ def test_an_attach_failure_says_what_to_check_and_stays_hedged():
 def test_no_socket_interface_hedged_says_where_to_look_for_the_variable():
     e = explain_texts([("r.log", BOOTSTRAP + "\n")])
     assert e.undetermined and "env | grep NCCL_" in e.problems[0].fix
+
+
+def test_torchs_last_error_tail_keeps_the_grade_of_the_warn_it_quotes():
+    # ProcessGroupNCCL getNcclErrorDetailStr: "Last error:" then NCCL's last WARN, unprefixed
+    assert first_cause("Last error:", "Call to shm_open failed : Permission denied") == \
+        "dev-shm-unwritable"
+    assert first_cause("Last error:", "Mismatched collective detected, please check") == \
+        "collective-desync"
+    # an IB retry-exceeded completion is a hint as a WARN; quoted, it is no more than that
+    e = explain_texts([("r.log", "\n".join((
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1333, remote "
+        "process exited or there was a network error, NCCL version 2.18.1",
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process "
+        "exiting prematurely.", "Last error:",
+        "NET/IB : Got completion from peer 10.0.0.2<1234> with error 12, opcode 0, len 0, "
+        "vendor err 129 (Send)")) + "\n")])
+    assert e.undetermined
+    # near miss: the same words not at the start of the tail line
+    assert first_cause("echo Mismatched collective detected in the docs") == "none"
+
+
+def test_torchs_remote_error_detail_alone_is_a_peer_symptom():
+    e = explain_texts([("r.log", "ncclRemoteError: A call failed possibly due to a network "
+                        "error or a remote process exiting prematurely.\n")])
+    assert e.problems[0].code == "peer-unreachable" and e.undetermined
