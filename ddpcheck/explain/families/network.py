@@ -287,9 +287,8 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                     "launcher's scripts) and set it to an interface that exists and reaches "
                     "the other nodes (ip -4 addr), or unset it"))
         out.append(e)
-    if_found = any(IF_FOUND.search(r.text) for r in records)
     found = _conditions_yield(_odd_family(ncclresult.bootstrap_interface(out, records),
-                                          ifname_set and not if_found))
+                                          ifname_set, records))
     return device.shared_gpu(nccl.version_mismatch(found, records), records)
 
 
@@ -320,10 +319,19 @@ def _conditions_yield(found: list[Explained]) -> list[Explained]:
             and CONDITION_LINE.search(e.first.text) else e for e in found]
 
 
-def _odd_family(found: list[Explained], ifname_unfound: bool) -> list[Explained]:
-    if ifname_unfound:
-        return found
-    return [replace(e, problem=NCCL_ERROR.problem(
+def _odd_family(found: list[Explained], ifname_set: bool,
+                records: Sequence[Record]) -> list[Explained]:
+    """The odd family is the variable only when it is set and the same file does not show
+    NCCL finding an interface (another node's or job's log beside it does not count)."""
+    found_in = {r.source for r in records if IF_FOUND.search(r.text)}
+    return [e if ifname_set and e.first.source not in found_in else _hedged_family(e)
+            for e in found]
+
+
+def _hedged_family(e: Explained) -> Explained:
+    if e.problem.code != BAD_SOCKET_IFNAME.code or ODD_FAMILY not in e.problem.observed:
+        return e
+    return replace(e, problem=NCCL_ERROR.problem(
         e.problem.observed, ranks=e.problem.ranks, hosts=e.problem.hosts,
         cause="NCCL got an address of no known family: NCCL_SOCKET_IFNAME naming no usable "
               "interface (NVIDIA/nccl#1837), or ranks running different NCCL versions (a "
@@ -331,5 +339,3 @@ def _odd_family(found: list[Explained], ifname_unfound: bool) -> list[Explained]
         fix="compare the NCCL version of every node (the 'NCCL version' line, pip list | grep "
             "nccl) and install the same one everywhere; check that NCCL_SOCKET_IFNAME, if set, "
             "names an interface of every node (ip -4 addr)"))
-            if e.problem.code == BAD_SOCKET_IFNAME.code and ODD_FAMILY in e.problem.observed
-            else e for e in found]

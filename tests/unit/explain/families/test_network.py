@@ -269,3 +269,14 @@ def test_no_usable_listening_interface_is_nccl_comm_ids_subnet():
                                  "listening interface found\n")])
     assert e.problems[0].code == "nccl-no-socket-interface"
     assert "NCCL_COMM_ID" in e.problems[0].cause
+
+
+def test_another_files_interface_line_does_not_hedge_the_odd_family():
+    from ddpcheck.explain import explain_texts
+
+    odd = ("node:1:1 [3] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth2\n"
+           "ncclSocketInit: connecting to address  with family 0 is neither AF_INET(2) nor "
+           "AF_INET6(10)\n")
+    healthy = "other:5:5 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.9<0>\n"
+    e = explain_texts([("failed.log", odd), ("healthy.log", healthy)])
+    assert e.problems[0].code == "socket-ifname-invalid"
