@@ -41,6 +41,15 @@ CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capa
                        r"system not yet initialized|no kernel image is available|"
                        r"system has unsupported display driver")
 NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
+# net_ib's async events that NCCL carries on through, by version: <= 2.19 "NET/IB : Got async
+# event : port active", 2.22 "NET/IB : mlx5_0:1 Got async event : GID table change", 2.23-2.26
+# "... Got async error event: LID change" (its "non-fatal" list), >= 2.28 "... Got non-fatal
+# async event: GID table change(18)" and "... GID table changed" (libibverbs
+# ibv_event_type_str). A port error, a catastrophic or CQ/QP event is a failure.
+BENIGN_IB = (r"NET/IB ?: (?:\S+ )?(?:Got non-fatal async event|GID table changed|Got async "
+             r"(?:error )?event ?: ?(?:port active|GID table change|LID change|P_Key change|"
+             r"SM change|client reregistration|path migrated|send queue drained|last WQE "
+             r"reached|SRQ limit reached|communication established))")
 
 PATTERNS = [
     # The errno NCCL's SYSCHECK prints before "Error while creating shared memory segment"
@@ -93,12 +102,15 @@ PATTERNS = [
             r"NET/Plugin ?: ?dlerror=.*(?:version `|undefined symbol|required by)|"
             r"Failed to find ncclNetPlugin symbol|NET/OFI Could not find any optimal provider",
             COLL),
-    # A work completion with IBV_WC_RETRY_EXC_ERR (12) or IBV_WC_WR_FLUSH_ERR (5): the remote
-    # QP stopped answering, a link down or a peer process that died (killed, crashed, or
-    # aborted by its watchdog): a hint, which another cause in the log outranks.
+    # A work completion with IBV_WC_RETRY_EXC_ERR (12), IBV_WC_RNR_RETRY_EXC_ERR (13) or
+    # IBV_WC_WR_FLUSH_ERR (5): the remote QP stopped answering or posting receives, a link
+    # down or a peer process that died (killed, crashed, or aborted by its watchdog): a hint,
+    # which another cause in the log outranks. net_ib.cc prints "with error 12, opcode"
+    # (<= 2.19), "with status=12 opcode=" (2.20-2.2x), "with status=IBV_WC_RETRY_EXC_ERR(12)"
+    # (2.30, also "NET/IB/GIN:").
     pattern(NCCL_NET_ERROR,
-            r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)NET/IB ?: ?Got completion (?:from peer "
-            r"\S+ )?with error (?:12|5)\b",
+            r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)NET/IB(?:/GIN)? ?: ?Got completion (?:from "
+            r"peer \S+ )?with (?:error |status=(?:\w+\()?)(?:12|13|5)\b",
             "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint"),
     # NCCL's user guide (troubleshooting, "Troubleshooting NCCL errors"): "NCCL WARN Call to
     # ibv_reg_mr failed" or "Call to ibv_create_qp failed" is the pinned-memory limit; NCCL
@@ -114,9 +126,10 @@ PATTERNS = [
     # (net_ib's "Got non-fatal async event: ..." and "GID table changed" report events NCCL
     # carries on through: not a failure)
     pattern(NCCL_NET_ERROR,
-            r"NCCL WARN (?!NET/IB ?: \S+ (?:Got non-fatal async event|GID table changed))"
+            r"NCCL WARN (?!" + BENIGN_IB + r")"
             r"(?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
-            r"^\s*(?:Last error:\s*)?NET/(?:IB|OFI) ?: .*(?:error|failed|[Uu]nable)|"
+            r"^\s*(?:Last error:\s*)?(?!" + BENIGN_IB + r")NET/(?:IB|OFI) ?: .*(?:error|failed|"
+            r"[Uu]nable)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
     # transport/nvls.cc creates NVLink SHARP multicast objects (cuMulticastCreate, cuMemMap):
@@ -179,7 +192,7 @@ PATTERNS = [
                 "NCCL version, or NCCL_SHM_DISABLE=1 to confirm"),
     pattern(NCCL_ERROR,
             r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)"
-            r"(?!NET/IB ?: \S+ (?:Got non-fatal async event|GID table changed))"
+            r"(?!" + BENIGN_IB + r")"
             r"(?!.*Cuda failure (?:\d+ )?'?(?:" + CUDA_RUNTIME_CAUSES + r"))", COLL),
     # stop24 dev: transport/nvls.cc (NCCL >= 2.18) when cuMulticastBindMem fails: "Failed to
     # bind NVLink SHARP (NVLS) Multicast memory of size N ... : CUDA error 401 '...'.\nThis is

@@ -247,3 +247,37 @@ def test_torchs_remote_error_detail_alone_is_a_peer_symptom():
     e = explain_texts([("r.log", "ncclRemoteError: A call failed possibly due to a network "
                         "error or a remote process exiting prematurely.\n")])
     assert e.problems[0].code == "peer-unreachable" and e.undetermined
+
+
+def test_ib_completion_errors_of_a_peer_that_went_away_are_hints_in_every_wording():
+    # net_ib.cc: <= 2.19 "with error 12, opcode", 2.20-2.2x "with status=12 opcode=", 2.30
+    # "with status=IBV_WC_RETRY_EXC_ERR(12)"; 13 is RNR retry exceeded, 5 a flushed request
+    for tail in ("with error 12, opcode 0, len 0, vendor err 129",
+                 "with status=12 opcode=0 len=0 vendor err 129 (Transport retry counter "
+                 "exceeded) localGid ::ffff:10.0.0.1 remoteGids::ffff:10.0.0.2 hca mlx5_0",
+                 "with status=IBV_WC_RNR_RETRY_EXC_ERR(13) opcode=IBV_WC_SEND(0) vendor_err=0",
+                 "with status=5 opcode=1 len=0 vendor err 249 (Work Request Flushed Error)"):
+        line = f"n1:1:2 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from " \
+               f"peer 10.0.0.2<43010> {tail}"
+        e = explain_texts([("r.log", line + "\n")])
+        assert [(x.problem.code, x.grade) for x in e.found] == [("nccl-net-error", "hint")], tail
+        # beside a cause in another file, the hint yields instead of making it ambiguous
+        e = explain_texts([("r.log", line + "\n"), ("o.log", "Traceback (most recent call "
+                           "last):\ntorch.OutOfMemoryError: CUDA out of memory. Tried to "
+                           "allocate 2.00 GiB\n")])
+        assert e.problems[0].code == "cuda-out-of-memory", tail
+    # near miss: a local protection error (4) is the transport's own failure
+    assert first_cause("n1:1:2 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
+                       "from peer 10.0.0.2<43010> with status=4 opcode=0 len=0 vendor err 81") \
+        == "nccl-net-error"
+
+
+def test_ib_informational_async_events_are_not_failures_in_older_wordings():
+    for line in ("n1:1:9 [0] NCCL WARN NET/IB : Got async event : port active",
+                 "n1:1:9 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : GID table change",
+                 "n1:1:9 [0] NCCL WARN NET/IB : mlx5_2:1 Got async error event: LID change",
+                 "Last error:\nNET/IB : mlx5_2:1 Got async error event: client reregistration"):
+        assert first_cause(*line.split("\n")) not in {"nccl-net-error", "nccl-error"}, line
+    # near miss: the port going down is a failure of the fabric
+    assert first_cause("n1:1:9 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : port error") \
+        == "nccl-net-error"
