@@ -55,25 +55,40 @@ PATTERNS = [
     # The errno NCCL's SYSCHECK prints before "Error while creating shared memory segment"
     # (include/checks.h "Call to %s failed : %s"; misc/shmutils.cc "failed to create shared
     # memory file ... error Permission denied"): /dev/shm is there but not writable.
+    # NCCL >= 2.23 appends the errno to the segment line itself; 2.19-2.22 create with
+    # mkstemp and, when it fails, extend the untouched template "/dev/shm/nccl-XXXXXX".
     pattern(DEV_SHM_UNWRITABLE,
             r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)(?:Call to (?:shm_open|open|mkstemp) "
-            r"failed ?: ?|Error: failed to create shared memory file .*)(?:Permission denied|"
-            r"Read-only file system)", NODE),
+            r"failed ?: ?|Error: failed to create shared memory file .*|Error while creating "
+            r"shared memory segment .*error: )(?:Permission denied|Read-only file system)|"
+            r"failed to extend \S*nccl-XXXXXX to \d+ bytes", NODE),
     # NCCL 2.7-2.11 include/shm.h, 2.12-2.2x misc/shmutils.cc, >= 2.27 os/linux.cc:
     # "Error while creating shared memory segment /dev/shm/nccl-X (size N)[, error: ...]",
     # "Error: failed to extend /dev/shm/nccl-X to N bytes[, error: No space left on device
     # (28)]" (the NCCL user guide's own example of too little shared memory), SYSCHECK's
-    # "Call to posix_fallocate failed : No space left on device".
+    # "Call to posix_fallocate failed : No space left on device". Another errno on the line
+    # (>= 2.23: "Too many open files", "Cannot allocate memory") is another cause.
     pattern(DEV_SHM_TOO_SMALL,
-            r"Error while creating shared memory segment|failed to extend \S+ to \d+ bytes|"
+            r"Error while creating shared memory segment .*error: No space left on device|"
+            r"failed to extend \S+ to \d+ bytes(?!.*error:? (?!No space left on device))|"
             r"Call to (?:posix_)?fallocate failed ?: ?No space left on device|"
             r"failed to create shared memory file .*No space left on device|"
-            r"unable to allocate shared memory|Unexpected bus error encountered in worker|"
-            r"killed by signal: Bus error", NODE,
+            r"unable to allocate shared memory", NODE,
             cause="/dev/shm is too small for NCCL's shared-memory transport or the "
                   "DataLoader workers (containers default to 64 MB)"),
-    # SIGBUS alone: most often /dev/shm, but a bad mmap of a file does it too (a hint)
-    pattern(DEV_SHM_TOO_SMALL, r"killed by signal: Bus error", NODE, grade="hint",
+    # The segment line without its errno (NCCL 2.7-2.22) follows a full /dev/shm ("failed to
+    # extend", "posix_fallocate ... No space left") or one that is not writable ("Call to
+    # shm_open/open failed : Permission denied"): alone it is a hint.
+    pattern(DEV_SHM_TOO_SMALL, r"Error while creating shared memory segment(?!.*error:)", NODE,
+            grade="hint", cause="NCCL could not create its shared-memory segment, most often "
+            "because /dev/shm is too small (containers default to 64 MB); a /dev/shm that is "
+            "not writable prints the same line (the WARN before it says which)"),
+    # SIGBUS in a DataLoader worker: most often /dev/shm, but a memory-mapped file truncated
+    # under it does it too, and torch says so only as "It is possible that ... out of shared
+    # memory" (_utils/signal_handling.py) / "This might be caused by insufficient shared
+    # memory" (csrc/DataLoader.cpp): a hint
+    pattern(DEV_SHM_TOO_SMALL, r"killed by signal: Bus error|Unexpected bus error encountered "
+            r"in worker", NODE, grade="hint",
             cause="a DataLoader worker died of SIGBUS, most often a /dev/shm too small for its "
                   "shared tensors (containers default to 64 MB)"),
     pattern(DUPLICATE_DEVICE,
@@ -182,6 +197,14 @@ PATTERNS = [
     # there to attach ("Error while attaching to shared memory segment /dev/shm/nccl-X (size
     # N), error: No such file or directory (2)"): not a full /dev/shm but one the ranks do not
     # share, or a regression (NVIDIA/nccl#1589: 2.23 fixed by 2.21.5).
+    # A system limit rather than the transport: the open-files limit (EMFILE) on NCCL's
+    # shared-memory files, sockets or CUDA IPC handles ("Too many open files", 2.23+ errno)
+    pattern(NCCL_ERROR, r"NCCL WARN .*Too many open files|^\s*(?:Last error:\s*)?.*shared "
+            r"memory.*Too many open files", NODE,
+            cause="NCCL ran out of file descriptors (the open-files limit, ulimit -n): each "
+                  "peer connection, shared-memory segment and IPC handle holds one",
+            fix="raise the limit for the job (ulimit -n 65536; Slurm/systemd LimitNOFILE; "
+                "docker --ulimit nofile=65536:65536)"),
     pattern(NCCL_ERROR, r"Error while attaching to shared memory segment", NODE,
             cause="NCCL could not open a peer's shared-memory segment: the ranks of this node "
                   "do not share one /dev/shm (separate containers or pods without --ipc=host "

@@ -229,3 +229,35 @@ def bootstrap_interface(found: Sequence[Explained],
     where_seen = f"{picked.source}:{picked.lineno}"
     return [replace(e, problem=problem, grade=HINT, root=True,
                     evidence=(*e.evidence, where_seen)[:5])]
+
+
+# torch's NCCL error (ProcessGroupNCCL getNcclErrorDetailStr) quotes NCCL's last WARN after
+# "Last error:", on the next line (torch >= 2.0) or the same one: the exception is torch's
+# summary of that WARN, not a failure before it.
+LAST_ERROR = re.compile(r"^\s*Last error:")
+TAIL_LINES = 3  # the quoted WARN follows within a few lines (interleaved ranks, a blank)
+
+
+def quoted_tail(found: Sequence[Explained], records: Sequence[Record]) -> list[Explained]:
+    """nccl-error read from torch's or NCCL's result string becomes the consequence of the
+    problem read in its "Last error:" tail (a hint there would otherwise give way to it)."""
+    tails: dict[str, list[int]] = {}
+    for r in records:
+        if LAST_ERROR.match(r.text):
+            tails.setdefault(r.source, []).append(r.lineno)
+    if not tails:
+        return list(found)
+
+    def in_tail(rec: Record) -> bool:
+        return any(0 <= rec.lineno - n <= TAIL_LINES for n in tails.get(rec.source, ()))
+
+    quoted = [e for e in found if e.problem.code != NCCL_ERROR.code
+              and not e.problem.consequence_of and in_tail(e.first)]
+    out = []
+    for e in found:
+        q = next((q for q in quoted if q.first.source == e.first.source
+                  and e.first.lineno < q.first.lineno), None)
+        if q is not None and e.problem.code == NCCL_ERROR.code and not e.problem.consequence_of:
+            e = replace(e, problem=e.problem.where(consequence_of=q.problem.code))
+        out.append(e)
+    return out

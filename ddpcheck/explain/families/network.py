@@ -287,8 +287,8 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                     "launcher's scripts) and set it to an interface that exists and reaches "
                     "the other nodes (ip -4 addr), or unset it"))
         out.append(e)
-    found = _conditions_yield(_odd_family(ncclresult.bootstrap_interface(out, records),
-                                          ifname_set, records))
+    out = ncclresult.quoted_tail(ncclresult.bootstrap_interface(out, records), records)
+    found = _conditions_yield(_odd_family(out, ifname_set, records))
     return device.shared_gpu(nccl.version_mismatch(found, records), records)
 
 

@@ -281,3 +281,52 @@ def test_ib_informational_async_events_are_not_failures_in_older_wordings():
     # near miss: the port going down is a failure of the fabric
     assert first_cause("n1:1:9 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : port error") \
         == "nccl-net-error"
+
+
+SEG = "n:1:2 [0] misc/shmutils.cc:113 NCCL WARN Error while creating shared memory segment " \
+      "/dev/shm/nccl-a (size 9637888)"
+
+
+def test_the_segment_line_reads_its_errno_and_alone_is_a_hint():
+    # misc/shmutils.cc >= 2.23 appends the errno; 2.19-2.22 extend mkstemp's untouched template
+    assert first_cause(SEG + ", error: No space left on device (28)") == "dev-shm-too-small"
+    assert first_cause(SEG + ", error: Permission denied (13)") == "dev-shm-unwritable"
+    assert first_cause("n:1:2 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend "
+                       "/dev/shm/nccl-XXXXXX to 9637888 bytes") == "dev-shm-unwritable"
+    e = explain_texts([("r.log", SEG + ", error: Too many open files (24)\n")])
+    assert e.problems[0].code == "nccl-error" and "ulimit -n" in e.problems[0].cause
+    # without the errno (<= 2.22) it follows a full or an unwritable /dev/shm: a hint, which
+    # answers alone and gives way to a cause elsewhere
+    e = explain_texts([("r.log", SEG + "\n")])
+    assert [(x.problem.code, x.grade) for x in e.found] == [("dev-shm-too-small", "hint")]
+    e = explain_texts([("r.log", SEG + "\n"), ("o.log", "node1:5:5 [0] init.cc:521 NCCL WARN "
+                                               "Duplicate GPU detected : rank 1 and rank 0 both "
+                                               "on CUDA device 1a000\n")])
+    assert e.problems[0].code == "duplicate-device"
+
+
+def test_a_dataloader_bus_error_is_a_hint_as_torch_words_it():
+    e = explain_texts([("r.log", "RuntimeError: DataLoader worker (pid 46794) is killed by "
+                        "signal: Bus error. It is possible that dataloader's workers are out of "
+                        "shared memory. Please try to raise your shared memory limit.\n")])
+    assert [(x.problem.code, x.grade) for x in e.found] == [("dev-shm-too-small", "hint")]
+
+
+def test_torchs_summary_line_is_the_consequence_of_the_warn_it_quotes():
+    # ProcessGroupNCCL: "NCCL error in: ..., unhandled system error" then "Last error:" and
+    # NCCL's last WARN: the quoted hint answers, the summary is its consequence
+    e = explain_texts([("r.log", "\n".join((
+        "torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:268, unhandled "
+        "system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+        "or device error. ", "Last error:",
+        "Error while creating shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)"))
+        + "\n")])
+    assert e.problems[0].code == "dev-shm-too-small" and not e.undetermined
+    assert e.problems[1].consequence_of == "dev-shm-too-small"
+    # near miss: the same hint in another file, no tail: the summary may have come first
+    e = explain_texts([("a.log", "torch.distributed.DistBackendError: NCCL error in: x.cpp:1, "
+                        "unhandled system error, NCCL version 2.21.5\n"),
+                       ("b.log", "Error while creating shared memory segment /dev/shm/nccl-1 "
+                        "(size 7340384)\n")])
+    assert e.undetermined
