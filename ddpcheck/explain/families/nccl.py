@@ -107,10 +107,11 @@ PATTERNS = [
     pattern(NCCL_LIBRARY_MISMATCH, r"undefined symbol: nccl\w+|libnccl\S*: version `NCCL_",
             "ddpcheck run --stages node (reports the libnccl each rank loads)"),
     # transport/p2p.cc (2.7 onwards): "failed to peer with device 1(=3b000): 217 peer access
-    # is not supported between these two devices"
+    # is not supported between these two devices" (711 cudaErrorTooManyPeers is a limit of
+    # how many peers one GPU maps, not unsupported P2P)
     pattern(NCCL_P2P_UNSUPPORTED,
             r"peer access is not supported between these two devices|"
-            r"failed to peer with device \d+", COLL),
+            r"failed to peer with device \d+(?:\(=\w+\))?: (?!711\b)", COLL),
     # A plugin that exists but cannot load (a missing symbol version, an undefined symbol);
     # "dlerror=libnccl-net.so: cannot open shared object file" is no plugin at all: benign.
     pattern(NCCL_NET_PLUGIN_UNUSABLE,

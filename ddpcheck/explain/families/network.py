@@ -41,8 +41,15 @@ PATTERNS = [
     # c10d's warning (torch/csrc/distributed/c10d/socket.cpp) and gloo's fallback
     # (ProcessGroupGloo.cpp createDefaultDevice): the host name resolves to nothing usable.
     pattern(HOSTNAME_LOOPBACK,
-            r"Unable to resolve hostname to a \(local\) address\. Using the loopback|"
-            r"Connection refused, remote=\[127\.0\.[01]\.1\]", HOSTS),
+            r"Unable to resolve hostname to a \(local\) address\. Using the loopback", HOSTS),
+    # A peer at a loopback address: across nodes, a node advertised its host name's loopback
+    # address; within one node loopback is a valid address and a refused or closed
+    # connection there is a peer that exited. The line does not say which job it is: a hint.
+    pattern(HOSTNAME_LOOPBACK, r"Connection refused, remote=\[127\.0\.[01]\.1\]", HOSTS,
+            grade="hint",
+            cause="a gloo/c10d peer was reached at a loopback address: in a multi-node job a "
+                  "node's host name resolves to 127.0.x.1 and it advertised that; in a "
+                  "one-node job the peer there has exited instead"),
     # 127.0.1.1 is the address Debian/Ubuntu's /etc/hosts gives the machine's own name: a
     # gloo pair (gloo/transport/tcp/pair.cc "Connection closed by peer [127.0.1.1]:port",
     # "Read error [127.0.1.1]:port: ...", "Connect timeout [127.0.1.1]:port", "connect
@@ -50,10 +57,10 @@ PATTERNS = [
     # means a node advertised its host name's loopback address to its peers.
     pattern(HOSTNAME_LOOPBACK,
             r"(?:Connection closed by peer|Read error|Connect timeout|connect|remote=|"
-            r"Timed out .* from) \[127\.0\.1\.1\]:\d+", HOSTS,
+            r"Timed out .* from) \[127\.0\.1\.1\]:\d+", HOSTS, grade="hint",
             cause="this node's host name resolves to 127.0.1.1 (the /etc/hosts line Debian and "
                   "Ubuntu add), so gloo advertised a loopback address the other nodes cannot "
-                  "reach"),
+                  "reach (in a one-node job, where 127.0.1.1 works, the peer there exited)"),
     pattern(HOSTNAME_UNRESOLVABLE,
             r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved "
             r"\(gai error: -[235]|rp != nullptr\. Unable to find address for:|"

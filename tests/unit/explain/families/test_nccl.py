@@ -330,3 +330,12 @@ def test_torchs_summary_line_is_the_consequence_of_the_warn_it_quotes():
                        ("b.log", "Error while creating shared memory segment /dev/shm/nccl-1 "
                         "(size 7340384)\n")])
     assert e.undetermined
+
+
+def test_too_many_peers_is_not_unsupported_p2p():
+    # transport/p2p.cc: cudaDeviceEnablePeerAccess's error after the colon
+    assert first_cause("n:1:1 [0] transport/p2p.cc:155 NCCL WARN failed to peer with device "
+                       "1(=3b000): 217 peer access is not supported between these two devices"
+                       ) == "nccl-p2p-unsupported"
+    assert first_cause("n:1:1 [0] transport/p2p.cc:155 NCCL WARN failed to peer with device "
+                       "9(=b1000): 711 peer mapping resources exhausted") == "nccl-error"

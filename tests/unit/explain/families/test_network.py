@@ -280,3 +280,15 @@ def test_another_files_interface_line_does_not_hedge_the_odd_family():
     healthy = "other:5:5 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.9<0>\n"
     e = explain_texts([("failed.log", odd), ("healthy.log", healthy)])
     assert e.problems[0].code == "socket-ifname-invalid"
+
+
+def test_a_peer_at_a_loopback_address_is_a_hint():
+    # across nodes: the host name on loopback; in one node: a peer that exited (loopback works)
+    from ddpcheck.explain import explain_texts
+
+    line = ("timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:29501\n")
+    e = explain_texts([("r.log", line)])
+    assert [(x.problem.code, x.grade) for x in e.found] == [("hostname-loopback", "hint")]
+    e = explain_texts([("r.log", line), ("o.log", "torch.OutOfMemoryError: CUDA out of memory. "
+                                                  "Tried to allocate 2.00 GiB\n")])
+    assert e.problems[0].code == "cuda-out-of-memory"
