@@ -28,6 +28,12 @@ Neither names a cause on its own: both are ``nccl-error`` (generic: explain abst
 nothing else in the log names the cause), with a cause and fix that list what the file or
 the result code points at, so the user knows what to check. "remote process exited or
 there was a network error" (ncclRemoteError) is the network family's peer-unreachable.
+
+The network family's ``refine`` also asks this module what NCCL's lines say of each other:
+torch's summary is the consequence of the WARN it quotes after "Last error:"
+(``quoted_tail``); a bootstrap failing alone over an interface NCCL picked itself is likely
+that interface (``bootstrap_interface``); an address of no family is NCCL_SOCKET_IFNAME only
+where the variable is set and NCCL did not show it found that interface (``odd_family``).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ddpcheck.diagnoses import Problem
+from ddpcheck.diagnoses import BAD_SOCKET_IFNAME, Problem
 from ddpcheck.explain.causality import HINT, SYMPTOM, Explained
 from ddpcheck.explain.codes import NCCL_ERROR, NCCL_WRONG_INTERFACE
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
@@ -261,3 +267,36 @@ def quoted_tail(found: Sequence[Explained], records: Sequence[Record]) -> list[E
             e = replace(e, problem=e.problem.where(consequence_of=q.problem.code))
         out.append(e)
     return out
+
+
+# NCCL misc/socket.cc: the address it was given has no known family. With
+# NCCL_SOCKET_IFNAME set (NCCL INFO "NCCL_SOCKET_IFNAME set by environment to X") that is the
+# interface; without it, a peer's bootstrap bytes read as an address (ranks on different
+# NCCL versions) fit as well: the line alone cannot tell. With the variable set and NCCL
+# showing the interface it found (bootstrap.cc "Bootstrap : Using eth0:10.0.0.1<0>",
+# net_socket.cc "NET/Socket : Using [0]eth0:..."), the variable named a usable interface and
+# the version reading is left: not the interface either.
+ODD_FAMILY = "is neither AF_INET"
+IF_FOUND = re.compile(r"(?:Bootstrap|NET/Socket) : Using (?:\[\d+\])?[\w.-]+:[^<\s]+<")
+
+
+def odd_family(found: list[Explained], ifname_set: bool,
+               records: Sequence[Record]) -> list[Explained]:
+    """The odd family is the variable only when it is set and the same file does not show
+    NCCL finding an interface (another node's or job's log beside it does not count)."""
+    found_in = {r.source for r in records if IF_FOUND.search(r.text)}
+    return [e if ifname_set and e.first.source not in found_in else _hedged_family(e)
+            for e in found]
+
+
+def _hedged_family(e: Explained) -> Explained:
+    if e.problem.code != BAD_SOCKET_IFNAME.code or ODD_FAMILY not in e.problem.observed:
+        return e
+    return replace(e, problem=NCCL_ERROR.problem(
+        e.problem.observed, ranks=e.problem.ranks, hosts=e.problem.hosts,
+        cause="NCCL got an address of no known family: NCCL_SOCKET_IFNAME naming no usable "
+              "interface (NVIDIA/nccl#1837), or ranks running different NCCL versions (a "
+              "peer's bootstrap message read as an address); the log does not say which",
+        fix="compare the NCCL version of every node (the 'NCCL version' line, pip list | grep "
+            "nccl) and install the same one everywhere; check that NCCL_SOCKET_IFNAME, if set, "
+            "names an interface of every node (ip -4 addr)"))

@@ -183,16 +183,7 @@ PATTERNS = [
 ]
 
 
-# NCCL misc/socket.cc: the address it was given has no known family. With
-# NCCL_SOCKET_IFNAME set (NCCL INFO "NCCL_SOCKET_IFNAME set by environment to X") that is the
-# interface; without it, a peer's bootstrap bytes read as an address (ranks on different
-# NCCL versions) fit as well: the line alone cannot tell. With the variable set and NCCL
-# showing the interface it found (bootstrap.cc "Bootstrap : Using eth0:10.0.0.1<0>",
-# net_socket.cc "NET/Socket : Using [0]eth0:..."), the variable named a usable interface and
-# the version reading is left: not the interface either.
-ODD_FAMILY = "is neither AF_INET"
 IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
-IF_FOUND = re.compile(r"(?:Bootstrap|NET/Socket) : Using (?:\[\d+\])?[\w.-]+:[^<\s]+<")
 
 
 # NCCL misc/socket.cc ncclFindInterfaces: with NCCL_SOCKET_IFNAME unset it tries ib*, then
@@ -295,7 +286,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                     "the other nodes (ip -4 addr), or unset it"))
         out.append(e)
     out = ncclresult.quoted_tail(ncclresult.bootstrap_interface(out, records), records)
-    found = _conditions_yield(_odd_family(out, ifname_set, records))
+    found = _conditions_yield(ncclresult.odd_family(out, ifname_set, records))
     return device.shared_gpu(nccl.version_mismatch(found, records), records)
 
 
@@ -324,25 +315,3 @@ def _conditions_yield(found: list[Explained]) -> list[Explained]:
         return found
     return [replace(e, root=False) if e.problem.code in CONDITION_CODES
             and CONDITION_LINE.search(e.first.text) else e for e in found]
-
-
-def _odd_family(found: list[Explained], ifname_set: bool,
-                records: Sequence[Record]) -> list[Explained]:
-    """The odd family is the variable only when it is set and the same file does not show
-    NCCL finding an interface (another node's or job's log beside it does not count)."""
-    found_in = {r.source for r in records if IF_FOUND.search(r.text)}
-    return [e if ifname_set and e.first.source not in found_in else _hedged_family(e)
-            for e in found]
-
-
-def _hedged_family(e: Explained) -> Explained:
-    if e.problem.code != BAD_SOCKET_IFNAME.code or ODD_FAMILY not in e.problem.observed:
-        return e
-    return replace(e, problem=NCCL_ERROR.problem(
-        e.problem.observed, ranks=e.problem.ranks, hosts=e.problem.hosts,
-        cause="NCCL got an address of no known family: NCCL_SOCKET_IFNAME naming no usable "
-              "interface (NVIDIA/nccl#1837), or ranks running different NCCL versions (a "
-              "peer's bootstrap message read as an address); the log does not say which",
-        fix="compare the NCCL version of every node (the 'NCCL version' line, pip list | grep "
-            "nccl) and install the same one everywhere; check that NCCL_SOCKET_IFNAME, if set, "
-            "names an interface of every node (ip -4 addr)"))
