@@ -300,3 +300,24 @@ def _hedged_family(e: Explained) -> Explained:
         fix="compare the NCCL version of every node (the 'NCCL version' line, pip list | grep "
             "nccl) and install the same one everywhere; check that NCCL_SOCKET_IFNAME, if set, "
             "names an interface of every node (ip -4 addr)"))
+
+
+# NCCL's connection lines (transport.cc / net.cc, NCCL_DEBUG=INFO): "Channel 00/0 : 0[0] ->
+# 1[1] via P2P/IPC", "... via SHM/direct/direct", "Channel 00/0 : 1[0] -> 0[0] [receive] via
+# NET/IB/0" (2.4: "Ring 00 : 0 -> 1 [send] via NET/Socket/0"). Only NET (and CollNet)
+# connections cross nodes over the socket or IB interfaces.
+CHANNEL = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via (?P<via>\w+)")
+# The interface list as net_socket.cc prints it, on one line or one interface a line.
+LISTING = re.compile(r"NET/Socket : Using|^\s*\[\d+\](?:br-|veth|docker|virbr)")
+
+
+def one_node_interfaces(found: Sequence[Explained],
+                        records: Sequence[Record]) -> list[Explained]:
+    """An interface list (NCCL INFO "NET/Socket : Using [1]docker0:...") names no cause when
+    NCCL's own connection lines show every peer reached inside the node (P2P, SHM): the
+    interfaces carry no collective traffic there, and the bootstrap works over any local one."""
+    vias = {m["via"] for r in records if (m := CHANNEL.search(r.text))}
+    if not vias or vias & {"NET", "COLLNET", "CollNet"}:
+        return list(found)
+    return [e for e in found if not (e.problem.code == NCCL_WRONG_INTERFACE.code
+                                     and LISTING.search(e.first.text))]

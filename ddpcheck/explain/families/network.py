@@ -286,6 +286,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                     "the other nodes (ip -4 addr), or unset it"))
         out.append(e)
     out = ncclresult.quoted_tail(ncclresult.bootstrap_interface(out, records), records)
+    out = ncclresult.one_node_interfaces(out, records)
     found = _conditions_yield(ncclresult.odd_family(out, ifname_set, records))
     return device.shared_gpu(nccl.version_mismatch(found, records), records)
 

@@ -292,3 +292,17 @@ def test_a_peer_at_a_loopback_address_is_a_hint():
     e = explain_texts([("r.log", line), ("o.log", "torch.OutOfMemoryError: CUDA out of memory. "
                                                   "Tried to allocate 2.00 GiB\n")])
     assert e.problems[0].code == "cuda-out-of-memory"
+
+
+def test_an_interface_list_names_no_cause_when_every_peer_is_inside_the_node():
+    # transport.cc: only "via NET/..." connections cross nodes over the listed interfaces
+    listing = "node:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]docker0:" \
+              "172.17.0.1<0>"
+    timeout = ("[E ProcessGroupNCCL.cpp:1] [Rank 1] Watchdog caught collective operation "
+               "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for "
+               "600012 milliseconds before timing out.")
+    p2p = "node:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"
+    net = "node:1:1 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/1"
+    assert first_cause(listing, p2p, timeout) == "collective-timeout"
+    # near miss: a connection over the network keeps the interface as the lead
+    assert first_cause(listing, net, timeout) == "nccl-wrong-interface"
