@@ -316,8 +316,14 @@ def one_node_interfaces(found: Sequence[Explained],
     """An interface list (NCCL INFO "NET/Socket : Using [1]docker0:...") names no cause when
     NCCL's own connection lines show every peer reached inside the node (P2P, SHM): the
     interfaces carry no collective traffic there, and the bootstrap works over any local one."""
-    vias = {m["via"] for r in records if (m := CHANNEL.search(r.text))}
-    if not vias or vias & {"NET", "COLLNET", "CollNet"}:
-        return list(found)
+    vias: dict[str, set[str]] = {}  # per file: another job's or node's log is not this one
+    for r in records:
+        if m := CHANNEL.search(r.text):
+            vias.setdefault(r.source, set()).add(m["via"])
+
+    def inside(e: Explained) -> bool:
+        seen = vias.get(e.first.source, set())
+        return bool(seen) and not seen & {"NET", "COLLNET", "CollNet"}
+
     return [e for e in found if not (e.problem.code == NCCL_WRONG_INTERFACE.code
-                                     and LISTING.search(e.first.text))]
+                                     and LISTING.search(e.first.text) and inside(e))]

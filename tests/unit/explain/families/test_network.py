@@ -306,3 +306,13 @@ def test_an_interface_list_names_no_cause_when_every_peer_is_inside_the_node():
     assert first_cause(listing, p2p, timeout) == "collective-timeout"
     # near miss: a connection over the network keeps the interface as the lead
     assert first_cause(listing, net, timeout) == "nccl-wrong-interface"
+
+
+def test_another_files_connection_lines_do_not_clear_an_interface_list():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("a.log", "node:1:1 [0] NCCL INFO NET/Socket : Using [0]bond0:192.168.1."
+                                 "161<0> [1]br-05ab815fa14e:172.19.0.1<0>\n"),
+                       ("b.log", "other:2:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via "
+                                 "P2P/IPC\n")])
+    assert e.problems[0].code == "nccl-wrong-interface"
