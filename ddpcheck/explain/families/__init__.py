@@ -10,6 +10,7 @@ from ddpcheck.explain.families import (
     launcher,
     memory,
     nccl,
+    ncclresult,
     network,
     own_report,
     rendezvous,
@@ -21,6 +22,6 @@ from ddpcheck.explain.families import (
 from ddpcheck.explain.matching import Pattern
 
 FAMILIES = (own_report, rendezvous, network, nccl, watchdog, device, ddp, memory, workers,
-            launcher, slurm, addresses, wrappers, filesystems)
+            launcher, slurm, addresses, wrappers, ncclresult, filesystems)
 PATTERNS: tuple[Pattern, ...] = (*(p for f in FAMILIES for p in f.PATTERNS),
                                  *memory.SHELL_KILLED)

@@ -41,29 +41,54 @@ CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capa
                        r"system not yet initialized|no kernel image is available|"
                        r"system has unsupported display driver")
 NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
+# net_ib's async events that NCCL carries on through, by version: <= 2.19 "NET/IB : Got async
+# event : port active", 2.22 "NET/IB : mlx5_0:1 Got async event : GID table change", 2.23-2.26
+# "... Got async error event: LID change" (its "non-fatal" list), >= 2.28 "... Got non-fatal
+# async event: GID table change(18)" and "... GID table changed" (libibverbs
+# ibv_event_type_str). A port error, a catastrophic or CQ/QP event is a failure.
+BENIGN_IB = (r"NET/IB ?: (?:\S+ )?(?:Got non-fatal async event|GID table changed|Got async "
+             r"(?:error )?event ?: ?(?:port active|GID table change|LID change|P_Key change|"
+             r"SM change|client reregistration|path migrated|send queue drained|last WQE "
+             r"reached|SRQ limit reached|communication established))")
 
 PATTERNS = [
     # The errno NCCL's SYSCHECK prints before "Error while creating shared memory segment"
     # (include/checks.h "Call to %s failed : %s"; misc/shmutils.cc "failed to create shared
     # memory file ... error Permission denied"): /dev/shm is there but not writable.
+    # NCCL >= 2.23 appends the errno to the segment line itself; 2.19-2.22 create with
+    # mkstemp and, when it fails, extend the untouched template "/dev/shm/nccl-XXXXXX".
     pattern(DEV_SHM_UNWRITABLE,
-            r"NCCL WARN (?:Call to (?:shm_open|open|mkstemp) failed ?: ?|Error: failed to create "
-            r"shared memory file .*)(?:Permission denied|Read-only file system)", NODE),
+            r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)(?:Call to (?:shm_open|open|mkstemp) "
+            r"failed ?: ?|Error: failed to create shared memory file .*|Error while creating "
+            r"shared memory segment .*error: )(?:Permission denied|Read-only file system)|"
+            r"failed to extend \S*nccl-XXXXXX to \d+ bytes", NODE),
     # NCCL 2.7-2.11 include/shm.h, 2.12-2.2x misc/shmutils.cc, >= 2.27 os/linux.cc:
     # "Error while creating shared memory segment /dev/shm/nccl-X (size N)[, error: ...]",
     # "Error: failed to extend /dev/shm/nccl-X to N bytes[, error: No space left on device
     # (28)]" (the NCCL user guide's own example of too little shared memory), SYSCHECK's
-    # "Call to posix_fallocate failed : No space left on device".
+    # "Call to posix_fallocate failed : No space left on device". Another errno on the line
+    # (>= 2.23: "Too many open files", "Cannot allocate memory") is another cause.
     pattern(DEV_SHM_TOO_SMALL,
-            r"Error while creating shared memory segment|failed to extend \S+ to \d+ bytes|"
+            r"Error while creating shared memory segment .*error: No space left on device|"
+            r"failed to extend \S+ to \d+ bytes(?!.*error:? (?!No space left on device))|"
             r"Call to (?:posix_)?fallocate failed ?: ?No space left on device|"
             r"failed to create shared memory file .*No space left on device|"
-            r"unable to allocate shared memory|Unexpected bus error encountered in worker|"
-            r"killed by signal: Bus error", NODE,
+            r"unable to allocate shared memory", NODE,
             cause="/dev/shm is too small for NCCL's shared-memory transport or the "
                   "DataLoader workers (containers default to 64 MB)"),
-    # SIGBUS alone: most often /dev/shm, but a bad mmap of a file does it too (a hint)
-    pattern(DEV_SHM_TOO_SMALL, r"killed by signal: Bus error", NODE, grade="hint",
+    # The segment line without its errno (NCCL 2.7-2.22) follows a full /dev/shm ("failed to
+    # extend", "posix_fallocate ... No space left") or one that is not writable ("Call to
+    # shm_open/open failed : Permission denied"): alone it is a hint.
+    pattern(DEV_SHM_TOO_SMALL, r"Error while creating shared memory segment(?!.*error:)", NODE,
+            grade="hint", cause="NCCL could not create its shared-memory segment, most often "
+            "because /dev/shm is too small (containers default to 64 MB); a /dev/shm that is "
+            "not writable prints the same line (the WARN before it says which)"),
+    # SIGBUS in a DataLoader worker: most often /dev/shm, but a memory-mapped file truncated
+    # under it does it too, and torch says so only as "It is possible that ... out of shared
+    # memory" (_utils/signal_handling.py) / "This might be caused by insufficient shared
+    # memory" (csrc/DataLoader.cpp): a hint
+    pattern(DEV_SHM_TOO_SMALL, r"killed by signal: Bus error|Unexpected bus error encountered "
+            r"in worker", NODE, grade="hint",
             cause="a DataLoader worker died of SIGBUS, most often a /dev/shm too small for its "
                   "shared tensors (containers default to 64 MB)"),
     pattern(DUPLICATE_DEVICE,
@@ -82,21 +107,26 @@ PATTERNS = [
     pattern(NCCL_LIBRARY_MISMATCH, r"undefined symbol: nccl\w+|libnccl\S*: version `NCCL_",
             "ddpcheck run --stages node (reports the libnccl each rank loads)"),
     # transport/p2p.cc (2.7 onwards): "failed to peer with device 1(=3b000): 217 peer access
-    # is not supported between these two devices"
+    # is not supported between these two devices" (711 cudaErrorTooManyPeers is a limit of
+    # how many peers one GPU maps, not unsupported P2P)
     pattern(NCCL_P2P_UNSUPPORTED,
             r"peer access is not supported between these two devices|"
-            r"failed to peer with device \d+", COLL),
+            r"failed to peer with device \d+(?:\(=\w+\))?: (?!711\b)", COLL),
     # A plugin that exists but cannot load (a missing symbol version, an undefined symbol);
     # "dlerror=libnccl-net.so: cannot open shared object file" is no plugin at all: benign.
     pattern(NCCL_NET_PLUGIN_UNUSABLE,
             r"NET/Plugin ?: ?dlerror=.*(?:version `|undefined symbol|required by)|"
             r"Failed to find ncclNetPlugin symbol|NET/OFI Could not find any optimal provider",
             COLL),
-    # A work completion with IBV_WC_RETRY_EXC_ERR (12) or IBV_WC_WR_FLUSH_ERR (5): the remote
-    # QP stopped answering, a link down or a peer process that died (killed, crashed, or
-    # aborted by its watchdog): a hint, which another cause in the log outranks.
+    # A work completion with IBV_WC_RETRY_EXC_ERR (12), IBV_WC_RNR_RETRY_EXC_ERR (13) or
+    # IBV_WC_WR_FLUSH_ERR (5): the remote QP stopped answering or posting receives, a link
+    # down or a peer process that died (killed, crashed, or aborted by its watchdog): a hint,
+    # which another cause in the log outranks. net_ib.cc prints "with error 12, opcode"
+    # (<= 2.19), "with status=12 opcode=" (2.20-2.2x), "with status=IBV_WC_RETRY_EXC_ERR(12)"
+    # (2.30, also "NET/IB/GIN:").
     pattern(NCCL_NET_ERROR,
-            r"NCCL WARN NET/IB ?: ?Got completion (?:from peer \S+ )?with error (?:12|5)\b",
+            r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)NET/IB(?:/GIN)? ?: ?Got completion (?:from "
+            r"peer \S+ )?with (?:error |status=(?:\w+\()?)(?:12|13|5)\b",
             "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint"),
     # NCCL's user guide (troubleshooting, "Troubleshooting NCCL errors"): "NCCL WARN Call to
     # ibv_reg_mr failed" or "Call to ibv_create_qp failed" is the pinned-memory limit; NCCL
@@ -107,13 +137,15 @@ PATTERNS = [
             r"Call to ibv_create_qp failed(?:\s*$| with error Cannot allocate memory)",
             "ulimit -l (inside the job, on every node); ddpcheck run --stages collectives"),
     # torch >= 2.0 quotes NCCL's last WARN after "Last error:" on a line of its own, without
-    # the "NCCL WARN" prefix (ProcessGroupNCCL getNcclErrorDetailStr / ncclGetLastError)
+    # the "NCCL WARN" prefix (the patterns above read that form too, so the tail of a hint
+    # stays a hint) (ProcessGroupNCCL getNcclErrorDetailStr / ncclGetLastError)
     # (net_ib's "Got non-fatal async event: ..." and "GID table changed" report events NCCL
     # carries on through: not a failure)
     pattern(NCCL_NET_ERROR,
-            r"NCCL WARN (?!NET/IB ?: \S+ (?:Got non-fatal async event|GID table changed))"
+            r"NCCL WARN (?!" + BENIGN_IB + r")"
             r"(?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
-            r"^\s*(?:Last error:\s*)?NET/(?:IB|OFI) ?: .*(?:error|failed|[Uu]nable)|"
+            r"^\s*(?:Last error:\s*)?(?!" + BENIGN_IB + r")NET/(?:IB|OFI) ?: .*(?:error|failed|"
+            r"[Uu]nable)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
     # transport/nvls.cc creates NVLink SHARP multicast objects (cuMulticastCreate, cuMemMap):
@@ -133,7 +165,8 @@ PATTERNS = [
             fix="upgrade the NVIDIA driver, or install a torch build for an older CUDA "
                 "(pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"),
     # NCCL's own cross-rank check (init.cc): ranks called different collectives
-    pattern(COLLECTIVE_DESYNC, r"NCCL WARN Mismatched collective detected", COLL,
+    pattern(COLLECTIVE_DESYNC, r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)Mismatched collective "
+            r"detected", COLL,
             cause="NCCL saw ranks call different collectives (or the same with another "
                   "count, type or root) at the same point: a rank skipped, added or "
                   "reordered one"),
@@ -161,9 +194,29 @@ PATTERNS = [
             cause="NCCL's bootstrap received a record of another size than it expected: ranks "
                   "running different NCCL versions, or ranks setting up different "
                   "collectives; compare the 'NCCL version' lines of every node"),
+    # misc/shmutils.cc (2.12 onwards) ncclShmOpen with create=0: the peer's segment is not
+    # there to attach ("Error while attaching to shared memory segment /dev/shm/nccl-X (size
+    # N), error: No such file or directory (2)"): not a full /dev/shm but one the ranks do not
+    # share, or a regression (NVIDIA/nccl#1589: 2.23 fixed by 2.21.5).
+    # A system limit rather than the transport: the open-files limit (EMFILE) on NCCL's
+    # shared-memory files, sockets or CUDA IPC handles ("Too many open files", 2.23+ errno)
+    pattern(NCCL_ERROR, r"NCCL WARN .*Too many open files|^\s*(?:Last error:\s*)?.*shared "
+            r"memory.*Too many open files", NODE,
+            cause="NCCL ran out of file descriptors (the open-files limit, ulimit -n): each "
+                  "peer connection, shared-memory segment and IPC handle holds one",
+            fix="raise the limit for the job (ulimit -n 65536; Slurm/systemd LimitNOFILE; "
+                "docker --ulimit nofile=65536:65536)"),
+    pattern(NCCL_ERROR, r"Error while attaching to shared memory segment", NODE,
+            cause="NCCL could not open a peer's shared-memory segment: the ranks of this node "
+                  "do not share one /dev/shm (separate containers or pods without --ipc=host "
+                  "or a shared IPC namespace), something removed NCCL's files from /dev/shm "
+                  "(systemd-logind RemoveIPC=yes, a cleanup script), or an NCCL regression",
+            fix="run the node's ranks in one container or with --ipc=host (a shared /dev/shm); "
+                "set RemoveIPC=no in /etc/systemd/logind.conf; if it persists, try another "
+                "NCCL version, or NCCL_SHM_DISABLE=1 to confirm"),
     pattern(NCCL_ERROR,
             r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)"
-            r"(?!NET/IB ?: \S+ (?:Got non-fatal async event|GID table changed))"
+            r"(?!" + BENIGN_IB + r")"
             r"(?!.*Cuda failure (?:\d+ )?'?(?:" + CUDA_RUNTIME_CAUSES + r"))", COLL),
     # stop24 dev: transport/nvls.cc (NCCL >= 2.18) when cuMulticastBindMem fails: "Failed to
     # bind NVLink SHARP (NVLS) Multicast memory of size N ... : CUDA error 401 '...'.\nThis is
@@ -180,16 +233,8 @@ PATTERNS = [
             fix="check systemctl status nvidia-fabricmanager (same version as the driver) and "
                 "nvidia-smi -q | grep -A2 Fabric on the node; until fixed, NCCL_NVLS_ENABLE=0 "
                 "avoids NVLS"),
-    # stop24 dev: NCCL's error back trace, printed at INFO level only when a call fails
-    # (include/checks.h NCCLCHECK / SYSCHECKGOTO: INFO(NCCL_ALL, "%s:%d -> %d", __FILE__,
-    # __LINE__, res), res a ncclResult_t: 2 system, 3 internal, 6 remote error; 7 is
-    # ncclInProgress). Healthy jobs print such traces from misc/socket.cc and the proxy at
-    # teardown, when peers close first; one from bootstrap.cc is the communicator's setup
-    # failing, a failure even with no WARN line.
-    pattern(NCCL_ERROR, r"NCCL INFO bootstrap\.cc:\d+ -> (?:[1-689]|\d{2,})\s*$", COLL,
-            cause="NCCL's bootstrap (the TCP exchange that builds the communicator) failed: "
-                  "its INFO back trace 'bootstrap.cc:line -> code' shows where, without the "
-                  "WARN line that would name why"),
+    # NCCL's INFO back trace ("bootstrap.cc:270 -> 2") and result strings ("unhandled
+    # system error"): families/ncclresult.py
 ]
 
 

@@ -23,7 +23,7 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
-from ddpcheck.explain.families import device, nccl
+from ddpcheck.explain.families import device, nccl, ncclresult
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.spawn.mastercheck import MASTER_NOT_RANK0
@@ -41,8 +41,15 @@ PATTERNS = [
     # c10d's warning (torch/csrc/distributed/c10d/socket.cpp) and gloo's fallback
     # (ProcessGroupGloo.cpp createDefaultDevice): the host name resolves to nothing usable.
     pattern(HOSTNAME_LOOPBACK,
-            r"Unable to resolve hostname to a \(local\) address\. Using the loopback|"
-            r"Connection refused, remote=\[127\.0\.[01]\.1\]", HOSTS),
+            r"Unable to resolve hostname to a \(local\) address\. Using the loopback", HOSTS),
+    # A peer at a loopback address: across nodes, a node advertised its host name's loopback
+    # address; within one node loopback is a valid address and a refused or closed
+    # connection there is a peer that exited. The line does not say which job it is: a hint.
+    pattern(HOSTNAME_LOOPBACK, r"Connection refused, remote=\[127\.0\.[01]\.1\]", HOSTS,
+            grade="hint",
+            cause="a gloo/c10d peer was reached at a loopback address: in a multi-node job a "
+                  "node's host name resolves to 127.0.x.1 and it advertised that; in a "
+                  "one-node job the peer there has exited instead"),
     # 127.0.1.1 is the address Debian/Ubuntu's /etc/hosts gives the machine's own name: a
     # gloo pair (gloo/transport/tcp/pair.cc "Connection closed by peer [127.0.1.1]:port",
     # "Read error [127.0.1.1]:port: ...", "Connect timeout [127.0.1.1]:port", "connect
@@ -50,10 +57,10 @@ PATTERNS = [
     # means a node advertised its host name's loopback address to its peers.
     pattern(HOSTNAME_LOOPBACK,
             r"(?:Connection closed by peer|Read error|Connect timeout|connect|remote=|"
-            r"Timed out .* from) \[127\.0\.1\.1\]:\d+", HOSTS,
+            r"Timed out .* from) \[127\.0\.1\.1\]:\d+", HOSTS, grade="hint",
             cause="this node's host name resolves to 127.0.1.1 (the /etc/hosts line Debian and "
                   "Ubuntu add), so gloo advertised a loopback address the other nodes cannot "
-                  "reach"),
+                  "reach (in a one-node job, where 127.0.1.1 works, the peer there exited)"),
     pattern(HOSTNAME_UNRESOLVABLE,
             r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved "
             r"\(gai error: -[235]|rp != nullptr\. Unable to find address for:|"
@@ -73,10 +80,18 @@ PATTERNS = [
                   "stale /etc/hosts entry, a numeric host name, or a wildcard address"),
     # bootstrap.cc "Bootstrap : no socket interface found" and its data-path twin,
     # transport/net_socket.cc "NET/Socket : no interface found": the same interface search
+    # bootstrap.cc with NCCL_COMM_ID set (2.7 onwards, findInterfaceMatchSubnet): the rank
+    # that creates the id must listen in NCCL_COMM_ID's subnet and has no interface there.
+    pattern(NCCL_NO_SOCKET_INTERFACE, r"No usable listening interface found", HOSTS,
+            cause="NCCL_COMM_ID is set and no interface of this node is in its address's "
+                  "subnet: NCCL_COMM_ID must be an address of the node where the id is made "
+                  "(rank 0's), or this process runs in a network namespace without that "
+                  "network",
+            fix="set NCCL_COMM_ID to rank 0's node address on the network the nodes share (or "
+                "unset it and let torch pass the id); run containers with --network=host"),
     pattern(NCCL_NO_SOCKET_INTERFACE,
             r"Bootstrap : no socket interface found|NET/Socket : no interface found|"
-            r"Socket creation failed : Address family not supported|"
-            r"No usable listening interface found", HOSTS),
+            r"Socket creation failed : Address family not supported", HOSTS),
     pattern(NCCL_WRONG_INTERFACE,
             r"NET/Socket : Using .*\[\d+\](?:br-|veth|docker|virbr)\w*:|"
             r"^\s*\[\d+\](?:br-|veth|docker|virbr)\w*:\S+<\d+>", HOSTS),
@@ -98,12 +113,24 @@ PATTERNS = [
             r"failed to bind to (?P<addr>\S+) \(errno: 13 - Permission denied", RDZV,
             cause="ports below 1024 are privileged: only root may listen on {addr}",
             fix="pick a port >= 1024 for --master-port / --rdzv-endpoint (e.g. 29500)"),
-    pattern(BAD_SOCKET_IFNAME, r"Unable to find address for: ?(?P<iface>\S+)", IFACE,
-            cause="GLOO_SOCKET_IFNAME names {iface}, which is not an interface with an IPv4 "
-                  "address on this node (gloo takes plain interface names, not NCCL's ^lo "
+    # gloo/transport/tcp/device.cc prints the same words for an interface (lookupAddrForIface:
+    # "ifa != nullptr. Unable to find address for: eth9") and for a host name
+    # (lookupAddrForHostname: "rp != nullptr. ..."): the enforce expression, or a name that
+    # reads as an interface, tells which; a bare "Unable to find address for: node01" does not.
+    pattern(BAD_SOCKET_IFNAME, r"ifa != nullptr\. Unable to find address for: ?(?P<iface>\S+)|"
+            r"Unable to find address for: ?(?P<name>" + IFACE_NAME + r")\s*$", IFACE,
+            cause="GLOO_SOCKET_IFNAME names an interface that has no IPv4 address on this node "
+                  "(or does not exist; gloo takes plain interface names, not NCCL's ^lo "
                   "syntax)",
             fix="set GLOO_SOCKET_IFNAME to an interface that exists on every node (ip -4 "
                 "addr), e.g. the one that routes to the master address"),
+    pattern(BAD_SOCKET_IFNAME, r"Unable to find address for: ?(?P<iface>\S+)", IFACE,
+            grade="symptom",
+            cause="gloo found no address for {iface}: either GLOO_SOCKET_IFNAME names an "
+                  "interface this node lacks, or {iface} is a host name that does not resolve "
+                  "(gloo prints both alike when its 'ifa'/'rp' check is not quoted)",
+            fix="if {iface} is an interface: set GLOO_SOCKET_IFNAME to one that exists (ip -4 "
+                "addr); if it is a host name: add it to /etc/hosts or DNS on every node"),
     pattern(BAD_SOCKET_IFNAME,
             r"no socket interface found|"
             r"connecting to address\s+with family \d+ is neither", IFACE),
@@ -111,15 +138,21 @@ PATTERNS = [
     # failed : Connection refused"; 2.12-2.18 misc/socket.cc "Net : Connect to ... failed :
     # ..."; >= 2.19 "socketStartConnect: Connect to ... failed : ...", and os/linux.cc
     # "socketPollConnect: connect to ... returned Connection refused, exceeded error retry
-    # count after 35 attempts". A peer address on Docker's default bridge (172.17.0.0/16) or
-    # link-local (169.254.0.0/16, fe80::) is an interface the other node cannot reach: NCCL
-    # advertised the wrong one.
+    # count after 35 attempts"; torch >= 2.0 repeats the WARN, unprefixed, after "Last
+    # error:". A peer address on Docker's default bridge (172.17.0.0/16) or link-local
+    # (169.254.0.0/16, fe80::) is most often an interface the other node cannot reach: NCCL
+    # advertised the wrong one. A hint, not a cause: containers of one host on Docker's
+    # bridge reach each other at 172.17.x.x (a failed connect there is a peer that died), a
+    # site network may use 172.17.0.0/16 (RFC 1918 space), and fe80:: with its scope id
+    # works between hosts on one link.
     pattern(NCCL_WRONG_INTERFACE,
-            r"WARN (?:\w+: )?(?:Net : )?[Cc]onnect to \[?(?P<addr>172\.17\.\d+\.\d+|"
-            r"169\.254\.\d+\.\d+|fe80:[\w:%]*)\]?(?:<\d+>)? (?:failed|returned)", HOSTS,
-            cause="NCCL connected to {addr}, a Docker-bridge or link-local address that only "
-                  "its own host can reach: with NCCL_SOCKET_IFNAME unset the peer advertised "
-                  "a non-routable interface"),
+            r"(?:WARN |^\s*(?:Last error:\s*)?)(?:\w+: )?(?:Net : )?[Cc]onnect to \[?"
+            r"(?P<addr>172\.17\.\d+\.\d+|169\.254\.\d+\.\d+|fe80:[\w:%]*)\]?(?:<\d+>)? "
+            r"(?:failed|returned)", HOSTS, grade="hint",
+            cause="NCCL connected to {addr}, a Docker-bridge or link-local address that often "
+                  "only its own host can reach: with NCCL_SOCKET_IFNAME unset the peer likely "
+                  "advertised a non-routable interface (on one host's Docker bridge, the peer "
+                  "may instead have exited)"),
     pattern(PEER_UNREACHABLE,
             r"(?:NCCL )?WARN (?:Call to connect failed|(?:\w+: )?(?:Net : )?[Cc]onnect to \S+ "
             r"(?:failed|returned))", "ddpcheck run --nodes N --stages rendezvous"),
@@ -136,6 +169,8 @@ PATTERNS = [
     pattern(PEER_UNREACHABLE,
             r"Connection closed by (?:remote )?peer|Connection reset by peer|"
             r"remote process exited or there was a network error|"
+            # torch's detail line for it (NCCLUtils getNcclErrorDetailStr, NCCL >= 2.13)
+            r"ncclRemoteError: A call failed possibly due to a network error|"
             r"failed to recv, got 0 bytes|"
             # NCCL proxy.cc: 2.12-2.16 "Proxy Call to rank 3 failed (Connect)", later
             # "[Proxy Service 3] Failed to execute operation Connect from rank 1, retcode 3"
@@ -148,11 +183,6 @@ PATTERNS = [
 ]
 
 
-# NCCL misc/socket.cc: the address it was given has no known family. With
-# NCCL_SOCKET_IFNAME set (NCCL INFO "NCCL_SOCKET_IFNAME set by environment to X") that is the
-# interface; without it, a peer's bootstrap bytes read as an address (ranks on different
-# NCCL versions) fit as well: the line alone cannot tell.
-ODD_FAMILY = "is neither AF_INET"
 IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
 
 
@@ -249,9 +279,15 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                 cause="NCCL found no interface for its bootstrap: NCCL_SOCKET_IFNAME or "
                       "NCCL_SOCKET_FAMILY (set outside this log) excludes every interface, "
                       "as unset NCCL falls back to docker and lo; the log does not show "
-                      "which value"))
+                      "which value",
+                fix="look for NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY in the job's "
+                    "environment (env | grep NCCL_, /etc/nccl.conf, ~/.nccl.conf, the "
+                    "launcher's scripts) and set it to an interface that exists and reaches "
+                    "the other nodes (ip -4 addr), or unset it"))
         out.append(e)
-    found = _conditions_yield(_odd_family(out, ifname_set))
+    out = ncclresult.quoted_tail(ncclresult.bootstrap_interface(out, records), records)
+    out = ncclresult.one_node_interfaces(out, records)
+    found = _conditions_yield(ncclresult.odd_family(out, ifname_set, records))
     return device.shared_gpu(nccl.version_mismatch(found, records), records)
 
 
@@ -280,15 +316,3 @@ def _conditions_yield(found: list[Explained]) -> list[Explained]:
         return found
     return [replace(e, root=False) if e.problem.code in CONDITION_CODES
             and CONDITION_LINE.search(e.first.text) else e for e in found]
-
-
-def _odd_family(found: list[Explained], ifname_set: bool) -> list[Explained]:
-    if ifname_set:
-        return found
-    return [replace(e, problem=NCCL_ERROR.problem(
-        e.problem.observed, ranks=e.problem.ranks, hosts=e.problem.hosts,
-        cause="NCCL got an address of no known family: NCCL_SOCKET_IFNAME naming no usable "
-              "interface, or ranks running different NCCL versions (a peer's bootstrap "
-              "message read as an address); the log does not say which"))
-            if e.problem.code == BAD_SOCKET_IFNAME.code and ODD_FAMILY in e.problem.observed
-            else e for e in found]

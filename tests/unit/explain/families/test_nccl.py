@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ddpcheck.explain import explain_texts
 from tests.unit.explain.families.helpers import first_cause
 
 PREFIX = "node1:2101:2187 [0] include/shm.h:48 NCCL WARN "
@@ -207,3 +208,134 @@ def test_ib_non_fatal_events_are_not_failures():
         assert first_cause(line) not in {"nccl-net-error", "nccl-error"}, line
     assert first_cause("node1:1:9 [0] transport/net_ib/init.cc:110 NCCL WARN NET/IB : mlx5_0:1 "
                        "async fatal event: local catastrophic error") == "nccl-net-error"
+
+
+def test_an_attach_failure_says_what_to_check_and_stays_hedged():
+    # misc/shmutils.cc ncclShmOpen(create=0): the peer's segment is not there (NVIDIA/nccl#1589)
+    e = explain_texts([("r.log", "g148:1:2 [0] misc/shmutils.cc:129 NCCL WARN Error while "
+                        "attaching to shared memory segment /dev/shm/nccl-glnlGK (size "
+                        "14156128), error: No such file or directory (2)\n")])
+    assert e.problems[0].code == "nccl-error" and e.undetermined
+    assert "--ipc=host" in e.problems[0].fix and "RemoveIPC" in e.problems[0].cause
+
+
+def test_no_socket_interface_hedged_says_where_to_look_for_the_variable():
+    e = explain_texts([("r.log", BOOTSTRAP + "\n")])
+    assert e.undetermined and "env | grep NCCL_" in e.problems[0].fix
+
+
+def test_torchs_last_error_tail_keeps_the_grade_of_the_warn_it_quotes():
+    # ProcessGroupNCCL getNcclErrorDetailStr: "Last error:" then NCCL's last WARN, unprefixed
+    assert first_cause("Last error:", "Call to shm_open failed : Permission denied") == \
+        "dev-shm-unwritable"
+    assert first_cause("Last error:", "Mismatched collective detected, please check") == \
+        "collective-desync"
+    # an IB retry-exceeded completion is a hint as a WARN; quoted, it is no more than that
+    e = explain_texts([("r.log", "\n".join((
+        "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1333, remote "
+        "process exited or there was a network error, NCCL version 2.18.1",
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process "
+        "exiting prematurely.", "Last error:",
+        "NET/IB : Got completion from peer 10.0.0.2<1234> with error 12, opcode 0, len 0, "
+        "vendor err 129 (Send)")) + "\n")])
+    assert e.undetermined
+    # near miss: the same words not at the start of the tail line
+    assert first_cause("echo Mismatched collective detected in the docs") == "none"
+
+
+def test_torchs_remote_error_detail_alone_is_a_peer_symptom():
+    e = explain_texts([("r.log", "ncclRemoteError: A call failed possibly due to a network "
+                        "error or a remote process exiting prematurely.\n")])
+    assert e.problems[0].code == "peer-unreachable" and e.undetermined
+
+
+def test_ib_completion_errors_of_a_peer_that_went_away_are_hints_in_every_wording():
+    # net_ib.cc: <= 2.19 "with error 12, opcode", 2.20-2.2x "with status=12 opcode=", 2.30
+    # "with status=IBV_WC_RETRY_EXC_ERR(12)"; 13 is RNR retry exceeded, 5 a flushed request
+    for tail in ("with error 12, opcode 0, len 0, vendor err 129",
+                 "with status=12 opcode=0 len=0 vendor err 129 (Transport retry counter "
+                 "exceeded) localGid ::ffff:10.0.0.1 remoteGids::ffff:10.0.0.2 hca mlx5_0",
+                 "with status=IBV_WC_RNR_RETRY_EXC_ERR(13) opcode=IBV_WC_SEND(0) vendor_err=0",
+                 "with status=5 opcode=1 len=0 vendor err 249 (Work Request Flushed Error)"):
+        line = f"n1:1:2 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from " \
+               f"peer 10.0.0.2<43010> {tail}"
+        e = explain_texts([("r.log", line + "\n")])
+        assert [(x.problem.code, x.grade) for x in e.found] == [("nccl-net-error", "hint")], tail
+        # beside a cause in another file, the hint yields instead of making it ambiguous
+        e = explain_texts([("r.log", line + "\n"), ("o.log", "Traceback (most recent call "
+                           "last):\ntorch.OutOfMemoryError: CUDA out of memory. Tried to "
+                           "allocate 2.00 GiB\n")])
+        assert e.problems[0].code == "cuda-out-of-memory", tail
+    # near miss: a local protection error (4) is the transport's own failure
+    assert first_cause("n1:1:2 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion "
+                       "from peer 10.0.0.2<43010> with status=4 opcode=0 len=0 vendor err 81") \
+        == "nccl-net-error"
+
+
+def test_ib_informational_async_events_are_not_failures_in_older_wordings():
+    for line in ("n1:1:9 [0] NCCL WARN NET/IB : Got async event : port active",
+                 "n1:1:9 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : GID table change",
+                 "n1:1:9 [0] NCCL WARN NET/IB : mlx5_2:1 Got async error event: LID change",
+                 "Last error:\nNET/IB : mlx5_2:1 Got async error event: client reregistration"):
+        assert first_cause(*line.split("\n")) not in {"nccl-net-error", "nccl-error"}, line
+    # near miss: the port going down is a failure of the fabric
+    assert first_cause("n1:1:9 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : port error") \
+        == "nccl-net-error"
+
+
+SEG = "n:1:2 [0] misc/shmutils.cc:113 NCCL WARN Error while creating shared memory segment " \
+      "/dev/shm/nccl-a (size 9637888)"
+
+
+def test_the_segment_line_reads_its_errno_and_alone_is_a_hint():
+    # misc/shmutils.cc >= 2.23 appends the errno; 2.19-2.22 extend mkstemp's untouched template
+    assert first_cause(SEG + ", error: No space left on device (28)") == "dev-shm-too-small"
+    assert first_cause(SEG + ", error: Permission denied (13)") == "dev-shm-unwritable"
+    assert first_cause("n:1:2 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend "
+                       "/dev/shm/nccl-XXXXXX to 9637888 bytes") == "dev-shm-unwritable"
+    e = explain_texts([("r.log", SEG + ", error: Too many open files (24)\n")])
+    assert e.problems[0].code == "nccl-error" and "ulimit -n" in e.problems[0].cause
+    # without the errno (<= 2.22) it follows a full or an unwritable /dev/shm: a hint, which
+    # answers alone and gives way to a cause elsewhere
+    e = explain_texts([("r.log", SEG + "\n")])
+    assert [(x.problem.code, x.grade) for x in e.found] == [("dev-shm-too-small", "hint")]
+    e = explain_texts([("r.log", SEG + "\n"), ("o.log", "node1:5:5 [0] init.cc:521 NCCL WARN "
+                                               "Duplicate GPU detected : rank 1 and rank 0 both "
+                                               "on CUDA device 1a000\n")])
+    assert e.problems[0].code == "duplicate-device"
+
+
+def test_a_dataloader_bus_error_is_a_hint_as_torch_words_it():
+    e = explain_texts([("r.log", "RuntimeError: DataLoader worker (pid 46794) is killed by "
+                        "signal: Bus error. It is possible that dataloader's workers are out of "
+                        "shared memory. Please try to raise your shared memory limit.\n")])
+    assert [(x.problem.code, x.grade) for x in e.found] == [("dev-shm-too-small", "hint")]
+
+
+def test_torchs_summary_line_is_the_consequence_of_the_warn_it_quotes():
+    # ProcessGroupNCCL: "NCCL error in: ..., unhandled system error" then "Last error:" and
+    # NCCL's last WARN: the quoted hint answers, the summary is its consequence
+    e = explain_texts([("r.log", "\n".join((
+        "torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:268, unhandled "
+        "system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+        "or device error. ", "Last error:",
+        "Error while creating shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)"))
+        + "\n")])
+    assert e.problems[0].code == "dev-shm-too-small" and not e.undetermined
+    assert e.problems[1].consequence_of == "dev-shm-too-small"
+    # near miss: the same hint in another file, no tail: the summary may have come first
+    e = explain_texts([("a.log", "torch.distributed.DistBackendError: NCCL error in: x.cpp:1, "
+                        "unhandled system error, NCCL version 2.21.5\n"),
+                       ("b.log", "Error while creating shared memory segment /dev/shm/nccl-1 "
+                        "(size 7340384)\n")])
+    assert e.undetermined
+
+
+def test_too_many_peers_is_not_unsupported_p2p():
+    # transport/p2p.cc: cudaDeviceEnablePeerAccess's error after the colon
+    assert first_cause("n:1:1 [0] transport/p2p.cc:155 NCCL WARN failed to peer with device "
+                       "1(=3b000): 217 peer access is not supported between these two devices"
+                       ) == "nccl-p2p-unsupported"
+    assert first_cause("n:1:1 [0] transport/p2p.cc:155 NCCL WARN failed to peer with device "
+                       "9(=b1000): 711 peer mapping resources exhausted") == "nccl-error"

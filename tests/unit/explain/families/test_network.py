@@ -219,3 +219,100 @@ def test_nccl_proxy_call_failures_are_symptoms():
                  "operation Connect from rank 1, retcode 3"):
         e = explain_texts([("r.log", line + "\n")])
         assert e.problems[0].code == "peer-unreachable" and e.undetermined, line
+
+
+def test_gloo_names_an_interface_only_where_its_check_or_the_name_says_so():
+    # gloo/transport/tcp/device.cc: lookupAddrForIface and lookupAddrForHostname print the
+    # same words; "ifa != nullptr" or an interface-like name is the interface
+    assert first_cause("RuntimeError: Unable to find address for: eth0") == \
+        "socket-ifname-invalid"
+    assert first_cause(GLOO.format(n=84, expr="ifa != nullptr", name="data01")) == \
+        "socket-ifname-invalid"
+    # a bare name that reads as neither: gloo says the same for a host that does not resolve
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r.log", "RuntimeError: Unable to find address for: node01\n")])
+    assert e.problems[0].code == "socket-ifname-invalid" and e.undetermined
+    assert "host name" in e.problems[0].cause
+
+
+def test_an_address_of_no_family_after_nccl_found_the_named_interface_stays_hedged():
+    # misc/socket.cc: with NCCL_SOCKET_IFNAME set and found ("Bootstrap : Using eth2:..."),
+    # the odd family is a peer's bytes (ranks on different NCCL versions), not the variable
+    odd = "ncclSocketInit: connecting to address  with family 0 is neither AF_INET(2) nor " \
+          "AF_INET6(10)"
+    assert first_cause("node:1:1 [3] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth2",
+                       "node:1:1 [3] NCCL INFO Bootstrap : Using eth2:10.128.0.32<0>",
+                       odd) == "nccl-error"
+
+
+def test_a_docker_bridge_address_is_a_hint_that_yields_to_a_cause():
+    # 172.17.0.0/16 is also one host's containers on Docker's bridge (and RFC 1918 space):
+    # a cause-grade line elsewhere in the job wins over it
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("a.log", "node2:9:9 [0] include/socket.h:403 NCCL WARN Connect to "
+                                 "172.17.0.2<43210> failed : Connection refused\n"),
+                       ("b.log", "node1:5:5 [0] init.cc:521 NCCL WARN Duplicate GPU detected : "
+                                 "rank 1 and rank 0 both on CUDA device 1a000\n")])
+    assert e.problems[0].code == "duplicate-device"
+    # torch's "Last error:" tail repeats the WARN without its prefix
+    assert first_cause("Last error:", "socketStartConnect: Connect to 172.17.0.3<52811> failed "
+                       ": No route to host") == "nccl-wrong-interface"
+
+
+def test_no_usable_listening_interface_is_nccl_comm_ids_subnet():
+    # bootstrap.cc with NCCL_COMM_ID set: no local interface in that address's subnet
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r.log", "h:1:1 [0] bootstrap.cc:41 NCCL WARN NET/Socket : No usable "
+                                 "listening interface found\n")])
+    assert e.problems[0].code == "nccl-no-socket-interface"
+    assert "NCCL_COMM_ID" in e.problems[0].cause
+
+
+def test_another_files_interface_line_does_not_hedge_the_odd_family():
+    from ddpcheck.explain import explain_texts
+
+    odd = ("node:1:1 [3] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth2\n"
+           "ncclSocketInit: connecting to address  with family 0 is neither AF_INET(2) nor "
+           "AF_INET6(10)\n")
+    healthy = "other:5:5 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.9<0>\n"
+    e = explain_texts([("failed.log", odd), ("healthy.log", healthy)])
+    assert e.problems[0].code == "socket-ifname-invalid"
+
+
+def test_a_peer_at_a_loopback_address_is_a_hint():
+    # across nodes: the host name on loopback; in one node: a peer that exited (loopback works)
+    from ddpcheck.explain import explain_texts
+
+    line = ("timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:29501\n")
+    e = explain_texts([("r.log", line)])
+    assert [(x.problem.code, x.grade) for x in e.found] == [("hostname-loopback", "hint")]
+    e = explain_texts([("r.log", line), ("o.log", "torch.OutOfMemoryError: CUDA out of memory. "
+                                                  "Tried to allocate 2.00 GiB\n")])
+    assert e.problems[0].code == "cuda-out-of-memory"
+
+
+def test_an_interface_list_names_no_cause_when_every_peer_is_inside_the_node():
+    # transport.cc: only "via NET/..." connections cross nodes over the listed interfaces
+    listing = "node:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]docker0:" \
+              "172.17.0.1<0>"
+    timeout = ("[E ProcessGroupNCCL.cpp:1] [Rank 1] Watchdog caught collective operation "
+               "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for "
+               "600012 milliseconds before timing out.")
+    p2p = "node:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"
+    net = "node:1:1 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/1"
+    assert first_cause(listing, p2p, timeout) == "collective-timeout"
+    # near miss: a connection over the network keeps the interface as the lead
+    assert first_cause(listing, net, timeout) == "nccl-wrong-interface"
+
+
+def test_another_files_connection_lines_do_not_clear_an_interface_list():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("a.log", "node:1:1 [0] NCCL INFO NET/Socket : Using [0]bond0:192.168.1."
+                                 "161<0> [1]br-05ab815fa14e:172.19.0.1<0>\n"),
+                       ("b.log", "other:2:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via "
+                                 "P2P/IPC\n")])
+    assert e.problems[0].code == "nccl-wrong-interface"

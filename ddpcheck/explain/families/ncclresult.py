@@ -1,0 +1,329 @@
+"""NCCL's result codes as NCCL and torch print them: the back trace and the error strings.
+
+Runs inside ``ddpcheck explain`` (a pure reader of log lines). Two wordings carry an
+``ncclResult_t`` (nccl.h: 1 unhandled CUDA error, 2 system error, 3 internal error, 4
+invalid argument, 5 invalid usage, 6 remote error, 7 in progress) without its reason:
+
+- NCCL's back trace (include/checks.h NCCLCHECK, NCCLCHECKGOTO, SYSCHECKGOTO, EQCHECK):
+  when a call fails, each frame prints at INFO level ``<file>:<line> -> <ret>`` (2.4 to
+  2.30.3), ``... -> <ret> (<strerror>)`` (SYSCHECKGOTO/EQCHECK, 2.19 on), ``... [Async
+  thread]`` (group.cc), ``<file>:<line> (<func>) -> <ret>`` (2.30.7 INFO_LOC); NCCL <= 2.3
+  wrote ``INFO <file>.cu:<line> -> <ret>`` without "NCCL". The first frame of a chain is
+  where it failed (misc/socket.cc a socket call, bootstrap.cc the communicator's TCP
+  set-up, transport/shm.cc or include/shm.h shared memory, net_ib.cc the IB verbs, ...).
+  NCCL prints these only on failure, but also at teardown: ``misc/socket.cc:47 -> 3`` is
+  socketProgressOpt's "abort called" (ncclInternalError, misc/socket.cc 2.19-2.2x) when
+  ncclCommDestroy/Abort stops the proxy's service thread, which a healthy job prints too.
+- The result string (init.cc ncclGetErrorString: "unhandled system error", "internal
+  error", "invalid usage", ..., with "(run with NCCL_DEBUG=INFO for details)" from 2.13)
+  in torch's ``NCCL error in: <file>:<line>, <string>, NCCL version X`` (ProcessGroupNCCL
+  C10D_NCCL_CHECK), its detail line (NCCLUtils getNcclErrorDetailStr: "ncclSystemError:
+  System call (e.g. socket, malloc) or external library call failed or device error.";
+  torch <= 1.10 "System call (socket, malloc, munmap, etc) failed."), nccl-tests' ``Test
+  NCCL failure common.cu:777 'unhandled system error'`` and Horovod's ``ncclCommInitRank
+  failed: ...``. torch appends NCCL's last WARN after "Last error:" (ncclGetLastError);
+  the families that read WARN lines read that tail too.
+
+Neither names a cause on its own: both are ``nccl-error`` (generic: explain abstains when
+nothing else in the log names the cause), with a cause and fix that list what the file or
+the result code points at, so the user knows what to check. "remote process exited or
+there was a network error" (ncclRemoteError) is the network family's peer-unreachable.
+
+The network family's ``refine`` also asks this module what NCCL's lines say of each other:
+torch's summary is the consequence of the WARN it quotes after "Last error:"
+(``quoted_tail``); a bootstrap failing alone over an interface NCCL picked itself is likely
+that interface (``bootstrap_interface``); an address of no family is NCCL_SOCKET_IFNAME only
+where the variable is set and NCCL did not show it found that interface (``odd_family``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ddpcheck.diagnoses import BAD_SOCKET_IFNAME, Problem
+from ddpcheck.explain.causality import HINT, SYMPTOM, Explained
+from ddpcheck.explain.codes import NCCL_ERROR, NCCL_WRONG_INTERFACE
+from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
+from ddpcheck.explain.reader import Record
+
+COLL = "ddpcheck run --nodes N --backend nccl --stages node,collectives"
+TRACE = (r"(?:NCCL INFO|\]\s+INFO) (?:[\w.+-]*/)*(?P<file>[\w+-]+\.(?:cc|cu|cpp|h)):\d+"
+         r"(?: \([\w:~<>]+\))? -> (?P<ret>[1-6])\b")
+TRACE_LINE = re.compile(TRACE)
+# socketProgressOpt's "abort called" (ncclInternalError) and the proxy's service thread that
+# it ends: what ncclCommDestroy / ncclCommAbort make NCCL print, in healthy jobs too.
+TEARDOWN = {("socket.cc", "3"), ("proxy.cc", "3")}
+# Frames that only pass an error up: the first informative frame is the origin.
+PASS_UP = {"init.cc", "group.cc", "transport.cc", "enqueue.cc", "net.h", "net.cc",
+           "proxy.cc", "channel.cc", "collectives.cc"}
+RESULTS = {"1": "ncclUnhandledCudaError (a CUDA call failed)",
+           "2": "ncclSystemError (a system call failed)",
+           "3": "ncclInternalError (an internal check failed)",
+           "4": "ncclInvalidArgument", "5": "ncclInvalidUsage",
+           "6": "ncclRemoteError (a peer closed or the network failed)"}
+SHM = ("/dev/shm too small or not shared (containers get 64 MB: docker --shm-size=8g or "
+       "--ipc=host, Kubernetes an emptyDir with medium: Memory at /dev/shm)")
+IFNAME = ("an interface NCCL picked that cannot reach the other nodes (set NCCL_SOCKET_IFNAME "
+          "to the NIC the nodes share: ip -4 addr)")
+# What the frame's file says about where it failed (NCCL src/ layout, 2.4 to 2.2x).
+WHERE = {
+    "bootstrap": ("NCCL's bootstrap (the TCP exchange that builds the communicator) failed",
+                  f"{IFNAME}, a firewall dropping NCCL's ports between the nodes, or a rank "
+                  "that never started or exited"),
+    "socket": ("a socket call of NCCL (connect, accept, send or recv) failed",
+               f"{IFNAME}, a firewall, or a peer that exited"),
+    "shm": ("NCCL's shared-memory transport failed", f"{SHM}, or /dev/shm not writable"),
+    "ib": ("NCCL's InfiniBand/RoCE transport (IB verbs) failed",
+           "an IB/RoCE port down or misconfigured (GID index), the locked-memory limit "
+           "(ulimit -l), or a peer that exited; NCCL_IB_DISABLE=1 tests the sockets path"),
+    "p2p": ("NCCL's GPU peer-to-peer (P2P/IPC) transport failed",
+            "GPUs that cannot map each other's memory (PCIe ACS/IOMMU, a VM, consumer GPUs; "
+            "NCCL_P2P_DISABLE=1 tests it), or containers without a shared IPC namespace "
+            "(--ipc=host)"),
+    "nvls": ("NCCL's NVLink SHARP (NVLS) transport failed",
+             "the NVSwitch fabric not set up (nvidia-fabricmanager not running or of another "
+             "version; NCCL_NVLS_ENABLE=0 avoids NVLS)"),
+}
+FILES = {"bootstrap.cc": "bootstrap", "bootstrap.cu": "bootstrap", "socket.cc": "socket",
+         "socket.h": "socket", "net_socket.cc": "socket", "net_socket.cu": "socket",
+         "shm.cc": "shm", "shm.h": "shm", "shmutils.cc": "shm", "net_ib.cc": "ib",
+         "ibvwrap.cc": "ib", "p2p.cc": "p2p", "nvls.cc": "nvls"}
+TRACE_FIX = ("rerun with NCCL_DEBUG=WARN (or INFO) so NCCL's WARN line names the failing call; "
+             "check the likely causes above on the node that printed it")
+
+
+def _is(hit: Hit, regex: re.Pattern[str]) -> bool:
+    return hit.pattern.regex.pattern == regex.pattern
+
+
+def _trace(frames: Sequence[Hit]) -> str:
+    """Where the back trace says NCCL failed: its first frame that does more than pass up."""
+    origin = next((h for h in frames if h.match["file"] not in PASS_UP), frames[0])
+    name, ret = origin.match["file"], origin.match["ret"]
+    kind = FILES.get(name, "")
+    if kind == "socket" and any(FILES.get(h.match["file"]) == "bootstrap" for h in frames):
+        kind = "bootstrap"  # a socket call of the bootstrap: the bootstrap says which one
+    what, likely = WHERE.get(kind, (
+        f"an NCCL call failed in {name}", "the NCCL WARN line (if any) names the call"))
+    return (f"{what}: NCCL's INFO back trace '{name}:line -> {ret}' ({RESULTS[ret]}) shows "
+            f"where, without the WARN line that would say why; likely: {likely}")
+
+
+# ncclGetErrorString's words (init.cc, 2.4 onwards) and torch's detail names for them.
+RESULT_WORDS = {
+    "system": r"unhan?d?led system error|ncclSystemError:",
+    "cuda": r"unhandled cuda error|ncclUnhandledCudaError:",
+    "internal": r"\binternal error\b|ncclInternalError:",
+    "usage": r"\binvalid usage\b|ncclInvalidUsage:",
+    "argument": r"\binvalid argument\b|ncclInvalidArgument:",
+}
+RESULT_LIKELY = {
+    "system": ("NCCL reported a failed system call (ncclSystemError) without naming it here. "
+               f"Most often: {SHM}; {IFNAME}; a firewall dropping NCCL's ports; on NCCL "
+               "< 2.13 a peer that exited"),
+    "cuda": ("a CUDA call inside NCCL failed (ncclUnhandledCudaError): most often the GPU "
+             "out of memory, GPU peer-to-peer that the machine does not support "
+             "(NCCL_P2P_DISABLE=1 tests it), or a driver / Fabric Manager problem"),
+    "internal": ("an internal check of NCCL failed (ncclInternalError): most often a "
+                 "connection to a peer lost, an interface filter (NCCL_SOCKET_IFNAME) that "
+                 "matches no interface, or ranks on different NCCL versions"),
+    "usage": ("NCCL rejected how it was called (ncclInvalidUsage): most often two ranks on "
+              "one GPU (set_device(LOCAL_RANK)), or an NCCL_* variable that leaves it no "
+              "algorithm"),
+    "argument": ("NCCL rejected an argument (ncclInvalidArgument): a tensor on the wrong "
+                 "device or of an unsupported type, or an NCCL_* variable with a bad value"),
+}
+RESULT_FIX = ("rerun with NCCL_DEBUG=WARN (NCCL_DEBUG=INFO for the back trace): NCCL's WARN "
+              "line (torch also quotes it after 'Last error:') names the failing call; "
+              "ddpcheck run --stages node,collectives measures /dev/shm, the interfaces and "
+              "NCCL on the same nodes")
+RESULT_LINE = re.compile(
+    r"(?:NCCL (?:error|failure)|nccl\w+ failed|ncclCommInit\w*\(?.*failed)[^\n]*?(?P<res>"
+    + "|".join(f"(?P<{k}>{v})" for k, v in RESULT_WORDS.items()) + ")"
+    r"|^\W*(?P<detail>nccl(?:SystemError|UnhandledCudaError|InternalError|InvalidUsage|"
+    r"InvalidArgument)): ")
+
+
+def combine(hits: Sequence[Hit]) -> Problem | None:
+    """One nccl-error for NCCL's back trace and result strings (and any other nccl-error
+    line of the log, which the engine groups with them), with what they point at. None
+    when the log shows only teardown frames."""
+    hits = sorted(hits, key=lambda h: h.record.order)
+    frames = [h for h in hits if _is(h, TRACE_LINE)
+              and (h.match["file"], h.match["ret"]) not in TEARDOWN]
+    results = [h for h in hits if _is(h, RESULT_LINE)]
+    others = [h for h in hits if not _is(h, TRACE_LINE) and not _is(h, RESULT_LINE)]
+    shown = sorted([*frames, *results, *others], key=lambda h: h.record.order)
+    if not shown:
+        return None
+    kinds: list[str] = []
+    for h in results:
+        m = h.match
+        kind = next((k for k in RESULT_WORDS if m[k]), None) or _detail_kind(m["detail"] or "")
+        if kind and kind not in kinds:
+            kinds.append(kind)
+    causes = [h.pattern.cause for h in others[:1] if h.pattern.cause]
+    causes += [_trace(frames)] if frames else []
+    causes += [RESULT_LIKELY[k] for k in kinds]
+    fix = TRACE_FIX if frames and not results else RESULT_FIX
+    return NCCL_ERROR.problem(observed_lines(shown), cause="; ".join(causes) or "",
+                              fix=fix, **where(shown))
+
+
+def _detail_kind(detail: str) -> str | None:
+    return {"ncclSystemError": "system", "ncclUnhandledCudaError": "cuda",
+            "ncclInternalError": "internal", "ncclInvalidUsage": "usage",
+            "ncclInvalidArgument": "argument"}.get(detail)
+
+
+PATTERNS = [
+    pattern(NCCL_ERROR, TRACE, COLL, combine=combine, grade=SYMPTOM),
+    pattern(NCCL_ERROR, RESULT_LINE.pattern, COLL, combine=combine, grade=SYMPTOM),
+]
+
+
+# The interface NCCL's bootstrap uses: bootstrap.cc "Bootstrap : Using ib0:10.1.2.3<0>" (2.4
+# printed a list "Using [0]eth0:...<0> [1]docker0:...<0>"), and net_ib.cc's "NET/IB : Using
+# [0]mlx5_0:1/IB ... ; OOB ibp75s0:192.168.0.103<0>" (the same interface, for IB's
+# out-of-band exchange). misc/socket.cc ncclFindInterfaces picks it when
+# NCCL_SOCKET_IFNAME is unset: ib* (IPoIB) first, then anything but docker*/lo, then docker*.
+BOOTSTRAP_IF = re.compile(r"(?:Bootstrap : Using|; OOB) (?:\[0\])?(?P<ifname>[\w.-]+):"
+                          r"(?P<addr>[^<\s]+)<")
+# Interfaces that often carry no route to the other nodes: IPoIB without IP routing between
+# the nodes, container bridges and veths, link-local addresses.
+UNROUTED_IF = re.compile(r"^(?:ib|docker|br-|veth|virbr)")
+UNROUTED_ADDR = re.compile(r"^(?:169\.254\.|fe80:)")
+IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME(?: set (?:by environment )?to|=)")
+
+
+def bootstrap_interface(found: Sequence[Explained],
+                        records: Sequence[Record]) -> list[Explained]:
+    """NCCL's bootstrap failing with a system error (a trace through bootstrap.cc, "-> 2") and
+    nothing else in the log, on an interface NCCL picked itself that often has no route to
+    the other nodes: likely that interface (nccl-wrong-interface), as a hint.
+
+    Why a hint: NCCL 2.18's socketPollConnect returns ncclSystemError without a WARN when
+    the connect ends in an errno other than ECONNREFUSED/ETIMEDOUT (EHOSTUNREACH,
+    ENETUNREACH): no route to the root's address, which a firewall that rejects with
+    icmp-host-prohibited also gives; NCCL's maintainers answer such bootstrap failures with
+    NCCL_SOCKET_IFNAME (the bootstrap uses TCP sockets only, NVIDIA/nccl#1000)."""
+    found = list(found)
+    if len(found) != 1 or found[0].problem.code != NCCL_ERROR.code or any(
+            IFNAME_SET.search(r.text) for r in records):
+        return found
+    boot = [r for r in records if (m := TRACE_LINE.search(r.text))
+            and FILES.get(m["file"]) == "bootstrap" and m["ret"] == "2"]
+    picked = next((r for r in records if (m := BOOTSTRAP_IF.search(r.text))
+                   and (UNROUTED_IF.match(m["ifname"]) or UNROUTED_ADDR.match(m["addr"]))),
+                  None)
+    if not boot or picked is None or not (m := BOOTSTRAP_IF.search(picked.text)):
+        return found
+    e = found[0]
+    problem = NCCL_WRONG_INTERFACE.problem(
+        f"{e.problem.observed} | {picked.text.strip()[:200]}", ranks=e.problem.ranks,
+        hosts=e.problem.hosts,
+        cause=f"NCCL's bootstrap failed to connect (a system error, no WARN: most often no "
+              f"route to the root rank's address) over {m['ifname']} ({m['addr']}), the "
+              "interface NCCL picked itself with NCCL_SOCKET_IFNAME unset (it prefers ib* "
+              "IPoIB interfaces, then any but docker/lo), which often has no route between "
+              "the nodes; a firewall rejecting NCCL's ports looks the same",
+        fix="set NCCL_SOCKET_IFNAME to the NIC the nodes reach each other on (ip -4 addr; "
+            "e.g. NCCL_SOCKET_IFNAME=eth0) on every node; if it persists, allow TCP between "
+            "the nodes on all ports")
+    where_seen = f"{picked.source}:{picked.lineno}"
+    return [replace(e, problem=problem, grade=HINT, root=True,
+                    evidence=(*e.evidence, where_seen)[:5])]
+
+
+# torch's NCCL error (ProcessGroupNCCL getNcclErrorDetailStr) quotes NCCL's last WARN after
+# "Last error:", on the next line (torch >= 2.0) or the same one: the exception is torch's
+# summary of that WARN, not a failure before it.
+LAST_ERROR = re.compile(r"^\s*Last error:")
+TAIL_LINES = 3  # the quoted WARN follows within a few lines (interleaved ranks, a blank)
+
+
+def quoted_tail(found: Sequence[Explained], records: Sequence[Record]) -> list[Explained]:
+    """nccl-error read from torch's or NCCL's result string becomes the consequence of the
+    problem read in its "Last error:" tail (a hint there would otherwise give way to it)."""
+    tails: dict[str, list[int]] = {}
+    for r in records:
+        if LAST_ERROR.match(r.text):
+            tails.setdefault(r.source, []).append(r.lineno)
+    if not tails:
+        return list(found)
+
+    def in_tail(rec: Record) -> bool:
+        return any(0 <= rec.lineno - n <= TAIL_LINES for n in tails.get(rec.source, ()))
+
+    quoted = [e for e in found if e.problem.code != NCCL_ERROR.code
+              and not e.problem.consequence_of and in_tail(e.first)]
+    out = []
+    for e in found:
+        q = next((q for q in quoted if q.first.source == e.first.source
+                  and e.first.lineno < q.first.lineno), None)
+        if q is not None and e.problem.code == NCCL_ERROR.code and not e.problem.consequence_of:
+            e = replace(e, problem=e.problem.where(consequence_of=q.problem.code))
+        out.append(e)
+    return out
+
+
+# NCCL misc/socket.cc: the address it was given has no known family. With
+# NCCL_SOCKET_IFNAME set (NCCL INFO "NCCL_SOCKET_IFNAME set by environment to X") that is the
+# interface; without it, a peer's bootstrap bytes read as an address (ranks on different
+# NCCL versions) fit as well: the line alone cannot tell. With the variable set and NCCL
+# showing the interface it found (bootstrap.cc "Bootstrap : Using eth0:10.0.0.1<0>",
+# net_socket.cc "NET/Socket : Using [0]eth0:..."), the variable named a usable interface and
+# the version reading is left: not the interface either.
+ODD_FAMILY = "is neither AF_INET"
+IF_FOUND = re.compile(r"(?:Bootstrap|NET/Socket) : Using (?:\[\d+\])?[\w.-]+:[^<\s]+<")
+
+
+def odd_family(found: list[Explained], ifname_set: bool,
+               records: Sequence[Record]) -> list[Explained]:
+    """The odd family is the variable only when it is set and the same file does not show
+    NCCL finding an interface (another node's or job's log beside it does not count)."""
+    found_in = {r.source for r in records if IF_FOUND.search(r.text)}
+    return [e if ifname_set and e.first.source not in found_in else _hedged_family(e)
+            for e in found]
+
+
+def _hedged_family(e: Explained) -> Explained:
+    if e.problem.code != BAD_SOCKET_IFNAME.code or ODD_FAMILY not in e.problem.observed:
+        return e
+    return replace(e, problem=NCCL_ERROR.problem(
+        e.problem.observed, ranks=e.problem.ranks, hosts=e.problem.hosts,
+        cause="NCCL got an address of no known family: NCCL_SOCKET_IFNAME naming no usable "
+              "interface (NVIDIA/nccl#1837), or ranks running different NCCL versions (a "
+              "peer's bootstrap message read as an address); the log does not say which",
+        fix="compare the NCCL version of every node (the 'NCCL version' line, pip list | grep "
+            "nccl) and install the same one everywhere; check that NCCL_SOCKET_IFNAME, if set, "
+            "names an interface of every node (ip -4 addr)"))
+
+
+# NCCL's connection lines (transport.cc / net.cc, NCCL_DEBUG=INFO): "Channel 00/0 : 0[0] ->
+# 1[1] via P2P/IPC", "... via SHM/direct/direct", "Channel 00/0 : 1[0] -> 0[0] [receive] via
+# NET/IB/0" (2.4: "Ring 00 : 0 -> 1 [send] via NET/Socket/0"). Only NET (and CollNet)
+# connections cross nodes over the socket or IB interfaces.
+CHANNEL = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via (?P<via>\w+)")
+# The interface list as net_socket.cc prints it, on one line or one interface a line.
+LISTING = re.compile(r"NET/Socket : Using|^\s*\[\d+\](?:br-|veth|docker|virbr)")
+
+
+def one_node_interfaces(found: Sequence[Explained],
+                        records: Sequence[Record]) -> list[Explained]:
+    """An interface list (NCCL INFO "NET/Socket : Using [1]docker0:...") names no cause when
+    NCCL's own connection lines show every peer reached inside the node (P2P, SHM): the
+    interfaces carry no collective traffic there, and the bootstrap works over any local one."""
+    vias: dict[str, set[str]] = {}  # per file: another job's or node's log is not this one
+    for r in records:
+        if m := CHANNEL.search(r.text):
+            vias.setdefault(r.source, set()).add(m["via"])
+
+    def inside(e: Explained) -> bool:
+        seen = vias.get(e.first.source, set())
+        return bool(seen) and not seen & {"NET", "COLLNET", "CollNet"}
+
+    return [e for e in found if not (e.problem.code == NCCL_WRONG_INTERFACE.code
+                                     and LISTING.search(e.first.text) and inside(e))]
