@@ -24,7 +24,9 @@ from ddpcheck.explain.reader import Record
 from ddpcheck.node.gpustate import CUDA_UNUSABLE, GPU_LOST
 
 PATTERNS = [
-    pattern(INVALID_DEVICE_ORDINAL, r"invalid device ordinal",
+    # cudaErrorInvalidDevice's string; wrappers re-print it in their own case ("CUDA Invalid
+    # device ordinal in trainer.py:195", Ultralytics)
+    pattern(INVALID_DEVICE_ORDINAL, r"(?i)invalid device ordinal",
             "ddpcheck run --stages node,placement --nproc-per-node N"),
     # Xid codes: NVIDIA's "XID Errors" table (48 DBE, 63/64 row remapping, 94/95 contained /
     # uncontained ECC; 79 fallen off the bus), as the kernel log prints them.
@@ -61,14 +63,20 @@ PATTERNS = [
                 "--index-url https://download.pytorch.org/whl/cuXYZ); torch.cuda."
                 "get_arch_list() lists what the build supports"),
     # cudaErrorDevicesUnavailable (46): CUDA >= 10 "CUDA-capable device(s) is/are busy or
-    # unavailable", CUDA <= 9.2 "all CUDA-capable devices are busy or unavailable"
+    # unavailable", CUDA <= 9.2 "all CUDA-capable devices are busy or unavailable". CUDA's
+    # docs: busy "due to use of cudaComputeModeProhibited, cudaComputeModeExclusiveProcess, or
+    # when long running CUDA kernels have filled up the GPU". The other process may be another
+    # job's, a stuck one, or a second rank of this job on the same GPU (duplicate-device): the
+    # line does not say whose, so it is a symptom.
     pattern(CUDA_UNUSABLE, r"CUDA-capable device\(s\) is/are busy or unavailable|"
             r"all CUDA-capable devices are busy or unavailable",
-            "ddpcheck run --stages node",
-            cause="the GPU is in exclusive-process compute mode and already used by another "
-                  "process, or held by a stuck process (nvidia-smi shows which)",
-            fix="stop the other process on that GPU, or set the compute mode to default "
-                "(nvidia-smi -c 0); give each rank its own GPU (LOCAL_RANK)"),
+            "ddpcheck run --stages node,placement (GPU per rank, and processes on each GPU)",
+            cause="the GPU is in exclusive-process compute mode and another process holds it: "
+                  "a second rank of this job on the same GPU (LOCAL_RANK not used for the "
+                  "device), another job's process, or a stuck one (nvidia-smi shows which)",
+            fix="give each rank its own GPU (torch.cuda.set_device(LOCAL_RANK)); stop the "
+                "other process on that GPU, or set the compute mode to default "
+                "(nvidia-smi -c 0)", grade="symptom"),
     # The driver itself: cudaErrorSystemDriverMismatch (803) "system has unsupported display
     # driver / cuda driver combination", cudaErrorCompatNotSupportedOnDevice (804) "forward
     # compatibility was attempted on non supported HW"; torch/cuda/__init__.py _lazy_init

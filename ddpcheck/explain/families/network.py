@@ -42,7 +42,14 @@ PATTERNS = [
     # (ProcessGroupGloo.cpp createDefaultDevice): the host name resolves to nothing usable.
     pattern(HOSTNAME_LOOPBACK,
             r"Unable to resolve hostname to a \(local\) address\. Using the loopback|"
-            r"Connection refused, remote=\[127\.0\.[01]\.1\]", HOSTS),
+            r"Connection refused, remote=\[127\.0\.1\.1\]", HOSTS),
+    # A refused connection to 127.0.0.1 is also every single-node job whose store host
+    # (rank 0, the agent) had exited or not yet started (MASTER_ADDR=localhost): a symptom.
+    pattern(HOSTNAME_LOOPBACK, r"Connection refused, remote=\[127\.0\.0\.1\]", HOSTS,
+            grade="symptom",
+            cause="a connection to 127.0.0.1 was refused: a node that advertised its loopback "
+                  "address (its host name resolves to 127.0.0.1), or, on one node, a store "
+                  "host (rank 0, the agent) that had exited or not started yet"),
     # 127.0.1.1 is the address Debian/Ubuntu's /etc/hosts gives the machine's own name: a
     # gloo pair (gloo/transport/tcp/pair.cc "Connection closed by peer [127.0.1.1]:port",
     # "Read error [127.0.1.1]:port: ...", "Connect timeout [127.0.1.1]:port", "connect
@@ -98,7 +105,10 @@ PATTERNS = [
             r"failed to bind to (?P<addr>\S+) \(errno: 13 - Permission denied", RDZV,
             cause="ports below 1024 are privileged: only root may listen on {addr}",
             fix="pick a port >= 1024 for --master-port / --rdzv-endpoint (e.g. 29500)"),
-    pattern(BAD_SOCKET_IFNAME, r"Unable to find address for: ?(?P<iface>\S+)", IFACE,
+    # gloo device.cc: "ifa != nullptr. Unable to find address for: eth9" is the interface
+    # lookup; "rp != nullptr. ..." the host-name lookup (HOSTNAME_UNRESOLVABLE above)
+    pattern(BAD_SOCKET_IFNAME, r"(?<!rp != nullptr\. )Unable to find address for: ?(?P<iface>\S+)",
+            IFACE,
             cause="GLOO_SOCKET_IFNAME names {iface}, which is not an interface with an IPv4 "
                   "address on this node (gloo takes plain interface names, not NCCL's ^lo "
                   "syntax)",

@@ -61,7 +61,8 @@ PATTERNS = [
     pattern(SLURM_JOB_REJECTED,
             r"(?:sbatch|salloc|srun): error: (?:Batch job submission failed|"
             r"Job submit/allocate failed|Unable to allocate resources): (?P<why>.+)$|"
-            r"Invalid generic resource \(gres\) specification",
+            # (a step's gres error is srun's step rejection above, not the job's)
+            r"^(?!.*Unable to create step).*Invalid generic resource \(gres\) specification",
             "sinfo -o '%P %c %m %G' (what the partition's nodes offer)"),
 ]
 
