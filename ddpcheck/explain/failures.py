@@ -44,7 +44,11 @@ Sources of the words, by producer:
   workers still alive when it shuts down after a failure or a signal); "Watchdog caught
   collective operation timeout" (ProcessGroupNCCL.cpp); "Detected mismatch between
   collectives on ranks" (ProcessGroupWrapper.cpp); launchers' "return code = 1"
-  (DeepSpeed's launcher) and "non-zero exit";
+  (DeepSpeed's launcher) and "non-zero exit"; messages whose exception name a wrapper may
+  drop: "No CUDA GPUs are available" (torch/cuda/__init__.py), "Default process group has
+  not been initialized" (distributed_c10d.py), "Parameter indices which did not receive
+  grad" (reducer.cpp), Accelerate's "another process is utilizing it" (its port check),
+  NCCL's "Duplicate GPU detected" (init.cc);
 - NCCL: "NCCL WARN", ``nccl*Error``, the result strings without the word "error" ("invalid
   usage", "remote process exited or there was a network error": ncclGetErrorString). Its
   "INFO file.cc:N -> R" trace is no failure line of its own: a job that ends well prints it
@@ -95,6 +99,8 @@ WORDS = re.compile(
     r"exit status:? -?[1-9]|non-zero exit|death signal|closing signal|Signal \d+ \(SIG|"
     r"enforce fail|timeout caused pair closure|Watchdog caught|"
     r"Detected mismatch between collectives|return ?code\s*[:=]?\s*-?[1-9]|"
+    r"No CUDA GPUs are available|process group has not been initialized|"
+    r"Duplicate GPU detected|did not receive grad|another process is utilizing it|"
     # Slurm, the kernel, shells
     r"CANCELLED AT|DUE TO (?:TIME LIMIT|NODE FAILURE|PREEMPTION)|Job step aborted|"
     r"forcing job termination|oom[-_]kill|segfault at|general protection|NVRM: Xid|"
