@@ -106,3 +106,13 @@ def test_a_workers_sigbus_is_a_hint_that_a_cause_beside_it_outranks():
     e = explain_texts([("job.log", "ERROR: Unexpected bus error encountered in worker. This "
                         "might be caused by insufficient shared memory (shm)\n")])
     assert e.found[0].grade == "cause"
+
+
+def test_a_batch_script_without_srun_explains_waits_not_the_scripts_own_exception():
+    script = ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=4", "python train.py")
+    crash = ("Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+             "KeyError: 'labels'")
+    assert first_cause(*script, *crash) == "unexplained"
+    # near miss: the wait for the peers that were never started
+    assert first_cause(*script, "torch.distributed.elastic.rendezvous.api."
+                       "RendezvousTimeoutError") == "slurm-without-srun"
