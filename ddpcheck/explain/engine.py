@@ -193,8 +193,9 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     quoted = [f"{r.source}:{r.lineno}: {r.text.strip()[:200]}"
               for _, r in firsts[:QUOTED_ERRORS]]
     unclaimed = [_unclaimed(c) for c in tracebacks.unclaimed(records, patterns)]
-    return Explanation(order(found, unclaimed, first_failed_rank(records)), sources, notes,
-                       quoted)
+    unread = [_unread(r) for r in failures.unread(errors, patterns)]
+    return Explanation(order(found, unclaimed, first_failed_rank(records), unread), sources,
+                       notes, quoted)
 
 
 def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:
@@ -246,6 +247,14 @@ def _unclaimed(crash: tracebacks.Crash) -> Explained:
     problem = codes.UNEXPLAINED.problem(
         f"an exception no rule explains: {crash.exception[:200]}"
         + (f" (user code: {crash.user_frame})" if crash.user_frame else ""),
+        ranks=(r.rank,) if r.rank is not None else (), hosts=(r.host,) if r.host else ())
+    return Explained(problem, r, True, codes.UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), HINT)
+
+
+def _unread(r: Record) -> Explained:
+    """A failure line no pattern reads, as a candidate a hint must not hide."""
+    problem = codes.UNEXPLAINED.problem(
+        f"a failure line no rule reads: {r.text.strip()[:200]}",
         ranks=(r.rank,) if r.rank is not None else (), hosts=(r.host,) if r.host else ())
     return Explained(problem, r, True, codes.UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), HINT)
 

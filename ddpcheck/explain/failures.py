@@ -71,7 +71,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ddpcheck.explain import tracebacks
 from ddpcheck.explain.reader import Record
+from ddpcheck.explain.tracebacks import Matcher
 
 WORDS = re.compile(
     r"Error\b|Exception|Traceback|FAILED|\bfailed\b|\bfailure\b|NCCL WARN|fatal|Killed|"
@@ -147,6 +149,34 @@ def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) ->
         if is_failure(r.text) and not not_an_error.search(r.text):
             out.append(r)
     return out
+
+
+# What launchers print of any worker's end, whatever ended it: torchrun (elastic
+# multiprocessing/api.py "Sending process N closing signal SIGTERM", "failed (exitcode: -9)",
+# the ChildFailedError summary's fields; agent "Received 15 death signal"), DeepSpeed's
+# launch.py sigkill_handler ("Killing subprocess N", "[...] exits with return code = -9"),
+# torch.multiprocessing.spawn ("process 1 terminated with signal SIGKILL"), srun ("task 3:
+# Exited with exit code 1", "Job step aborted", "forcing job termination"), mpirun ("exited
+# on signal 9"). They say a process ended, not why: no failure of their own.
+TEARDOWN = re.compile(r"closing signal|death signal|exitcode|exit ?code|return ?code|"
+                      r"sigkill_handler|Killing subprocess|terminated with (?:signal|exit)|"
+                      r"Signal \d+ \(SIG|Root Cause|^\s*Failures:|error_file|"
+                      r"Job step aborted|forcing job termination|exited on signal|"
+                      r"non-zero exit", re.IGNORECASE)
+
+
+def unread(errors: Sequence[Record], patterns: Sequence[Matcher]) -> list[Record]:
+    """Failure lines that no pattern reads and that are no part of a traceback or a wrapper
+    (the exception itself is ``tracebacks.unclaimed``'s): the first of each stream."""
+    out: dict[tuple[str, int | None], Record] = {}
+    for r in errors:
+        if ((r.source, r.rank) in out or TRACEBACK_START.search(r.text) or FRAME.match(r.text)
+                or EXCEPTION_LINE.match(r.text) or tracebacks.BARE.match(r.text)
+                or tracebacks.WRAPPER.search(r.text) or TEARDOWN.search(r.text)
+                or any(p.regex.search(r.text) for p in patterns)):
+            continue
+        out[(r.source, r.rank)] = r
+    return list(out.values())
 
 
 # tqdm's bar (tqdm/std.py format_meter: "{desc}: {percentage:3.0f}%|{bar}| {n}/{total}"), as

@@ -128,3 +128,15 @@ def test_no_failure_found_says_how_to_catch_a_hang():
     for hint in ("NCCL_DEBUG=INFO", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE",
                  "TORCH_NCCL_DUMP_ON_TIMEOUT=1", "py-spy dump"):
         assert hint in verdict, hint
+
+
+def test_a_hint_gives_way_to_an_earlier_failure_line_no_rule_reads():
+    e = explain_texts([("job.log", "[E custom_op.cpp:12] kernel launch returned 7\nKilled\n")])
+    assert e.problems[0].code == "root-cause-ambiguous" and e.undetermined
+    assert "no rule reads" in e.problems[0].cause
+    # near miss: the launcher's teardown lines say a worker ended, not why
+    e = explain_texts([("job.log", "WARNING:torch.distributed.elastic.multiprocessing.api:"
+                        "Sending process 9 closing signal SIGTERM\nERROR:torch.distributed."
+                        "elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 "
+                        "(pid: 5) of binary: python\n")])
+    assert e.problems[0].code == "host-out-of-memory"
