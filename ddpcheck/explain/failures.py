@@ -81,8 +81,9 @@ WORDS = re.compile(
     # CUDA runtime error strings
     r"invalid device (?:ordinal|function)|out of memory|illegal (?:memory access|instruction)|"
     r"device-side assert|misaligned address|launch timed out|too many resources requested|"
-    r"no kernel image is available|CUDA-capable device|driver version is insufficient|"
-    r"peer access is not supported|not yet initialized|\bunknown error\b|"
+    r"no kernel image is available|driver version is insufficient|"
+    r"CUDA-capable device(?:\(s\) is/are busy| is detected|s are busy)|"
+    r"peer access is not supported|system not yet initialized|\bunknown error\b|"
     r"operation not supported|CUDA kernel errors might be asynchronously reported|"
     r"consider passing CUDA_LAUNCH_BLOCKING|CU(?:BLAS|DNN|SPARSE|FFT|SOLVER)_STATUS_(?!SUCCESS)|"
     r"GPU crash dump|"

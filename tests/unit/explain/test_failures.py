@@ -140,3 +140,11 @@ def test_a_hint_gives_way_to_an_earlier_failure_line_no_rule_reads():
                         "elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 "
                         "(pid: 5) of binary: python\n")])
     assert e.problems[0].code == "host-out-of-memory"
+
+
+def test_device_query_and_init_prose_are_no_failure():
+    for line in ["Detected 2 CUDA Capable device(s)", "Found 8 CUDA-capable devices",
+                 "wandb: run not yet initialized, starting"]:
+        assert not is_failure(line), line
+    assert is_failure("RuntimeError: CUDA error: no CUDA-capable device is detected")
+    assert is_failure("cudaErrorSystemNotReady: system not yet initialized")
