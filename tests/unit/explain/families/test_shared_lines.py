@@ -116,3 +116,15 @@ def test_a_batch_script_without_srun_explains_waits_not_the_scripts_own_exceptio
     # near miss: the wait for the peers that were never started
     assert first_cause(*script, "torch.distributed.elastic.rendezvous.api."
                        "RendezvousTimeoutError") == "slurm-without-srun"
+
+
+def test_the_agents_exit_line_cut_short_is_a_hint_as_the_whole_line_is():
+    cut = "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank"
+    whole = cut + ": 3 (pid: 5343) of binary: python"
+    for line in (cut, whole):
+        e = explain_texts([("job.log", line + "\n")])
+        assert e.found[0].grade == "hint" and e.problems[0].code == "host-out-of-memory"
+    # so a line that names its cause, printed after it, still comes first
+    assert first_cause(cut, "RuntimeError: CUDA error: an illegal memory access was "
+                       "encountered", "CUDA kernel errors might be asynchronously reported") \
+        != "host-out-of-memory"
