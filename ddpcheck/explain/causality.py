@@ -77,8 +77,7 @@ LEADS_TO = {
 # printed before such symptoms, in one stream, is their cause; before any other failure it
 # stays a hint (the job may have gone on and failed for another reason).
 WARNED_LEADS_TO = {
-    "hostname-loopback": frozenset({"peer-unreachable", "endpoint-unreachable",
-                                    "endpoint-refused", "collective-timeout"}),
+    "hostname-loopback": frozenset({"peer-unreachable", "collective-timeout"}),
     "nccl-wrong-interface": frozenset({"peer-unreachable", "endpoint-unreachable",
                                        "collective-timeout"}),
 }

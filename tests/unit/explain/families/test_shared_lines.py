@@ -127,3 +127,21 @@ def test_the_agents_exit_line_cut_short_is_a_hint_as_the_whole_line_is():
     # so a failure printed before it that no rule reads leaves the root cause open
     assert first_cause("RuntimeError: CUDA error: an illegal memory access was encountered",
                        cut) == "root-cause-ambiguous"
+
+
+LOOPBACK_WARNING = ("[W ProcessGroupGloo.cpp:694] Warning: Unable to resolve hostname to a "
+                    "(local) address. Using the loopback address as fallback. Manually set the "
+                    "network interface to bind to with GLOO_SOCKET_IFNAME.")
+
+
+def test_gloos_loopback_fallback_explains_gloo_pairs_not_the_store_connection():
+    # createDefaultDevice runs when ProcessGroupGloo is built, after the store connected:
+    # the store's address is MASTER_ADDR, which the fallback does not touch
+    code, open_ = verdict(LOOPBACK_WARNING, "torch.distributed.DistNetworkError: The client "
+                          "socket has failed to connect to [master-0]:29500 (errno: 111 - "
+                          "Connection refused).")
+    assert code != "hostname-loopback" and open_
+    # near miss: gloo's own pair connection after the fallback is its consequence
+    assert first_cause(LOOPBACK_WARNING, "RuntimeError: Gloo connectFullMesh failed with "
+                       "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error") == \
+        "hostname-loopback"
