@@ -73,13 +73,14 @@ LEADS_TO = {
 # "Unable to resolve hostname to a (local) address. Using the loopback address as fallback"
 # (ProcessGroupGloo.cpp) makes this node advertise 127.x, so its peers' connections are
 # refused, closed or time out; NCCL_SOCKET_IFNAME left to a docker or loopback interface
-# (NCCL INFO "NET/Socket : Using [0]docker0") does the same to NCCL's connections. A warning
+# (NCCL INFO "NET/Socket : Using [0]docker0") does the same to NCCL's connections. Neither
+# touches c10d's store connection (to MASTER_ADDR, made before either is set up): a refused
+# or timed-out store connection is no consequence of theirs. A warning
 # printed before such symptoms, in one stream, is their cause; before any other failure it
 # stays a hint (the job may have gone on and failed for another reason).
 WARNED_LEADS_TO = {
     "hostname-loopback": frozenset({"peer-unreachable", "collective-timeout"}),
-    "nccl-wrong-interface": frozenset({"peer-unreachable", "endpoint-unreachable",
-                                       "collective-timeout"}),
+    "nccl-wrong-interface": frozenset({"peer-unreachable", "collective-timeout"}),
 }
 # Causes read from a report that torch prints after the symptom it analyses: the desync
 # report of TORCH_NCCL_DESYNC_DEBUG (TraceUtils.h, "ranks [1, 3] are the lagging ranks that

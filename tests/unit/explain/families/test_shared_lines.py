@@ -145,3 +145,10 @@ def test_gloos_loopback_fallback_explains_gloo_pairs_not_the_store_connection():
     assert first_cause(LOOPBACK_WARNING, "RuntimeError: Gloo connectFullMesh failed with "
                        "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error") == \
         "hostname-loopback"
+
+
+def test_ncclss_interface_choice_does_not_explain_a_store_timeout():
+    docker = "h:1:1 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0>"
+    code, open_ = verdict(docker, "torch.distributed.DistNetworkError: The client socket has "
+                          "timed out after 60s while trying to connect to (master-0, 29500).")
+    assert code != "nccl-wrong-interface" and open_
