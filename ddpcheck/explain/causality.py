@@ -73,14 +73,14 @@ LEADS_TO = {
 # "Unable to resolve hostname to a (local) address. Using the loopback address as fallback"
 # (ProcessGroupGloo.cpp) makes this node advertise 127.x, so its peers' connections are
 # refused, closed or time out; NCCL_SOCKET_IFNAME left to a docker or loopback interface
-# (NCCL INFO "NET/Socket : Using [0]docker0") does the same to NCCL's connections. A warning
+# (NCCL INFO "NET/Socket : Using [0]docker0") does the same to NCCL's connections. Neither
+# touches c10d's store connection (to MASTER_ADDR, made before either is set up): a refused
+# or timed-out store connection is no consequence of theirs. A warning
 # printed before such symptoms, in one stream, is their cause; before any other failure it
 # stays a hint (the job may have gone on and failed for another reason).
 WARNED_LEADS_TO = {
-    "hostname-loopback": frozenset({"peer-unreachable", "endpoint-unreachable",
-                                    "endpoint-refused", "collective-timeout"}),
-    "nccl-wrong-interface": frozenset({"peer-unreachable", "endpoint-unreachable",
-                                       "collective-timeout"}),
+    "hostname-loopback": frozenset({"peer-unreachable", "collective-timeout"}),
+    "nccl-wrong-interface": frozenset({"peer-unreachable", "collective-timeout"}),
 }
 # Causes read from a report that torch prints after the symptom it analyses: the desync
 # report of TORCH_NCCL_DESYNC_DEBUG (TraceUtils.h, "ranks [1, 3] are the lagging ranks that
@@ -107,6 +107,9 @@ NOT_FIRST_RANK = ("torchrun's Root Cause block names rank {rank} as the first fa
                   "{hint} on other ranks rests on a hint (a SIGKILL there is most often "
                   "torchrun's teardown after rank {rank} failed): look at rank {rank}'s own "
                   "lines")
+UNREAD_FIRST = ("a failure line that no rule reads was printed before {hint}, or where the log "
+                "does not order them, and {hint} rests on a hint: that line may be the first "
+                "failure")
 UNCLAIMED_FIRST = ("an exception that no rule explains was printed before {hint}, or where "
                    "the log does not order them: that exception may be the first failure and "
                    "{hint} its consequence")
@@ -149,11 +152,14 @@ def before(a: Record, b: Record) -> bool | None:
 
 
 def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
-          first_rank: int | None = None) -> list[Explained]:
+          first_rank: int | None = None,
+          unread: Sequence[Explained] = ()) -> list[Explained]:
     """The root first, then the rest as its consequences; an ambiguity first when the log
     shows candidates of one grade that it does not order, or a hint that an exception no
     pattern explains may have preceded (``unclaimed``: the first failure may be that one).
-    ``first_rank`` is the rank torchrun's "Root Cause (first observed failure)" names."""
+    ``first_rank`` is the rank torchrun's "Root Cause (first observed failure)" names;
+    ``unread`` the failure lines no pattern read (not exceptions): a hint gives way to them
+    when they came first or the log does not order them."""
     if not found:
         return []
     best = min(tier(e) for e in found)
@@ -184,6 +190,10 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
             and first_rank not in hint.problem.ranks):
         return _ambiguous([hint], [e for e in found if e is not hint], NOT_FIRST_RANK.format(
             hint=hint.problem.code, rank=first_rank))
+    if best == 1 and (earlier := [u for u in unread
+                                  if before(hint.first, u.first) is not True]):
+        return _ambiguous([earlier[0], *top], [e for e in found if e not in top],
+                          UNREAD_FIRST.format(hint=hint.problem.code))
     if best == 1:  # a hint is no root when another failure's symptom may have come first;
         # a warning none when the log shows another failure at all (it warned, the job went on)
         failures = (2, 3, 4) if hint.grade == WARNING else (3, 4)

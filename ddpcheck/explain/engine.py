@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
-from ddpcheck.explain import codes, tracebacks
+from ddpcheck.explain import codes, failures, tracebacks
 from ddpcheck.explain.causality import (
     HINT,
     SYMPTOM,
@@ -33,10 +33,9 @@ from ddpcheck.explain.matching import Hit, Pattern, default_combine
 from ddpcheck.explain.reader import Record, first_failed_rank, read_text
 from ddpcheck.report.text import render_problem
 
-# Lines that show something failed, quoted when no pattern explains the log.
-ERROR_LINE = re.compile(r"Error\b|Exception|Traceback|FAILED|\bfailed\b|(?:CUDA|NCCL) failure|"
-                        r"NCCL WARN|fatal|Killed|"
-                        r"Segmentation fault|core dumped|Aborted", re.IGNORECASE)
+# Lines that show something failed, quoted when no pattern explains the log: the producers'
+# words, listed with their sources in ``failures``.
+ERROR_LINE = re.compile(failures.WORDS.pattern, re.IGNORECASE)
 # Lines that say something failed in words but report no failure: warnings (torch's
 # "[W reducer.cpp:...] Warning:", Python's *Warning), NCCL INFO (a plugin it did not find,
 # a tuner it fell back from), and a rank's progress output.
@@ -46,6 +45,17 @@ NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\b[Ww]arning:|\w+Warning\b|\bNCCL INFO
 # 20:57:27"), a Python warning, NCCL INFO. A pattern that hits only such lines is a hint.
 WARNING_LINE = re.compile(NOT_AN_ERROR.pattern + r"|^\s*W\d{4} \d\d:\d\d:\d\d")
 QUOTED_ERRORS = 3
+# What to do when the log shows no failure but the job did not finish (it hung): a log that
+# stops in mid-run says nothing of where, so turn on what does (docs/explain.md, "Flight
+# Recorder dumps"): torch's Flight Recorder (TORCH_FR_BUFFER_SIZE; before torch 2.7
+# TORCH_NCCL_TRACE_BUFFER_SIZE) dumped by the NCCL watchdog on timeout, NCCL's own log, and
+# the stack of each stuck rank.
+HANG_FIX = ("rerun with NCCL_DEBUG=INFO, TORCH_FR_BUFFER_SIZE=2000 (older torch: "
+            "TORCH_NCCL_TRACE_BUFFER_SIZE=2000), TORCH_NCCL_DUMP_ON_TIMEOUT=1 and "
+            "TORCH_FR_DUMP_TEMP_FILE=/shared/fr/trace_ (then ddpcheck explain /shared/fr/ "
+            "with the logs); while it hangs, py-spy dump --pid PID on each rank shows where "
+            "it waits")
+HANG_NEXT = "ddpcheck explain on the Flight Recorder dumps and every rank's log together"
 MAX_EVIDENCE = 4
 # Signals a rank receives *because* of another failure: the agent's teardown, the watchdog.
 ECHO_SIGNALS = ("SIGTERM", "SIGABRT")
@@ -79,7 +89,9 @@ class Explanation:
     def verdict(self) -> str:
         causes = [e.problem for e in self.found if not e.problem.consequence_of]
         if not causes:
-            return "NO FAILURE FOUND: no error line in " + ", ".join(self.sources)
+            return ("NO FAILURE FOUND: no error line in " + ", ".join(self.sources)
+                    + ". If the job in fact hung or stopped without finishing, its log "
+                    "cannot say where: " + HANG_FIX)
         first = causes[0]
         echoes = len(self.found) - len(causes)
         more = f" (+{echoes} consequence{'s' if echoes != 1 else ''})" if echoes else ""
@@ -169,9 +181,11 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
         sources.extend(t.source for t in traces)
         found.extend(_flight_recorder(traces))
         notes.append(_stuck_note(traces))
-    errors = [r for r in records if ERROR_LINE.search(r.text) and not NOT_AN_ERROR.search(r.text)]
+    errors = failures.failure_records(records, NOT_AN_ERROR)
     if not found and errors:
         found.append(_unexplained(errors, records))
+    elif not found and (stalled := failures.stalled_at_start(records)):
+        found.append(_stalled(stalled))
     found = slurm.refine(found, records)
     # The first failure lines: error words, and the first line of each problem found.
     firsts = sorted({(r.order, r.source, r.lineno): r for r in
@@ -179,8 +193,9 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     quoted = [f"{r.source}:{r.lineno}: {r.text.strip()[:200]}"
               for _, r in firsts[:QUOTED_ERRORS]]
     unclaimed = [_unclaimed(c) for c in tracebacks.unclaimed(records, patterns)]
-    return Explanation(order(found, unclaimed, first_failed_rank(records)), sources, notes,
-                       quoted)
+    unread = [_unread(r) for r in failures.unread(errors, patterns)]
+    return Explanation(order(found, unclaimed, first_failed_rank(records), unread), sources,
+                       notes, quoted)
 
 
 def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:
@@ -236,6 +251,14 @@ def _unclaimed(crash: tracebacks.Crash) -> Explained:
     return Explained(problem, r, True, codes.UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), HINT)
 
 
+def _unread(r: Record) -> Explained:
+    """A failure line no pattern reads, as a candidate a hint must not hide."""
+    problem = codes.UNEXPLAINED.problem(
+        f"a failure line no rule reads: {r.text.strip()[:200]}",
+        ranks=(r.rank,) if r.rank is not None else (), hosts=(r.host,) if r.host else ())
+    return Explained(problem, r, True, codes.UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), HINT)
+
+
 def _evidence(hits: Sequence[Hit]) -> tuple[str, ...]:
     """file:line of the matched lines, earliest first (a few, then how many more)."""
     recs = sorted({(h.record.order, h.record.source, h.record.lineno) for h in hits})
@@ -253,6 +276,17 @@ def _unexplained(errors: list[Record], records: list[Record]) -> Explained:
     return Explained(codes.UNEXPLAINED.problem(f"first error lines: {quoted}", **where),
                      errors[0], True, codes.UNEXPLAINED.fix,
                      tuple(f"{r.source}:{r.lineno}" for r in errors[:QUOTED_ERRORS]))
+
+
+def _stalled(last: Record) -> Explained:
+    """A log whose output ends at a progress bar still at 0: the job stopped at step 0."""
+    problem = codes.UNEXPLAINED.problem(
+        f"the log ends at a progress bar still at 0, with no error line: "
+        f"{last.text.split(chr(13))[-1].strip()[:200]}",
+        cause="the job stopped (hung, or was killed) before its first step finished, and "
+              "printed nothing about why",
+        fix=HANG_FIX)
+    return Explained(problem, last, True, HANG_NEXT, (f"{last.source}:{last.lineno}",))
 
 
 def _own_json(text: str) -> list[Problem] | None:

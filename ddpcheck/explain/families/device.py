@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, CUDA_VISIBLE_DEVICES_INVALID, DUPLICATE_DEVICE
-from ddpcheck.explain.causality import Explained
+from ddpcheck.explain.causality import HINT, Explained
 from ddpcheck.explain.codes import (
     CUDA_OOM,
     FABRIC_MANAGER_NOT_READY,
@@ -24,7 +24,9 @@ from ddpcheck.explain.reader import Record
 from ddpcheck.node.gpustate import CUDA_UNUSABLE, GPU_LOST
 
 PATTERNS = [
-    pattern(INVALID_DEVICE_ORDINAL, r"invalid device ordinal",
+    # cudaErrorInvalidDevice's string; wrappers re-print it in their own case ("CUDA Invalid
+    # device ordinal in trainer.py:195", Ultralytics)
+    pattern(INVALID_DEVICE_ORDINAL, r"(?i)invalid device ordinal",
             "ddpcheck run --stages node,placement --nproc-per-node N"),
     # Xid codes: NVIDIA's "XID Errors" table (48 DBE, 63/64 row remapping, 94/95 contained /
     # uncontained ECC; 79 fallen off the bus), as the kernel log prints them.
@@ -67,7 +69,8 @@ PATTERNS = [
     # distributed job that other process is most often a sibling rank: ranks that all pick
     # cuda:0 (the device taken from no rank, or from the global rank) on a cluster whose GPUs
     # are in exclusive-process mode, the default of many HPC sites. A stray process holding
-    # the GPU prints the same line, so the cause and fix name both.
+    # the GPU prints the same line, so the cause and fix name both, and it is a hint: any
+    # cause-grade line in the log comes first.
     pattern(DUPLICATE_DEVICE, r"CUDA-capable device\(s\) is/are busy or unavailable|"
             r"all CUDA-capable devices are busy or unavailable",
             "ddpcheck run --stages node,placement",
@@ -76,7 +79,8 @@ PATTERNS = [
                   "on cuda:0), else a stuck or foreign process (nvidia-smi shows which)",
             fix="give each rank its own GPU: torch.cuda.set_device(int(os.environ["
                 "'LOCAL_RANK'])) before any CUDA call; or stop the other process on that GPU "
-                "(nvidia-smi), or set the compute mode to default (nvidia-smi -c 0)"),
+                "(nvidia-smi), or set the compute mode to default (nvidia-smi -c 0)",
+            grade=HINT),
     # The driver itself: cudaErrorSystemDriverMismatch (803) "system has unsupported display
     # driver / cuda driver combination", cudaErrorCompatNotSupportedOnDevice (804) "forward
     # compatibility was attempted on non supported HW"; torch/cuda/__init__.py _lazy_init

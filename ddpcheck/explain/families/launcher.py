@@ -127,5 +127,5 @@ PATTERNS = [
     # (api.py prints "failed (exitcode: -9) local_rank: 0 (pid: N) of binary: ..."); the
     # exit code alone names the signal.
     pattern(RANK_KILLED, r"failed \(exitcode: (?P<code>-\d+)\) local_rank(?!: \d+ \(pid)", NEXT,
-            combine=combine_killed),
+            combine=combine_killed, grade="hint"),  # as the whole line: a signal is a hint
 ]

@@ -75,7 +75,7 @@ SHELL_KILLED = [
             r"line \d+: +\d+ Bus error", NODE,
             cause="the shell reports its child ended by SIGBUS: a shared-memory mapping could "
                   "not be backed, i.e. /dev/shm is full or too small (containers default to "
-                  "64 MB)"),
+                  "64 MB)", grade="hint"),  # as workers.py's SIGBUS: other mappings fail alike
     pattern(HOST_OOM, r"(?:^|[\s|\]])[Kk]illed\s*$|line \d+: +\d+ Killed +\S", NODE,
             cause="the shell reports its child Killed (SIGKILL) with no other error: the "
                   "kernel's OOM killer, most often while loading a model or dataset into RAM",

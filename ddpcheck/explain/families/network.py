@@ -42,14 +42,21 @@ PATTERNS = [
     # (ProcessGroupGloo.cpp createDefaultDevice): the host name resolves to nothing usable.
     pattern(HOSTNAME_LOOPBACK,
             r"Unable to resolve hostname to a \(local\) address\. Using the loopback", HOSTS),
-    # A peer at a loopback address: across nodes, a node advertised its host name's loopback
-    # address; within one node loopback is a valid address and a refused or closed
-    # connection there is a peer that exited. The line does not say which job it is: a hint.
-    pattern(HOSTNAME_LOOPBACK, r"Connection refused, remote=\[127\.0\.[01]\.1\]", HOSTS,
+    # A peer at 127.0.1.1: across nodes, a node advertised its host name's loopback address;
+    # within one node 127.0.1.1 is valid and a refused connection there is a peer that exited.
+    # The line does not say which job it is: a hint.
+    pattern(HOSTNAME_LOOPBACK, r"Connection refused, remote=\[127\.0\.1\.1\]", HOSTS,
             grade="hint",
-            cause="a gloo/c10d peer was reached at a loopback address: in a multi-node job a "
-                  "node's host name resolves to 127.0.x.1 and it advertised that; in a "
-                  "one-node job the peer there has exited instead"),
+            cause="a gloo/c10d peer was reached at 127.0.1.1: in a multi-node job a node's "
+                  "host name resolves to 127.0.1.1 and it advertised that; in a one-node job "
+                  "the peer there has exited instead"),
+    # A refused connection to 127.0.0.1 is also every single-node job whose store host
+    # (rank 0, the agent) had exited or not yet started (MASTER_ADDR=localhost): a symptom.
+    pattern(HOSTNAME_LOOPBACK, r"Connection refused, remote=\[127\.0\.0\.1\]", HOSTS,
+            grade="symptom",
+            cause="a connection to 127.0.0.1 was refused: a node that advertised its loopback "
+                  "address (its host name resolves to 127.0.0.1), or, on one node, a store "
+                  "host (rank 0, the agent) that had exited or not started yet"),
     # 127.0.1.1 is the address Debian/Ubuntu's /etc/hosts gives the machine's own name: a
     # gloo pair (gloo/transport/tcp/pair.cc "Connection closed by peer [127.0.1.1]:port",
     # "Read error [127.0.1.1]:port: ...", "Connect timeout [127.0.1.1]:port", "connect
@@ -61,9 +68,20 @@ PATTERNS = [
             cause="this node's host name resolves to 127.0.1.1 (the /etc/hosts line Debian and "
                   "Ubuntu add), so gloo advertised a loopback address the other nodes cannot "
                   "reach (in a one-node job, where 127.0.1.1 works, the peer there exited)"),
+    # socket.cpp's connect path resolves the host it dials: "The IPv4 network addresses of
+    # (host, 29500) cannot be retrieved (gai error: -2 ...)". That host is MASTER_ADDR or the
+    # endpoint: this node's own name on the store's node, another node's name (torchrun
+    # advertises the rank-0 agent's FQDN) elsewhere, or a misspelt name; -3 (EAI_AGAIN) is
+    # a DNS server that did not answer. The line does not say whose name: a symptom.
     pattern(HOSTNAME_UNRESOLVABLE,
             r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved "
-            r"\(gai error: -[235]|rp != nullptr\. Unable to find address for:|"
+            r"\(gai error: -[235]", HOSTS, grade="symptom",
+            cause="this node could not resolve {host}, the address it dials (MASTER_ADDR or the "
+                  "rendezvous endpoint): this node's own name missing from /etc/hosts, another "
+                  "node's name (torchrun advertises the rank-0 node's FQDN) missing from this "
+                  "node's DNS, or a misspelt name"),
+    pattern(HOSTNAME_UNRESOLVABLE,
+            r"rp != nullptr\. Unable to find address for:|"
             # socket.cpp's listen path: "The local IPv6 network addresses cannot be retrieved
             # (gai error: -2 - Name or service not known)" (the node's own name)
             r"The local (?:IPv[46] )?network addresses cannot be retrieved \(gai error: -[235]|"
@@ -98,12 +116,22 @@ PATTERNS = [
     # The store binds MASTER_ADDR on the rank-0 node: errno 99 means that address is not
     # one of this machine's (c10d socket.cpp "failed to bind to ... (errno: 99 - Cannot
     # assign requested address)").
+    # A wildcard ([::], 0.0.0.0) is every machine's: EADDRNOTAVAIL there is IPv6 turned off
+    # (socket.cpp then binds 0.0.0.0 and goes on), not another node's address.
     pattern(MASTER_NOT_RANK0,
-            r"failed to bind to (?P<addr>\S+) \(errno: 99|bind.*Cannot assign requested address|"
+            r"failed to bind to (?P<addr>(?!\[::\]|0\.0\.0\.0)\S+) \(errno: 99|"
+            r"bind(?!.*(?:\[::\]|0\.0\.0\.0)).*Cannot assign requested address|"
             # torch >= 2.3 socket.cpp: "The server socket has failed to listen on any local
             # network address. port: 29500, useIpv6: 0, code: -99, name: EADDRNOTAVAIL, ..."
-            r"failed to listen on .*code: -99, name: EADDRNOTAVAIL|"
-            r"\[Errno 99\] Cannot assign requested address", RDZV),
+            r"failed to listen on .*code: -99, name: EADDRNOTAVAIL", RDZV),
+    # Python's OSError without the call: a bind() of an address this machine lacks, or a
+    # connect() that found no free local port (EADDRNOTAVAIL: ephemeral ports used up by
+    # many connections in TIME_WAIT) print it alike: a symptom.
+    pattern(MASTER_NOT_RANK0, r"\[Errno 99\] Cannot assign requested address", RDZV,
+            grade="symptom",
+            cause="EADDRNOTAVAIL: a bind() of an address that is not this machine's (MASTER_ADDR "
+                  "naming another node) or a connect() that found no free local port; the "
+                  "line does not say which call"),
     pattern(ENDPOINT_PORT_IN_USE,
             r"failed to (?:bind to|listen on) (?P<addr>\S+) \(errno: 98|EADDRINUSE|"
             r"RuntimeError: Address already in use|\[Errno 98\] Address already in use|"
@@ -124,8 +152,9 @@ PATTERNS = [
                   "syntax)",
             fix="set GLOO_SOCKET_IFNAME to an interface that exists on every node (ip -4 "
                 "addr), e.g. the one that routes to the master address"),
-    pattern(BAD_SOCKET_IFNAME, r"Unable to find address for: ?(?P<iface>\S+)", IFACE,
-            grade="symptom",
+    # "rp != nullptr." quotes the host-name lookup: never an interface (HOSTNAME_UNRESOLVABLE)
+    pattern(BAD_SOCKET_IFNAME, r"(?<!rp != nullptr\. )Unable to find address for: ?(?P<iface>\S+)",
+            IFACE, grade="symptom",
             cause="gloo found no address for {iface}: either GLOO_SOCKET_IFNAME names an "
                   "interface this node lacks, or {iface} is a host name that does not resolve "
                   "(gloo prints both alike when its 'ifa'/'rp' check is not quoted)",
@@ -224,6 +253,10 @@ C10D_BACKEND = re.compile(r"c10d_rendezvous_backend|rdzv[_-]backend[= ]+c10d|"
 CONNECT_TARGET = re.compile(r"connect to \(?\[?(?P<host>[\w.:-]+?)\]?(?:, |:)(?P<port>\d+)")
 LOCAL_NAME = re.compile(r"^\s*host\s+: (?P<host>\S+)\s*$|\baddr=\[(?P<addr>[^\]]+)\]:\d+")
 LOOPBACK_NAMES = re.compile(r"^(?:localhost|127\.|::1$|::ffff:127\.)")
+# The same client wait on the endpoint node's own name follows an agent that did recognise
+# itself but could not bind the port (another process holds it): _create_tcp_store then
+# retries as a client. socket.cpp's bind warning (errno 98) tells that case apart.
+PORT_TAKEN = re.compile(r"\(errno: 98\b|EADDRINUSE|Address already in use")
 
 
 def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
@@ -235,7 +268,7 @@ def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
         return e
     local = {r.host for r in records if r.host}
     local |= {n["host"] or n["addr"] for r in records if (n := LOCAL_NAME.search(r.text))}
-    if target not in local:
+    if target not in local or any(PORT_TAKEN.search(r.text) for r in records):
         return e
     return replace(e, problem=ENDPOINT_NOT_RECOGNISED.problem(
         f"{p.observed} | {target} is this node's own name or address, and its agent "

@@ -61,7 +61,8 @@ PATTERNS = [
     pattern(SLURM_JOB_REJECTED,
             r"(?:sbatch|salloc|srun): error: (?:Batch job submission failed|"
             r"Job submit/allocate failed|Unable to allocate resources): (?P<why>.+)$|"
-            r"Invalid generic resource \(gres\) specification",
+            # (a step's gres error is srun's step rejection above, not the job's)
+            r"^(?!.*Unable to create step).*Invalid generic resource \(gres\) specification",
             "sinfo -o '%P %c %m %G' (what the partition's nodes offer)"),
 ]
 
@@ -79,6 +80,10 @@ SRUN = re.compile(r"^\s*(?:\S+=\S+\s+)*(?:srun|mpirun|mpiexec|pdsh|clush|pssh|pd
 # What a launcher started on one node of several shows: nobody else joins.
 WAITED = frozenset({"rendezvous-timeout", "endpoint-unreachable", "endpoint-refused",
                     "collective-timeout", "rank-zero-only-step-timeout", "unexplained"})
+# What a launcher started on one node of several leads to: waits for peers that never come
+# (timeouts, refusals). An exception no rule explains is no such wait: the script's own
+# failure, which a batch script without srun does not explain.
+WAITED_FOR_PEERS = WAITED - {"unexplained"}
 
 
 # Lightning's DDP setup line (pytorch_lightning 1.x "initializing ddp: GLOBAL_RANK: 1, MEMBER:
@@ -138,7 +143,7 @@ def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Expla
                  None)
     launch = next((r for r in records if LAUNCH.match(r.text)), None)
     if (nodes is None or launch is None or any(SRUN.search(r.text) for r in records)
-            or not any(e.problem.code in WAITED for e in found)):
+            or not any(e.problem.code in WAITED_FOR_PEERS for e in found)):
         return found
     problem = SLURM_WITHOUT_SRUN.problem(
         f"{nodes.text.strip()} [{nodes.source}:{nodes.lineno}] but the launcher runs once, "
@@ -146,4 +151,5 @@ def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Expla
     first = replace(launch, time=float("-inf"))  # the script runs before anything it starts
     return [Explained(problem, first, True, "ddpcheck run --nodes N --launch srun",
                       (f"{nodes.source}:{nodes.lineno}", f"{launch.source}:{launch.lineno}")),
-            *(replace(e, root=False) if e.problem.code in WAITED else e for e in found)]
+            *(replace(e, root=False) if e.problem.code in WAITED_FOR_PEERS else e
+              for e in found)]

@@ -82,7 +82,10 @@ PATTERNS = [
             "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)",
             cause="a worker died of SIGBUS, what a process gets when a page of a shared-memory "
                   "mapping cannot be backed: /dev/shm is full or too small (containers default "
-                  "to 64 MB) for the DataLoader's shared tensors or NCCL's shared buffers"),
+                  "to 64 MB) for the DataLoader's shared tensors or NCCL's shared buffers",
+            # a hint (docs/explain.md): a memory-mapped file truncated under the reader (a
+            # dataset or checkpoint rewritten, NFS) or failing RAM sends SIGBUS too
+            grade="hint"),
     pattern(LAUNCHER_HANGUP,
             r"Received (?:1|Signals\.SIGHUP|SIGHUP) death signal|"
             r"Process \d+ got signal: (?:1|Signals\.SIGHUP)\s*$|"

@@ -1,0 +1,205 @@
+"""Which lines of a log show that something failed, in the words their producers print.
+
+Runs wherever ``ddpcheck explain`` runs (a pure reader of records). The engine answers
+"NO FAILURE FOUND" only when no record is a failure line, so this list is what keeps a failed
+job from being called healthy: a failure line that no rule explains makes explain abstain
+(UNEXPLAINED, quoting it), never exit 0. Wrappers re-print the producers' strings in their
+own capitalisation ("CUDA Invalid device ordinal"), so the words match in any case; the
+marks that are only marks in one case (glog's severity letter, signal names, c10d's "Socket
+Timeout", which prose about a socket timeout is not) do not.
+
+Sources of the words, by producer:
+- CUDA runtime, ``cudaGetErrorString`` (CUDA Runtime API, "Data types: enum cudaError"):
+  "invalid device ordinal", "out of memory", "an illegal memory access was encountered",
+  "device-side assert triggered", "unspecified launch failure", "misaligned address", "an
+  illegal instruction was encountered", "the launch timed out and was terminated", "too many
+  resources requested for launch", "no kernel image is available for execution on the
+  device", "invalid device function", "no CUDA-capable device is detected", "CUDA-capable
+  device(s) is/are busy or unavailable", "CUDA driver version is insufficient for CUDA
+  runtime version", "peer access is not supported between these two devices", "system not
+  yet initialized", "unknown error", "operation not supported", and the suffix c10 adds to
+  every CUDA error (c10/cuda/CUDAMiscFunctions.cpp: "CUDA kernel errors might be
+  asynchronously reported ...", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1");
+  the libraries' status names (cuBLAS ``cublasStatus_t``, cuDNN ``cudnnStatus_t``: any
+  ``CUBLAS_STATUS_*`` / ``CUDNN_STATUS_*`` but ``SUCCESS``); the driver's "A GPU crash dump
+  has been created" (NVRM);
+- Python: an exception's type name (``*Error``, ``*Exception``), ``Traceback (most recent
+  call last):`` and its frames, ``File "...", line N, in f`` (Lib/traceback.py), shown even
+  when the header was trimmed away; faulthandler's ``Fatal Python error`` and ``(most recent
+  call first):`` (Modules/faulthandler.c); py-spy's ``Thread N (active|idle): "..."`` dump;
+- C++ runtime (libstdc++ verbose terminate handler): "terminate called after throwing an
+  instance of", "what():";
+- errno strings (glibc strerror, gai_strerror), as torch's socket.cpp, gloo and NCCL quote
+  them: "Connection refused", "Connection reset by peer", "Connection timed out", "Broken
+  pipe", "No route to host", "Network is unreachable", "Address already in use", "Cannot
+  assign requested address", "Name or service not known", "No address associated with
+  hostname", "Temporary failure in name resolution", "No space left on device", "Too many
+  open files", "Cannot allocate memory", "Permission denied", "No such file or directory",
+  "Read-only file system", "Device or resource busy";
+- torch: c10d socket.cpp "Socket Timeout", "timed out after"; ProcessGroupNCCL's watchdog
+  "... milliseconds before timing out" and its glog ``[E``/``E0325 ...`` severity (c10's
+  logging: E error, F fatal); torchelastic's summary "exitcode : -9", "Signal 9 (SIGKILL)
+  received by PID", "Root Cause (first observed failure)", "Received 15 death signal",
+  "Sending process N closing signal SIGTERM" (multiprocessing/api.py sends it only to
+  workers still alive when it shuts down after a failure or a signal); "Watchdog caught
+  collective operation timeout" (ProcessGroupNCCL.cpp); "Detected mismatch between
+  collectives on ranks" (ProcessGroupWrapper.cpp); launchers' "return code = 1"
+  (DeepSpeed's launcher) and "non-zero exit"; messages whose exception name a wrapper may
+  drop: "No CUDA GPUs are available" (torch/cuda/__init__.py), "Default process group has
+  not been initialized" (distributed_c10d.py), "Parameter indices which did not receive
+  grad" (reducer.cpp), Accelerate's "another process is utilizing it" (its port check),
+  NCCL's "Duplicate GPU detected" (init.cc);
+- NCCL: "NCCL WARN", ``nccl*Error``, the result strings without the word "error" ("invalid
+  usage", "remote process exited or there was a network error": ncclGetErrorString). Its
+  "INFO file.cc:N -> R" trace is no failure line of its own: a job that ends well prints it
+  too, when ncclCommAbort closes the proxy's sockets;
+- gloo: "[enforce fail at ...]" (gloo/common/logging.h GLOO_ENFORCE), "Application timeout
+  caused pair closure" (transport/tcp/pair.cc);
+- Slurm: "srun: error", "slurmstepd: error: *** JOB N ON host CANCELLED AT ... DUE TO TIME
+  LIMIT ***" (also NODE FAILURE, PREEMPTION), "Job step aborted", "forcing job termination";
+- the kernel: "Out of memory: Killed process", "oom-kill", "invoked oom-killer", "segfault
+  at", "general protection fault", "NVRM: Xid", "fallen off the bus", the hung-task
+  detector's "blocked for more than N seconds"; shells: "Killed", "Segmentation fault",
+  "Bus error", "Illegal instruction", "Aborted", "core dumped".
+
+Lines that carry such a word but report no failure (warnings, ``NCCL INFO``) are the
+engine's ``NOT_AN_ERROR``; ``BENIGN`` lists the NCCL ``WARN`` lines that report a fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ddpcheck.explain import tracebacks
+from ddpcheck.explain.reader import Record
+from ddpcheck.explain.tracebacks import Matcher
+
+# Searched in the lowercased line (``is_failure``): any capitalisation, and no leading \b, so
+# that the regex engine skips a line by its first letters (a long log reads fast).
+WORDS = re.compile((
+    r"Error\b|Exception|Traceback|FAILED|failed\b|failure\b|NCCL WARN|fatal|Killed|"
+    r"Segmentation fault|core dumped|Aborted|"
+    # CUDA runtime error strings
+    r"invalid device (?:ordinal|function)|out of memory|illegal (?:memory access|instruction)|"
+    r"device-side assert|misaligned address|launch timed out|too many resources requested|"
+    r"no kernel image is available|driver version is insufficient|"
+    r"CUDA-capable device(?:\(s\) is/are busy| is detected|s are busy)|"
+    r"peer access is not supported|system not yet initialized|unknown error\b|"
+    r"operation not supported|CUDA kernel errors might be asynchronously reported|"
+    r"consider passing CUDA_LAUNCH_BLOCKING|CU(?:BLAS|DNN|SPARSE|FFT|SOLVER)_STATUS_(?!SUCCESS)|"
+    r"GPU crash dump|"
+    # NCCL's result strings (ncclGetErrorString) that carry no "error"
+    r"invalid usage|remote process exited|"
+    # Python, faulthandler, py-spy, the C++ runtime
+    r"most recent call (?:last|first)\)|terminate called|what\(\):|"
+    # errno and resolver strings
+    r"Connection (?:refused|reset|timed out|closed)|Broken pipe|No route to host|"
+    r"Network is unreachable|Address already in use|Cannot assign requested address|"
+    r"Name or service not known|No address associated with hostname|"
+    r"No space left on device|Too many open files|Cannot allocate memory|Permission denied|"
+    r"No such file or directory|Read-only file system|Device or resource busy|"
+    # torch, torchelastic, gloo
+    r"timed out|before timing out|exit ?code\s*[:=]?\s*-?[1-9]|"
+    r"exit status:? -?[1-9]|non-zero exit|death signal|closing signal|Signal \d+ \(SIG|"
+    r"enforce fail|timeout caused pair closure|Watchdog caught|"
+    r"Detected mismatch between collectives|return ?code\s*[:=]?\s*-?[1-9]|"
+    r"No CUDA GPUs are available|process group has not been initialized|"
+    r"Duplicate GPU detected|did not receive grad|another process is utilizing it|"
+    # Slurm, the kernel, shells
+    r"CANCELLED AT|DUE TO (?:TIME LIMIT|NODE FAILURE|PREEMPTION)|Job step aborted|"
+    r"forcing job termination|oom[-_]kill|segfault at|general protection|NVRM: Xid|"
+    r"fallen off the bus|blocked for more than \d+ seconds|Bus error|Illegal instruction"
+).lower())
+MARKS = re.compile(
+    # glog severity E (error) or F (fatal): "[E ProcessGroupNCCL.cpp:566]", "E0325 20:57:27"
+    r"^\s*(?:\[[EF][\s\d]|\[?[EF]\d{4} \d\d:\d\d:\d\d)|"
+    r"Socket Timeout\b|SIG(?:KILL|TERM|SEGV|ABRT|BUS|FPE|ILL|HUP|INT|QUIT)\b|CRITICAL\b|"
+    # py-spy dump: 'Thread 4242 (active): "MainThread"'
+    r"^\s*Thread (?:0x)?[0-9a-fA-F]+ \((?:active|idle)[^)]*\): \"")
+# Python's traceback frame (Lib/traceback.py StackSummary.format): '  File "p", line N, in f'
+FRAME = re.compile(r'^\s*File "[^"]+", line \d+, in \S')
+TRACEBACK_START = re.compile(r"Traceback \(most recent call last\)|most recent call first\)")
+EXCEPTION_LINE = re.compile(r"^\s*(?:[\w]+\.)*\w*(?:Error|Exception|Interrupt|Exit)\b")
+# NCCL WARN lines that report a fallback the job goes on from: misc/ibvwrap.cc (NCCL <= 2.12)
+# warns "Failed to open libibverbs.so[.1]" when the IB verbs library is absent, then uses
+# sockets ("NET/IB : No device found", "Using network Socket").
+BENIGN = re.compile(r"NCCL WARN Failed to open libibverbs\.so")
+
+
+def is_failure(text: str) -> bool:
+    """Whether one line shows a failure in its producer's words (warnings aside)."""
+    return bool(WORDS.search(text.lower()) or MARKS.search(text)) and not BENIGN.search(text)
+
+
+def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) -> list[Record]:
+    """The records that show a failure: failure words outside warnings and INFO lines, and
+    a traceback frame whose header was trimmed
+    (frames under a header are the header's: only the header and the exception count)."""
+    out: list[Record] = []
+    open_: set[tuple[str, int | None]] = set()  # streams inside a traceback with its header
+    for r in records:
+        stream = (r.source, r.rank)
+        if TRACEBACK_START.search(r.text):
+            open_.add(stream)
+        elif EXCEPTION_LINE.match(r.text):
+            open_.discard(stream)
+        if FRAME.match(r.text):
+            if stream not in open_:
+                out.append(r)
+                open_.add(stream)  # one quote per headerless traceback
+            continue
+        if not not_an_error.search(r.text) and is_failure(r.text):
+            out.append(r)
+    return out
+
+
+# What launchers print of any worker's end, whatever ended it: torchrun (elastic
+# multiprocessing/api.py "Sending process N closing signal SIGTERM", "failed (exitcode: -9)",
+# the ChildFailedError summary's fields; agent "Received 15 death signal"), DeepSpeed's
+# launch.py sigkill_handler ("Killing subprocess N", "[...] exits with return code = -9"),
+# torch.multiprocessing.spawn ("process 1 terminated with signal SIGKILL"), srun ("task 3:
+# Exited with exit code 1", "Job step aborted", "forcing job termination"), mpirun ("exited
+# on signal 9"). They say a process ended, not why: no failure of their own.
+TEARDOWN = re.compile(r"closing signal|death signal|exitcode|exit ?code|return ?code|"
+                      r"sigkill_handler|Killing subprocess|terminated with (?:signal|exit)|"
+                      r"Signal \d+ \(SIG|Root Cause|^\s*Failures:|error_file|"
+                      r"Job step aborted|forcing job termination|exited on signal|"
+                      r"non-zero exit", re.IGNORECASE)
+
+
+# torch's NCCL error text (ProcessGroupNCCL / NCCLUtils getNcclErrorDetailStr) puts NCCL's
+# last WARN under a header line of its own, "Last error:": the header says nothing itself.
+HEADER = re.compile(r"^\s*Last error:\s*$")
+
+
+def unread(errors: Sequence[Record], patterns: Sequence[Matcher]) -> list[Record]:
+    """Failure lines that no pattern reads and that are no part of a traceback or a wrapper
+    (the exception itself is ``tracebacks.unclaimed``'s): the first of each stream."""
+    out: dict[tuple[str, int | None], Record] = {}
+    for r in errors:
+        if ((r.source, r.rank) in out or TRACEBACK_START.search(r.text) or FRAME.match(r.text)
+                or EXCEPTION_LINE.match(r.text) or tracebacks.BARE.match(r.text)
+                or tracebacks.WRAPPER.search(r.text) or TEARDOWN.search(r.text)
+                or HEADER.match(r.text) or any(p.regex.search(r.text) for p in patterns)):
+            continue
+        out[(r.source, r.rank)] = r
+    return list(out.values())
+
+
+# tqdm's bar (tqdm/std.py format_meter: "{desc}: {percentage:3.0f}%|{bar}| {n}/{total}"), as
+# the last thing a log shows: the job had not finished its first step when its output ended.
+# A log read after the job is over that ends there was stopped (a hang, a kill) at step 0.
+START_BAR = re.compile(r"(?:^|:|\s)\s*0%\|[^|]*\|\s*0/\d+")
+
+
+def stalled_at_start(records: Sequence[Record]) -> Record | None:
+    """The last line of a source when it is a progress bar still at 0 (after ``\\r``)."""
+    last: dict[str, Record] = {}
+    for r in records:
+        if r.text.strip():
+            last[r.source] = r
+    for r in last.values():
+        if START_BAR.search(r.text.split("\r")[-1] or r.text):
+            return r
+    return None
