@@ -45,8 +45,9 @@ def test_the_batch_is_printed_on_its_own(tmp_path: Path, capsys) -> None:
     assert "all" in batch and "n=  2" in batch.split("all")[1].splitlines()[0]
 
 
-def test_an_unread_batch_is_scored_but_its_dev_misses_are_not_listed(tmp_path: Path,
-                                                                      capsys) -> None:
+def test_an_unread_batch_is_scored_but_its_dev_misses_are_not_listed(tmp_path: Path, capsys,
+                                                                      monkeypatch) -> None:
+    monkeypatch.setattr(explain_score, "UNREAD_BATCHES", ("unread",))
     corpus = _corpus(tmp_path)
     manifest = corpus / "corpus-t.json"
     doc = json.loads(manifest.read_text())
@@ -59,7 +60,9 @@ def test_an_unread_batch_is_scored_but_its_dev_misses_are_not_listed(tmp_path: P
     assert f"batch {explain_score.UNREAD_BATCHES[0]} (" in out and "read any of it" in out
 
 
-def test_an_unread_batch_stays_out_of_the_dev_lines(tmp_path: Path, capsys) -> None:
+def test_an_unread_batch_stays_out_of_the_dev_lines(tmp_path: Path, capsys,
+                                                    monkeypatch) -> None:
+    monkeypatch.setattr(explain_score, "UNREAD_BATCHES", ("unread",))
     corpus = _corpus(tmp_path)
     manifest = corpus / "corpus-t.json"
     doc = json.loads(manifest.read_text())
