@@ -25,7 +25,7 @@ from ddpcheck.explain.causality import (
     Explained,
     order,
 )
-from ddpcheck.explain.families import PATTERNS, network, slurm, watchdog
+from ddpcheck.explain.families import PATTERNS, ibfallback, network, slurm, watchdog
 from ddpcheck.explain.flightrec import RankTrace
 from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
 from ddpcheck.explain.inputs import Inputs
@@ -174,8 +174,8 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
                                    "ddpcheck run") for i, p in enumerate(own))
         else:
             records.extend(read_text(name, text))
-    found.extend(network.refine(watchdog.refine(_match(records, patterns), records),
-                                records))
+    found.extend(ibfallback.refine(network.refine(
+        watchdog.refine(_match(records, patterns), records), records), records))
     notes: list[str] = []
     if traces:
         sources.extend(t.source for t in traces)
