@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
-from ddpcheck.explain import codes, tracebacks
+from ddpcheck.explain import codes, firstfailure, tracebacks
 from ddpcheck.explain.causality import (
     HINT,
     SYMPTOM,
@@ -162,8 +162,8 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
                                    "ddpcheck run") for i, p in enumerate(own))
         else:
             records.extend(read_text(name, text))
-    found.extend(network.refine(watchdog.refine(_match(records, patterns), records),
-                                records))
+    found.extend(firstfailure.refine(network.refine(watchdog.refine(
+        _match(records, patterns), records), records), records))
     notes: list[str] = []
     if traces:
         sources.extend(t.source for t in traces)
@@ -178,9 +178,11 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
                      [*errors[:QUOTED_ERRORS], *(e.first for e in found)]}.items())
     quoted = [f"{r.source}:{r.lineno}: {r.text.strip()[:200]}"
               for _, r in firsts[:QUOTED_ERRORS]]
-    unclaimed = [_unclaimed(c) for c in tracebacks.unclaimed(records, patterns)]
-    return Explanation(order(found, unclaimed, first_failed_rank(records)), sources, notes,
-                       quoted)
+    crashes = tracebacks.unclaimed(records, patterns)
+    ordered = order(found, [_unclaimed(c) for c in crashes], first_failed_rank(records))
+    # the rank the launcher saw fail first decides what the words leave undetermined
+    return Explanation(firstfailure.first_failure(ordered, found, records, crashes), sources,
+                       notes, quoted)
 
 
 def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:

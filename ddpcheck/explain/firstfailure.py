@@ -1,0 +1,139 @@
+"""What the structure of a failed job says that its lines' words do not.
+
+Runs wherever ``ddpcheck explain`` runs. Written from whole logs of real failed jobs
+(``bench/explain_real_runs.py``: torch 2.13, gloo, torchrun / mp.spawn), where the peers'
+errors (a gloo ``Connection closed by peer``, ``Timed out waiting ... for recv``) are
+symptoms that name no cause, and the cause is told by the launcher's structure:
+
+- torchrun's ``Root Cause (first observed failure)`` block (torch/distributed/elastic/
+  multiprocessing/errors/__init__.py, ``ChildFailedError.get_first_failure``: the failure
+  with the earliest timestamp) names the rank that failed first, and mp.spawn's
+  ``-- Process N terminated with the following error:`` (torch/multiprocessing/spawn.py,
+  ``ProcessContext.join``) the process it saw fail first. When that rank's own exception is
+  one no rule explains (the user's code raised), it is the first failure and the other
+  ranks' symptoms follow from it; when that rank was killed by SIGKILL while torchrun ended
+  the others with SIGTERM (torch/distributed/elastic/multiprocessing/api.py ``_close``:
+  SIGTERM to every remaining worker first, SIGKILL only after its timeout), the SIGKILL came
+  from outside torchrun (the OOM killer, a user, the scheduler), not from its teardown.
+- each rank's traceback ends in the torch.distributed call it was in (``distributed_c10d.py
+  ... in all_reduce``): ranks that timed out in different collectives ran different ones
+  (gloo prints no op in its timeout, ``gloo/transport/tcp/unbound_buffer.cc``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ddpcheck.explain import tracebacks
+from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
+from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
+from ddpcheck.explain.reader import Record, first_failed_rank
+
+# The Root Cause block's "exitcode  : -9 (pid: N)" and the agent's "failed (exitcode: -9)".
+SIGKILLED = re.compile(r"exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|"
+                       r"process \d+ terminated with signal SIGKILL")
+# A rank's timeout or lost peer as gloo and the store print them (what a rank that waited
+# sees); only such exceptions are compared for the collective each rank was in.
+WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
+                    r"Connection reset by peer|Timeout", re.IGNORECASE)
+KILLED_CODES = frozenset({HOST_OOM.code, "rank-killed"})
+
+
+def first_rank(records: Sequence[Record]) -> int | None:
+    """The rank the launcher saw fail first: torchrun's Root Cause block, or mp.spawn's
+    "-- Process N terminated with the following error:"."""
+    rank = first_failed_rank(list(records))
+    if rank is not None:
+        return rank
+    for r in records:
+        if m := tracebacks.SPAWNED.match(r.text):
+            return int(m["rank"])
+    return None
+
+
+def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """Before ordering: a collective timeout whose ranks' tracebacks end in different
+    torch.distributed calls is a desync."""
+    timeouts = [e for e in found if e.problem.code == "collective-timeout"
+                and not e.problem.consequence_of]
+    if not timeouts:
+        return found
+    ops: dict[int, tracebacks.Crash] = {}
+    for c in tracebacks.crashes(records):
+        if c.rank is not None and c.collective and WAITED.search(c.exception):
+            ops.setdefault(c.rank, c)
+    if len({c.collective for c in ops.values()}) < 2:
+        return found
+    said = ", ".join(f"rank {r} in {c.collective}"
+                     + (f" ({c.user_frame})" if c.user_frame else "")
+                     for r, c in sorted(ops.items()))
+    e = timeouts[0]
+    desync = COLLECTIVE_DESYNC.problem(
+        f"{said} | {e.problem.observed}",
+        cause=f"the ranks timed out in different collectives ({said}): a rank skipped, added "
+              "or reordered one (a rank-dependent branch)",
+        ranks=tuple(sorted(ops)), hosts=e.problem.hosts)
+    evidence = tuple(f"{c.record.source}:{c.record.lineno}" for _, c in sorted(ops.items()))
+    return [replace(x, problem=desync, root=True, grade=CAUSE,
+                    evidence=(*evidence, *x.evidence)[:4]) if x is e else x
+            for x in found if x is e or x not in timeouts]
+
+
+def first_failure(ordered: list[Explained], found: Sequence[Explained],
+                  records: Sequence[Record], unclaimed: Sequence[tracebacks.Crash]
+                  ) -> list[Explained]:
+    """After ordering: when the words leave the root undetermined (symptoms only, or a hint
+    that a peer's symptom blocked), the rank the launcher saw fail first decides: its own
+    unexplained exception, or its SIGKILL, is the root; everything else follows from it."""
+    if not ordered or min(tier(e) for e in found) == 0:
+        return ordered  # a cause-grade line stands: the ordering already decided
+    lead = next((e for e in ordered if not e.problem.consequence_of), None)
+    if lead is None or tier(lead) < 3 and lead.problem.code != "root-cause-ambiguous":
+        return ordered
+    rank = first_rank(records)
+    if rank is None:
+        return ordered
+    # The first rank's own symptom (a timeout, a lost peer) would make it a victim too.
+    if any(rank in e.problem.ranks and (e.problem.code in SYMPTOMS - KILLED_CODES)
+           for e in found):
+        return ordered
+    crash = next((c for c in unclaimed if c.rank == rank), None)
+    if crash is not None:
+        return [_crash_root(crash, rank), *_echoes(found, UNEXPLAINED.code)]
+    killed = [e for e in found if e.problem.code in KILLED_CODES and rank in e.problem.ranks
+              and "SIGKILL" in e.problem.observed]
+    if killed and _killed_before_teardown(records, rank):
+        root = killed[0]
+        return [root, *_echoes([e for e in found if e is not root], root.problem.code)]
+    return ordered
+
+
+def _killed_before_teardown(records: Sequence[Record], rank: int) -> bool:
+    """The first-failed rank shows exitcode -9 and torchrun ended the others with SIGTERM
+    (or there were none left to end): the SIGKILL was not torchrun's."""
+    killed = any(SIGKILLED.search(r.text) for r in records
+                 if r.rank == rank or r.rank is None)
+    return killed and not any("SIGKILL" in r.text and "closing signal" in r.text
+                              for r in records)
+
+
+def _crash_root(crash: tracebacks.Crash, rank: int) -> Explained:
+    r = crash.record
+    where = f" ({crash.user_frame})" if crash.user_frame else ""
+    problem = UNEXPLAINED.problem(
+        f"rank {rank} failed first (the launcher's first observed failure) with "
+        f"{crash.exception[:200]}{where}",
+        cause=f"rank {rank}'s own exception{where}, which no rule names as a distributed "
+              "failure: the other ranks' errors (a lost peer, a timeout) follow from it",
+        fix=f"fix the exception in rank {rank}'s code{where}; "
+            + UNEXPLAINED.fix, ranks=(rank,), hosts=(r.host,) if r.host else ())
+    return Explained(problem, r, True, UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), CAUSE)
+
+
+def _echoes(rest: Sequence[Explained], cause: str) -> list[Explained]:
+    return [Explained(e.problem.where(consequence_of=cause), e.first, e.root, e.next_run,
+                      e.evidence, e.grade)
+            for e in sorted(rest, key=lambda e: e.first.order)
+            if e.problem.code != "root-cause-ambiguous"]
