@@ -154,14 +154,17 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     records: list[Record] = []
     found: list[Explained] = []
     sources = []
+    texts: dict[str, str] = {}
     for name, text in named_texts:
         sources.append(name)
+        texts[name] = text
         own = _own_json(text)
         if own is not None:
             found.extend(Explained(p, Record(name, i, p.observed), not p.consequence_of,
                                    "ddpcheck run") for i, p in enumerate(own))
         else:
             records.extend(read_text(name, text))
+    records = firstfailure.per_rank_files(records, texts)
     found.extend(firstfailure.refine(network.refine(watchdog.refine(
         _match(records, patterns), records), records), records))
     notes: list[str] = []

@@ -24,6 +24,13 @@ symptoms that name no cause, and the cause is told by the launcher's structure:
   ``SocketConnectOp::tryConnect``: "The IPv6 network addresses of (H, P) cannot be retrieved
   (gai error: -2 ...)" with ``AI_V4MAPPED | AI_ALL``, so an IPv4-only name would resolve)
   followed by the connect's own timeout to (H, P) is that name not resolving.
+- torchrun's ``--log-dir`` tree (torch/distributed/elastic/multiprocessing/api.py:
+  ``<log_dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json``) names
+  each file's local rank; torch's own ``[rankN]:`` prefix on a rank's exception gives the
+  global rank, so one such line fixes the node's offset for every file of that attempt.
+- a rank whose own last line is a step it runs alone (evaluation, saving, tokenising:
+  ``watchdog.SOLO_STEP``), which printed no error, while every other rank timed out in a
+  collective, was busy alone; the rank torchrun saw fail first is a waiter, not that rank.
 - each rank's traceback ends in the torch.distributed call it was in (``distributed_c10d.py
   ... in all_reduce``): ranks that timed out in different collectives ran different ones
   (gloo prints no op in its timeout, ``gloo/transport/tcp/unbound_buffer.cc``).
@@ -38,6 +45,7 @@ from dataclasses import replace
 from ddpcheck.diagnoses import load_catalogue
 from ddpcheck.explain import tracebacks
 from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
+from ddpcheck.explain.families.watchdog import SOLO_STEP
 from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
 from ddpcheck.explain.reader import Record, first_failed_rank
 
@@ -48,6 +56,7 @@ SIGKILLED = re.compile(r"exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|"
 # sees); only such exceptions are compared for the collective each rank was in.
 WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
                     r"Connection reset by peer|Timeout", re.IGNORECASE)
+ERRORISH = re.compile(r"Traceback|Error\b|Exception|Killed|exitcode|[Aa]bort", re.I)
 KILLED_CODES = frozenset({HOST_OOM.code, "rank-killed"})
 MASTER_STORE = re.compile(r"static_tcp_rendezvous\.py|rendezvous\.py\", line \d+, in "
                           r"_(?:env_rendezvous_handler|create_c10d_store)")
@@ -57,6 +66,43 @@ NO_NAME = re.compile(r"network addresses of \((?P<host>[^,()]+), (?P<port>\d+)\)
                      r"retrieved \(gai error: -2\b")
 GAVE_UP = re.compile(r"(?:timed out after \d+ms while trying to connect to|failed to connect "
                      r"to any network address (?:of|on)) \((?P<host>[^,()]+), (?P<port>\d+)\)")
+
+
+LOG_DIR_FILE = re.compile(r"(?P<attempt>attempt_\d+)[/\\](?P<local>\d+)[/\\]"
+                          r"(?:stdout\.log|stderr\.log|error\.json)$")
+# torch's own prefix on a rank's uncaught exception ("[rank1]: Traceback ..."): global rank.
+OWN_RANK = re.compile(r"^\s*(?:\[\w+?\d+\]:)?\[rank(?P<rank>\d+)\]:")
+# Lines of torchrun's summary that the reader gives a rank (its Failures block), and
+# signals of its teardown: not a rank's own output.
+SUMMARY_LINE = re.compile(r"^\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:|"
+                          r"Signal 15 \(SIGTERM\)|^\s*\[\d+\]:\s*$|^\s*[-=]{8,}\s*$")
+
+
+def per_rank_files(records: Sequence[Record], texts: dict[str, str]) -> list[Record]:
+    """Give the lines of torchrun's per-rank log files their global rank: the file's local
+    rank plus the node's offset, read from torch's "[rankN]:" prefix in that attempt's
+    files (``texts``: each source's raw text)."""
+    offsets: dict[str, set[int]] = {}
+    local: dict[str, tuple[str, int]] = {}
+    for src, text in texts.items():
+        m = LOG_DIR_FILE.search(src)
+        if not m:
+            continue
+        attempt = src[:m.start("local")]
+        local[src] = (attempt, int(m["local"]))
+        for line in text.splitlines():
+            if g := OWN_RANK.match(line):
+                offsets.setdefault(attempt, set()).add(int(g["rank"]) - int(m["local"]))
+    if not local:
+        return list(records)
+    out = []
+    for r in records:
+        if r.rank is None and r.source in local:
+            attempt, lr = local[r.source]
+            if len(offsets.get(attempt, ())) == 1:
+                r = replace(r, rank=lr + next(iter(offsets[attempt])))
+        out.append(r)
+    return out
 
 
 def first_rank(records: Sequence[Record]) -> int | None:
@@ -75,7 +121,46 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     """Before ordering: the master's store named by its traceback, a dialed name that does
     not resolve, and a collective timeout whose ranks' tracebacks end in different
     torch.distributed calls (a desync)."""
-    return _desync(_master_store(_unresolved_dial(found, records), records), records)
+    return _busy_alone(_desync(_master_store(_unresolved_dial(found, records), records),
+                               records), records)
+
+
+def _busy_alone(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A collective timeout on every rank but one, whose own last line is a solo step and
+    which printed no error: that rank was busy alone (rank-zero-only-step-timeout)."""
+    timeouts = [e for e in found if e.problem.code == "collective-timeout"
+                and not e.problem.consequence_of and e.problem.ranks]
+    if len(timeouts) != 1:
+        return found
+    e = timeouts[0]
+    own: dict[int, list[Record]] = {}
+    for r in records:
+        if r.rank is not None and r.text.strip() and not SUMMARY_LINE.search(r.text):
+            own.setdefault(r.rank, []).append(r)
+    idle = [rk for rk in own if rk not in e.problem.ranks]
+    waited = set(e.problem.ranks)
+    if len(idle) != 1 or not waited or not waited <= set(own):
+        return found
+    (rank,) = idle
+    lines = own[rank]
+    lasts: dict[str, Record] = {}  # the rank's last own line in each file
+    for r in lines:
+        if r.source not in lasts or r.lineno > lasts[r.source].lineno:
+            lasts[r.source] = r
+    last = next((r for r in lasts.values() if SOLO_STEP.search(r.text)), None)
+    if (last is None or first_rank(records) == rank
+            or any(ERRORISH.search(r.text) for r in lines)):
+        return found
+    step = f"{last.source}:{last.lineno}: {last.text.strip()[:160]}"
+    busy = load_catalogue()["rank-zero-only-step-timeout"].problem(
+        f"rank {rank}'s last line: {step} | {e.problem.observed}",
+        cause=f"rank {rank} was busy with a step of its own ({last.text.strip()[:120]}) while "
+              f"rank {', '.join(map(str, sorted(waited)))} waited in a collective until the "
+              "process-group timeout; its own lines show no error",
+        ranks=e.problem.ranks, hosts=e.problem.hosts)
+    return [replace(x, problem=busy, root=True, grade=CAUSE,
+                    evidence=(f"{last.source}:{last.lineno}", *x.evidence)[:4]) if x is e
+            else x for x in found]
 
 
 def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -169,6 +254,9 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
            for e in found):
         return ordered
     crash = next((c for c in unclaimed if c.rank == rank), None)
+    if crash is not None and not crash.user_frame:  # the same exception with its traceback
+        crash = next((c for c in tracebacks.crashes(records) if c.rank == rank
+                      and c.exception == crash.exception and c.user_frame), crash)
     if crash is not None:
         return [_crash_root(crash, rank), *_echoes(found, UNEXPLAINED.code)]
     killed = [e for e in found if e.problem.code in KILLED_CODES and rank in e.problem.ranks
