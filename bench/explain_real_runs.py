@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         if cli != lib:
             print(f"  ! the command and explain_inputs disagree on {s.name}")
         manifest.append({"id": s.name, "cause": s.expected, "fault": s.what,
-                         "launcher": s.launcher, "mention": s.mention})
+                         "launcher": s.launcher, "mention": s.mention, "verdict": lib})
         if args.record:
             dest = args.record / s.name
             if dest.exists():

@@ -57,6 +57,7 @@ SIGKILLED = re.compile(r"exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|"
 WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
                     r"Connection reset by peer|Timeout", re.IGNORECASE)
 ERRORISH = re.compile(r"Traceback|Error\b|Exception|Killed|exitcode|[Aa]bort", re.I)
+PEER_LOST = re.compile(r"Connection closed by peer|Connection reset by peer")
 KILLED_CODES = frozenset({HOST_OOM.code, "rank-killed"})
 MASTER_STORE = re.compile(r"static_tcp_rendezvous\.py|rendezvous\.py\", line \d+, in "
                           r"_(?:env_rendezvous_handler|create_c10d_store)")
@@ -249,6 +250,8 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
     rank = first_rank(records)
     if rank is None:
         return ordered
+    if left := _peer_left(records, rank):
+        return [left, *_echoes(found, left.problem.code)]
     # The first rank's own symptom (a timeout, a lost peer) would make it a victim too.
     if any(rank in e.problem.ranks and (e.problem.code in SYMPTOMS - KILLED_CODES)
            for e in found):
@@ -265,6 +268,36 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
         root = killed[0]
         return [root, *_echoes([e for e in found if e is not root], root.problem.code)]
     return ordered
+
+
+def _peer_left(records: Sequence[Record], rank: int) -> Explained | None:
+    """The first-failed rank lost its peer inside a collective, and torchrun lists no other
+    failure ("<NO_OTHER_FAILURES>", errors/__init__.py ``ChildFailedError.format_msg``) and
+    had no worker left to stop (no "Sending process N closing signal", api.py ``_close``):
+    the other workers had already exited with status 0, before the collective."""
+    if not any("<NO_OTHER_FAILURES>" in r.text for r in records) or any(
+            "closing signal" in r.text for r in records):
+        return None
+    crash = next((c for c in tracebacks.crashes(records) if c.rank == rank and c.collective
+                  and PEER_LOST.search(c.exception)), None)
+    if crash is None:
+        return None
+    where = f" ({crash.user_frame})" if crash.user_frame else ""
+    r = crash.record
+    problem = load_catalogue()["rank-never-joined"].problem(
+        f"rank {rank} waited in {crash.collective}{where} and its peer closed the "
+        f"connection: {crash.exception[:160]} | torchrun: <NO_OTHER_FAILURES>, and no worker "
+        "left to stop",
+        cause=f"a peer of rank {rank} left before the {crash.collective} rank {rank} waited "
+              "in: no other worker of this node failed or was still running, so they had "
+              "exited with status 0 (a rank that ran out of data or returned early; on "
+              "another node, one that crashed)",
+        fix="make every rank run the same number of steps and collectives (an even "
+            "DistributedSampler split, drop_last=True, the join() context manager for "
+            "uneven inputs); look at the other ranks' last lines",
+        hosts=(r.host,) if r.host else ())
+    return Explained(problem, r, True, "ddpcheck run --nodes N --stages collectives",
+                     (f"{r.source}:{r.lineno}",), CAUSE)
 
 
 def _killed_before_teardown(records: Sequence[Record], rank: int) -> bool:
