@@ -45,8 +45,8 @@ from dataclasses import replace
 from ddpcheck.diagnoses import load_catalogue
 from ddpcheck.explain import tracebacks
 from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
-from ddpcheck.explain.families.watchdog import SOLO_STEP
 from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
+from ddpcheck.explain.families.watchdog import SOLO_STEP
 from ddpcheck.explain.reader import Record, first_failed_rank
 
 # The Root Cause block's "exitcode  : -9 (pid: N)" and the agent's "failed (exitcode: -9)".
