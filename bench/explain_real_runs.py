@@ -13,6 +13,9 @@ and ``explain_inputs(read_inputs(...))`` in process) and scores:
 - abstained: explain says it cannot tell (``Explanation.undetermined``);
 - wrong: any other first cause.
 
+A torchrun ``--log-dir`` run is scored again on its log tree alone (the per-rank files and
+error.json, no console): what a user has when the console scrolled away.
+
 Every scenario runs in its own temporary directory with short timeouts (each well under
 20 s); nothing outlives it (the launcher's process group is killed at its deadline).
 
@@ -209,6 +212,15 @@ def explain_dir(s: Scenario, out: Path) -> tuple[str, str, str, bool]:
     return cli, lib, first, ex.undetermined
 
 
+def explain_logs_only(s: Scenario, out: Path) -> str:
+    """The score on the --log-dir tree alone (no console), "" when the run wrote none."""
+    if not list((out / "logs").rglob("stderr.log")):
+        return ""
+    ex = explain_inputs(read_inputs([str(out / "logs")], None))
+    firsts = [e.problem for e in ex.found if not e.problem.consequence_of]
+    return score(s, firsts[0].code if firsts else "none", ex.undetermined, ex.render_text())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=[], help="scenario names to run")
@@ -221,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="explain-runs-")) if not args.keep else args.keep
     counts = {v: 0 for v in VERDICTS}
     manifest = []
-    print(f"{'scenario':28} {'expected':28} {'first cause':28} {'cli':9} {'engine':9} secs")
+    print(f"{'scenario':28} {'expected':28} {'first cause':28} {'cli':9} {'engine':9} "
+          f"{'logs only':9} secs")
+    logs_only = {v: 0 for v in VERDICTS}
     for s in chosen:
         out = (args.explain_only or base) / s.name
         secs = 0.0
@@ -231,8 +245,11 @@ def main(argv: list[str] | None = None) -> int:
             secs = run_scenario(s, out)
         cli, lib, first, _ = explain_dir(s, out)
         counts[lib] += 1
-        print(f"{s.name:28} {s.expected:28} {first:28} {cli:9} {lib:9} {secs:4.1f}",
-              flush=True)
+        alone = explain_logs_only(s, out)
+        if alone:
+            logs_only[alone] += 1
+        print(f"{s.name:28} {s.expected:28} {first:28} {cli:9} {lib:9} {alone or '-':9} "
+              f"{secs:4.1f}", flush=True)
         if cli != lib:
             print(f"  ! the command and explain_inputs disagree on {s.name}")
         manifest.append({"id": s.name, "cause": s.expected, "fault": s.what,
@@ -244,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(out, dest)
     n = len(chosen)
     print("total " + ", ".join(f"{v} {counts[v]}/{n}" for v in VERDICTS))
+    m = sum(logs_only.values())
+    print(f"--log-dir tree alone (no console), {m} runs: "
+          + ", ".join(f"{v} {logs_only[v]}/{m}" for v in VERDICTS))
     if args.record:
         (args.record / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
     if not args.keep and not args.explain_only:

@@ -24,6 +24,8 @@ symptoms that name no cause, and the cause is told by the launcher's structure:
   ``SocketConnectOp::tryConnect``: "The IPv6 network addresses of (H, P) cannot be retrieved
   (gai error: -2 ...)" with ``AI_V4MAPPED | AI_ALL``, so an IPv4-only name would resolve)
   followed by the connect's own timeout to (H, P) is that name not resolving.
+- with only the ``--log-dir`` tree, the rank whose error.json has the strictly earliest
+  timestamp is the first failure, as torchrun itself chooses it.
 - torchrun's ``--log-dir`` tree (torch/distributed/elastic/multiprocessing/api.py:
   ``<log_dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json``) names
   each file's local rank; torch's own ``[rankN]:`` prefix on a rank's exception gives the
@@ -115,6 +117,17 @@ def first_rank(records: Sequence[Record]) -> int | None:
     for r in records:
         if m := tracebacks.SPAWNED.match(r.text):
             return int(m["rank"])
+    # Only the --log-dir tree: torchrun's own choice, made from the same error.json files
+    # (errors/__init__.py get_first_failure: the earliest "timestamp", whole seconds), when
+    # one rank's is strictly the earliest.
+    first: dict[int, float] = {}
+    for r in records:
+        if r.source.endswith("error.json") and r.rank is not None and r.time is not None:
+            first[r.rank] = min(r.time, first.get(r.rank, r.time))
+    if len(first) > 1:
+        (t0, r0), (t1, _) = sorted((t, rk) for rk, t in first.items())[:2]
+        if t0 < t1:
+            return r0
     return None
 
 

@@ -56,3 +56,18 @@ def test_a_user_exception_names_the_rank_that_failed_first_and_its_frame():
     assert "KeyError: 'labels'" in root.observed and "in inject" in root.observed
     assert {p.code for p in ex.problems[1:]} >= {"peer-unreachable"}
     assert all(p.consequence_of for p in ex.problems[1:])
+
+
+def test_the_log_dir_alone_names_the_rank_whose_error_json_is_earliest():
+    """No console (no Root Cause block): torchrun's own rule, the earliest error.json."""
+    (tree,) = (RUNS / "user-exception" / "logs").iterdir()
+    ex = explain_inputs(read_inputs([str(tree)], None))
+    root = ex.problems[0]
+    assert root.code == "unexplained" and root.ranks == (1,)
+    assert "KeyError: 'labels'" in root.observed
+
+
+def test_the_log_dir_alone_without_the_killed_ranks_lines_abstains():
+    """A SIGKILLed rank leaves no error.json and no traceback: only the console says so."""
+    ex = explain_inputs(read_inputs([str(RUNS / "sigkill" / "logs")], None))
+    assert ex.undetermined
