@@ -70,6 +70,7 @@ class Scenario:
     torchrun_args: Callable[[int], list[str]] | None = None  # extra args, given a port
     mention: str = ""  # for "unexplained": the exception explain must quote
     hold_port: bool = False  # bind the master port before the launch (port in use)
+    fresh: bool = False  # added after the fixes were written: a measure, not tuned on
 
 
 SCENARIOS = [
@@ -132,6 +133,25 @@ SCENARIOS = [
              env={"FAULT": "exception"}, mention="KeyError: 'labels'"),
     Scenario("spawn-sigkill", "host-out-of-memory",
              "mp.spawn: rank 1 SIGKILLed", launcher="spawn", env={"FAULT": "sigkill"}),
+    # Added after every fix above was written, and not tuned on: a fresh measure.
+    Scenario("fresh-rank0-valueerror", "unexplained",
+             "rank 0 of 3 raises ValueError in its data code", nproc=3, fresh=True,
+             env={"FAULT": "exception-data", "FAULT_RANK": "0", "RECORD": "1"},
+             mention="ValueError: could not parse record"),
+    Scenario("fresh-sigkill-rank2-of-3", "host-out-of-memory",
+             "rank 2 of 3 SIGKILLed", nproc=3, fresh=True,
+             env={"FAULT": "sigkill", "FAULT_RANK": "2", "RECORD": "1"}),
+    Scenario("fresh-sigsegv", "rank-killed", "rank 1 dies of SIGSEGV (native crash)",
+             fresh=True, env={"FAULT": "sigsegv", "RECORD": "1"}),
+    Scenario("fresh-rank1-slow-save", "rank-zero-only-step-timeout",
+             "rank 1 alone saves a checkpoint past the 5 s timeout", fresh=True,
+             env={"FAULT": "slow-save", "FAULT_RANK": "1", "RECORD": "1"}),
+    Scenario("fresh-spawn-mismatch-op", "collective-desync",
+             "mp.spawn: broadcast against all_reduce", launcher="spawn", fresh=True,
+             env={"FAULT": "mismatch-op"}),
+    Scenario("fresh-disk-full-console", "disk-full",
+             "a checkpoint to /dev/full, console only", launcher="console", fresh=True,
+             env={"FAULT": "disk-full"}),
 ]
 
 
@@ -253,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         if cli != lib:
             print(f"  ! the command and explain_inputs disagree on {s.name}")
         manifest.append({"id": s.name, "cause": s.expected, "fault": s.what,
-                         "launcher": s.launcher, "mention": s.mention, "verdict": lib})
+                         "launcher": s.launcher, "mention": s.mention, "verdict": lib,
+                         "fresh": s.fresh})
         if args.record:
             dest = args.record / s.name
             if dest.exists():
@@ -264,8 +285,14 @@ def main(argv: list[str] | None = None) -> int:
     m = sum(logs_only.values())
     print(f"--log-dir tree alone (no console), {m} runs: "
           + ", ".join(f"{v} {logs_only[v]}/{m}" for v in VERDICTS))
-    if args.record:
-        (args.record / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    if args.record:  # merged with what DIR already records, by scenario
+        path = args.record / "MANIFEST.json"
+        ids = {e["id"] for e in manifest}
+        kept = [e for e in json.loads(path.read_text()) if e["id"] not in ids] \
+            if path.exists() else []
+        order = {s.name: i for i, s in enumerate(SCENARIOS)}
+        merged = sorted([*kept, *manifest], key=lambda e: order.get(e["id"], len(order)))
+        path.write_text(json.dumps(merged, indent=1) + "\n")
     if not args.keep and not args.explain_only:
         shutil.rmtree(base, ignore_errors=True)
     return 0

@@ -73,6 +73,14 @@ def inject(rank: int, model: torch.nn.Module) -> None:
         _ = batch["labels"]  # a KeyError of the user's own code
     elif FAULT == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)  # what the kernel's OOM killer does
+    elif FAULT == "exception-data":
+        log(rank, "reading shard 3")
+        raise ValueError("could not parse record 1204 of shard 3: expected 3 fields, got 2")
+    elif FAULT == "sigsegv":
+        os.kill(os.getpid(), signal.SIGSEGV)  # what a crash in native code does
+    elif FAULT == "slow-save":
+        log(rank, "Saving model checkpoint to /tmp/ckpt-3")
+        time.sleep(PG_TIMEOUT_S + 6)  # this rank alone, longer than the timeout
     elif FAULT == "exit":
         log(rank, "leaving early")
         sys.exit(0)  # never joins the next collective
