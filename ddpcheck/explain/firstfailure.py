@@ -278,8 +278,10 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
     killed = [e for e in found if e.problem.code in KILLED_CODES and rank in e.problem.ranks
               and "SIGKILL" in e.problem.observed]
     if killed and _killed_before_teardown(records, rank):
-        root = killed[0]
-        return [root, *_echoes([e for e in found if e is not root], root.problem.code)]
+        root = killed[0]  # its lines also hold the SIGTERMs of the others: name its rank
+        rest = [e for e in found if e is not root]
+        return [replace(root, problem=root.problem.where(ranks=(rank,))),
+                *_echoes(rest, root.problem.code)]
     return ordered
 
 

@@ -71,3 +71,11 @@ def test_the_log_dir_alone_without_the_killed_ranks_lines_abstains():
     """A SIGKILLed rank leaves no error.json and no traceback: only the console says so."""
     ex = explain_inputs(read_inputs([str(RUNS / "sigkill" / "logs")], None))
     assert ex.undetermined
+
+
+def test_a_sigkill_before_torchruns_sigterm_teardown_is_the_root_on_its_own_rank():
+    """Console only: the peers' "Connection reset by peer" came first in the text, but the
+    Root Cause block's rank 1 shows exitcode -9 while torchrun ended the others by SIGTERM."""
+    ex = _explain("sigkill-console")
+    assert ex.problems[0].code == "host-out-of-memory" and ex.problems[0].ranks == (1,)
+    assert not ex.undetermined
