@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
-from ddpcheck.explain import codes, failures, tracebacks
+from ddpcheck.explain import codes, failures, firstfailure, tracebacks
 from ddpcheck.explain.causality import (
     HINT,
     SYMPTOM,
@@ -166,16 +166,19 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     records: list[Record] = []
     found: list[Explained] = []
     sources = []
+    texts: dict[str, str] = {}
     for name, text in named_texts:
         sources.append(name)
+        texts[name] = text
         own = _own_json(text)
         if own is not None:
             found.extend(Explained(p, Record(name, i, p.observed), not p.consequence_of,
                                    "ddpcheck run") for i, p in enumerate(own))
         else:
             records.extend(read_text(name, text))
-    found.extend(ibfallback.refine(network.refine(
-        watchdog.refine(_match(records, patterns), records), records), records))
+    records = firstfailure.per_rank_files(records, texts)
+    found.extend(firstfailure.refine(ibfallback.refine(network.refine(
+        watchdog.refine(_match(records, patterns), records), records), records), records))
     notes: list[str] = []
     if traces:
         sources.extend(t.source for t in traces)
@@ -192,9 +195,11 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
                      [*errors[:QUOTED_ERRORS], *(e.first for e in found)]}.items())
     quoted = [f"{r.source}:{r.lineno}: {r.text.strip()[:200]}"
               for _, r in firsts[:QUOTED_ERRORS]]
-    unclaimed = [_unclaimed(c) for c in tracebacks.unclaimed(records, patterns)]
+    crashes = tracebacks.unclaimed(records, patterns)
     unread = [_unread(r) for r in failures.unread(errors, patterns)]
-    return Explanation(order(found, unclaimed, first_failed_rank(records), unread), sources,
+    ordered = order(found, [_unclaimed(c) for c in crashes], first_failed_rank(records), unread)
+    # the rank the launcher saw fail first decides what the words leave undetermined
+    return Explanation(firstfailure.first_failure(ordered, found, records, crashes), sources,
                        notes, quoted)
 
 

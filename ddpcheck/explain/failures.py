@@ -160,12 +160,14 @@ def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) ->
 # launch.py sigkill_handler ("Killing subprocess N", "[...] exits with return code = -9"),
 # torch.multiprocessing.spawn ("process 1 terminated with signal SIGKILL"), srun ("task 3:
 # Exited with exit code 1", "Job step aborted", "forcing job termination"), mpirun ("exited
-# on signal 9"). They say a process ended, not why: no failure of their own.
+# on signal 9"), torch.multiprocessing.spawn's teardown of the others ("Terminating process N
+# via signal SIGTERM", spawn.py ProcessContext.join). They say a process ended, not why: no
+# failure of their own.
 TEARDOWN = re.compile(r"closing signal|death signal|exitcode|exit ?code|return ?code|"
                       r"sigkill_handler|Killing subprocess|terminated with (?:signal|exit)|"
                       r"Signal \d+ \(SIG|Root Cause|^\s*Failures:|error_file|"
                       r"Job step aborted|forcing job termination|exited on signal|"
-                      r"non-zero exit", re.IGNORECASE)
+                      r"non-zero exit|Terminating process \d+ via signal", re.IGNORECASE)
 
 
 # torch's NCCL error text (ProcessGroupNCCL / NCCLUtils getNcclErrorDetailStr) puts NCCL's

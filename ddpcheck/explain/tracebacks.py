@@ -32,6 +32,13 @@ WRAPPER = re.compile(r"ChildFailedError|CalledProcessError|SignalException|DistB
 # An exception line pasted without its traceback: "module.Type: message" at a line's start.
 BARE = re.compile(r"^\s*(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen |\\lib\\")
+# torch/multiprocessing/spawn.py (ProcessRaisedException): the parent re-raises the child's
+# traceback under "-- Process N terminated with the following error:"; N is the spawned
+# process index, the rank mp.spawn passes as the function's first argument.
+SPAWNED = re.compile(r"^\s*-- Process (?P<rank>\d+) terminated with the following error:")
+# The public collective a rank was in: the innermost frame of torch/distributed/
+# distributed_c10d.py whose function is not a private helper or c10d_logger's wrapper.
+C10D_FRAME = re.compile(r"distributed[/\\]distributed_c10d\.py$")
 
 
 @dataclass(frozen=True)
@@ -42,26 +49,40 @@ class Crash:
     exception: str  # "RuntimeError: ..."
     user_frame: str  # "train.py:42 in main", or "" when every frame is a library's
     record: Record  # the exception line
+    collective: str = ""  # "all_reduce": the torch.distributed call the rank was in, if any
 
 
 def crashes(records: Sequence[Record]) -> list[Crash]:
     """One Crash per traceback, per rank, in log order."""
     out: list[Crash] = []
     open_: dict[int | None, str | None] = {}  # rank -> user frame so far (None: no traceback)
+    coll: dict[int | None, str] = {}  # rank -> innermost torch.distributed collective so far
+    spawned: int | None = None  # mp.spawn's "-- Process N terminated ..." before a traceback
     for r in records:
         text = r.text
+        if (m := SPAWNED.match(text)) and r.rank is None:
+            spawned = int(m["rank"])
+            continue
+        if r.rank is None and spawned is not None:
+            r = Record(r.source, r.lineno, r.text, spawned, r.host, r.time)
         if START.search(text):
-            open_[r.rank] = ""
+            open_[r.rank], coll[r.rank] = "", ""
             continue
         if r.rank not in open_ or open_[r.rank] is None:
             continue
         if m := FRAME.match(text):
-            if not LIBRARY.search(m["path"]):
+            if C10D_FRAME.search(m["path"]) and not m["func"].startswith("_") and \
+                    m["func"] != "wrapper":
+                coll[r.rank] = m["func"]
+            elif not LIBRARY.search(m["path"]):
                 open_[r.rank] = f"{m['path']}:{m['line']} in {m['func']}"
             continue
         if m := EXCEPTION.match(text):
-            out.append(Crash(r.rank, text.strip()[:300], open_[r.rank] or "", r))
+            out.append(Crash(r.rank, text.strip()[:300], open_[r.rank] or "", r,
+                             coll.get(r.rank, "")))
             open_[r.rank] = None
+            if r.rank == spawned:
+                spawned = None
     return out
 
 
@@ -70,7 +91,10 @@ def summary(records: Sequence[Record]) -> str:
     found = crashes(records)
     if not found:
         return ""
-    first = min(found, key=lambda c: c.record.order)
+    # A wrapper (ChildFailedError, ProcessRaisedException, a timeout) reports another
+    # failure: the first exception that is not one is the one to quote.
+    own = [c for c in found if not WRAPPER.search(c.exception)]
+    first = min(own or found, key=lambda c: c.record.order)
     where = f" (user code: {first.user_frame})" if first.user_frame else ""
     rank = f"rank {first.rank}: " if first.rank is not None else ""
     return (f"{rank}{first.exception}{where} "

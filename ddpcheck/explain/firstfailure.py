@@ -1,0 +1,346 @@
+"""What the structure of a failed job says that its lines' words do not.
+
+Runs wherever ``ddpcheck explain`` runs. Written from whole logs of real failed jobs
+(``bench/explain_real_runs.py``: torch 2.13, gloo, torchrun / mp.spawn), where the peers'
+errors (a gloo ``Connection closed by peer``, ``Timed out waiting ... for recv``) are
+symptoms that name no cause, and the cause is told by the launcher's structure:
+
+- torchrun's ``Root Cause (first observed failure)`` block (torch/distributed/elastic/
+  multiprocessing/errors/__init__.py, ``ChildFailedError.get_first_failure``: the failure
+  with the earliest timestamp) names the rank that failed first, and mp.spawn's
+  ``-- Process N terminated with the following error:`` (torch/multiprocessing/spawn.py,
+  ``ProcessContext.join``) the process it saw fail first. When that rank's own exception is
+  one no rule explains (the user's code raised), it is the first failure and the other
+  ranks' symptoms follow from it; when that rank was killed by SIGKILL while torchrun ended
+  the others with SIGTERM (torch/distributed/elastic/multiprocessing/api.py ``_close``:
+  SIGTERM to every remaining worker first, SIGKILL only after its timeout), the SIGKILL came
+  from outside torchrun (the OOM killer, a user, the scheduler), not from its teardown.
+- the traceback says which store failed: torchrun's static rendezvous
+  (``elastic/rendezvous/static_tcp_rendezvous.py``, ``--master-addr/--master-port``) and
+  ``init_process_group``'s env:// (``distributed/rendezvous.py`` ``_create_c10d_store``,
+  ``MASTER_ADDR/MASTER_PORT``) open the master's store; the c10d rendezvous
+  (``c10d_rendezvous_backend.py``) the ``--rdzv-endpoint``'s. An EADDRINUSE there is the
+  master port in use; a dialed name that getaddrinfo does not know (c10d socket.cpp
+  ``SocketConnectOp::tryConnect``: "The IPv6 network addresses of (H, P) cannot be retrieved
+  (gai error: -2 ...)" with ``AI_V4MAPPED | AI_ALL``, so an IPv4-only name would resolve)
+  followed by the connect's own timeout to (H, P) is that name not resolving.
+- with only the ``--log-dir`` tree, the rank whose error.json has the strictly earliest
+  timestamp is the first failure, as torchrun itself chooses it.
+- torchrun's ``--log-dir`` tree (torch/distributed/elastic/multiprocessing/api.py:
+  ``<log_dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json``) names
+  each file's local rank; torch's own ``[rankN]:`` prefix on a rank's exception gives the
+  global rank, so one such line fixes the node's offset for every file of that attempt.
+- a rank whose own last line is a step it runs alone (evaluation, saving, tokenising:
+  ``timeouts.SOLO_STEP``), which printed no error, while every other rank timed out in a
+  collective, was busy alone; the rank torchrun saw fail first is a waiter, not that rank.
+- each rank's traceback ends in the torch.distributed call it was in (``distributed_c10d.py
+  ... in all_reduce``): ranks that timed out in different collectives ran different ones
+  (gloo prints no op in its timeout, ``gloo/transport/tcp/unbound_buffer.cc``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ddpcheck.diagnoses import load_catalogue
+from ddpcheck.explain import tracebacks
+from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
+from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
+from ddpcheck.explain.families.timeouts import DONE, SOLO_STEP
+from ddpcheck.explain.reader import Record, first_failed_rank
+
+# The Root Cause block's "exitcode  : -9 (pid: N)" and the agent's "failed (exitcode: -9)".
+SIGKILLED = re.compile(r"exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|"
+                       r"process \d+ terminated with signal SIGKILL")
+# A rank's timeout or lost peer as gloo and the store print them (what a rank that waited
+# sees); only such exceptions are compared for the collective each rank was in.
+WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
+                    r"Connection reset by peer|Timeout", re.IGNORECASE)
+ERRORISH = re.compile(r"Traceback|Error\b|Exception|Killed|exitcode|[Aa]bort", re.I)
+PEER_LOST = re.compile(r"Connection closed by peer|Connection reset by peer")
+KILLED_CODES = frozenset({HOST_OOM.code, "rank-killed"})
+MASTER_STORE = re.compile(r"static_tcp_rendezvous\.py|rendezvous\.py\", line \d+, in "
+                          r"_(?:env_rendezvous_handler|create_c10d_store)")
+RDZV_STORE = re.compile(r"c10d_rendezvous_backend\.py|dynamic_rendezvous\.py")
+# EAI_NONAME (-2) for the dialed name, and the connect that then gave up on it.
+NO_NAME = re.compile(r"network addresses of \((?P<host>[^,()]+), (?P<port>\d+)\) cannot be "
+                     r"retrieved \(gai error: -2\b")
+GAVE_UP = re.compile(r"(?:timed out after \d+ms while trying to connect to|failed to connect "
+                     r"to any network address (?:of|on)) \((?P<host>[^,()]+), (?P<port>\d+)\)")
+
+
+LOG_DIR_FILE = re.compile(r"(?P<attempt>attempt_\d+)[/\\](?P<local>\d+)[/\\]"
+                          r"(?:stdout\.log|stderr\.log|error\.json)$")
+# torch's own prefix on a rank's uncaught exception ("[rank1]: Traceback ..."): global rank.
+OWN_RANK = re.compile(r"^\s*(?:\[\w+?\d+\]:)?\[rank(?P<rank>\d+)\]:")
+# Lines of torchrun's summary that the reader gives a rank (its Failures block), and
+# signals of its teardown: not a rank's own output.
+SUMMARY_LINE = re.compile(r"^\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:|"
+                          r"Signal 15 \(SIGTERM\)|^\s*\[\d+\]:\s*$|^\s*[-=]{8,}\s*$")
+
+
+def per_rank_files(records: Sequence[Record], texts: dict[str, str]) -> list[Record]:
+    """Give the lines of torchrun's per-rank log files their global rank: the file's local
+    rank plus the node's offset, read from torch's "[rankN]:" prefix in that attempt's
+    files (``texts``: each source's raw text)."""
+    offsets: dict[str, set[int]] = {}
+    local: dict[str, tuple[str, int]] = {}
+    for src, text in texts.items():
+        m = LOG_DIR_FILE.search(src)
+        if not m:
+            continue
+        attempt = src[:m.start("local")]
+        local[src] = (attempt, int(m["local"]))
+        for line in text.splitlines():
+            if g := OWN_RANK.match(line):
+                offsets.setdefault(attempt, set()).add(int(g["rank"]) - int(m["local"]))
+    if not local:
+        return list(records)
+    out = []
+    for r in records:
+        if r.rank is None and r.source in local:
+            attempt, lr = local[r.source]
+            if len(offsets.get(attempt, ())) == 1:
+                r = replace(r, rank=lr + next(iter(offsets[attempt])))
+        out.append(r)
+    return out
+
+
+def first_rank(records: Sequence[Record]) -> int | None:
+    """The rank the launcher saw fail first: torchrun's Root Cause block, or mp.spawn's
+    "-- Process N terminated with the following error:"."""
+    rank = first_failed_rank(list(records))
+    if rank is not None:
+        return rank
+    for r in records:
+        if m := tracebacks.SPAWNED.match(r.text):
+            return int(m["rank"])
+    # Only the --log-dir tree: torchrun's own choice, made from the same error.json files
+    # (errors/__init__.py get_first_failure: the earliest "timestamp", whole seconds), when
+    # one rank's is strictly the earliest.
+    first: dict[int, float] = {}
+    for r in records:
+        if r.source.endswith("error.json") and r.rank is not None and r.time is not None:
+            first[r.rank] = min(r.time, first.get(r.rank, r.time))
+    if len(first) > 1:
+        (t0, r0), (t1, _) = sorted((t, rk) for rk, t in first.items())[:2]
+        if t0 < t1:
+            return r0
+    return None
+
+
+def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """Before ordering: the master's store named by its traceback, a dialed name that does
+    not resolve, and a collective timeout whose ranks' tracebacks end in different
+    torch.distributed calls (a desync)."""
+    return _busy_alone(_desync(_master_store(_unresolved_dial(found, records), records),
+                               records), records)
+
+
+def _busy_alone(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A collective timeout on every rank but one, whose own last line is a solo step and
+    which printed no error: that rank was busy alone (rank-zero-only-step-timeout)."""
+    timeouts = [e for e in found if e.problem.code == "collective-timeout"
+                and not e.problem.consequence_of and e.problem.ranks]
+    if len(timeouts) != 1:
+        return found
+    e = timeouts[0]
+    own: dict[int, list[Record]] = {}
+    for r in records:
+        if r.rank is not None and r.text.strip() and not SUMMARY_LINE.search(r.text):
+            own.setdefault(r.rank, []).append(r)
+    idle = [rk for rk in own if rk not in e.problem.ranks]
+    waited = set(e.problem.ranks)
+    if len(idle) != 1 or not waited or not waited <= set(own):
+        return found
+    (rank,) = idle
+    lines = own[rank]
+    lasts: dict[str, Record] = {}  # the rank's last own line in each file
+    for r in lines:
+        if r.source not in lasts or r.lineno > lasts[r.source].lineno:
+            lasts[r.source] = r
+    # a step still under way: one that had ended (100%, saved) says nothing of where it went
+    last = next((r for r in lasts.values()
+                 if SOLO_STEP.search(r.text) and not DONE.search(r.text)), None)
+    if (last is None or first_rank(records) == rank
+            or any(ERRORISH.search(r.text) for r in lines)):
+        return found
+    step = f"{last.source}:{last.lineno}: {last.text.strip()[:160]}"
+    busy = load_catalogue()["rank-zero-only-step-timeout"].problem(
+        f"rank {rank}'s last line: {step} | {e.problem.observed}",
+        cause=f"rank {rank} was busy with a step of its own ({last.text.strip()[:120]}) while "
+              f"rank {', '.join(map(str, sorted(waited)))} waited in a collective until the "
+              "process-group timeout; its own lines show no error",
+        ranks=e.problem.ranks, hosts=e.problem.hosts)
+    return [replace(x, problem=busy, root=True, grade=CAUSE,
+                    evidence=(f"{last.source}:{last.lineno}", *x.evidence)[:4]) if x is e
+            else x for x in found]
+
+
+def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """EADDRINUSE on the store that torchrun's static rendezvous or env:// opens is the
+    master port, not the --rdzv-endpoint's."""
+    if not any(e.problem.code == "endpoint-port-in-use" for e in found):
+        return found
+    texts = [r.text for r in records]
+    if not any(MASTER_STORE.search(t) for t in texts) or any(RDZV_STORE.search(t)
+                                                             for t in texts):
+        return found
+    master = load_catalogue()["master-port-in-use"]
+    return [replace(e, problem=master.problem(e.problem.observed, ranks=e.problem.ranks,
+                                              hosts=e.problem.hosts))
+            if e.problem.code == "endpoint-port-in-use" else e for e in found]
+
+
+def _unresolved_dial(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A name getaddrinfo does not know, which the connect then gave up on: the master's
+    or the rendezvous endpoint's name does not resolve (whose, by the traceback)."""
+    names: dict[tuple[str, str], Record] = {}
+    for r in records:
+        if m := NO_NAME.search(r.text):
+            names.setdefault((m["host"], m["port"]), r)  # the first, which came before all
+    gave_up = {(m["host"], m["port"]) for r in records if (m := GAVE_UP.search(r.text))}
+    dialed = [k for k in names if k in gave_up]
+    if not dialed:
+        return found
+    texts = [r.text for r in records]
+    master = any(MASTER_STORE.search(t) for t in texts)
+    rdzv = any(RDZV_STORE.search(t) for t in texts)
+    if master == rdzv:
+        return found  # the traceback does not say whose store it dialed
+    code = "master-addr-unresolvable" if master else "endpoint-unresolvable"
+    (host, port), first = dialed[0], names[dialed[0]]
+    problem = load_catalogue()[code].problem(
+        f"{host}:{port} was dialed and does not resolve (getaddrinfo: Name or service not "
+        f"known), then the connect gave up | {first.text.strip()[:200]}",
+        ranks=(first.rank,) if first.rank is not None else (),
+        hosts=(first.host,) if first.host else ())
+    hit = Explained(problem, first, True, "ddpcheck run --nodes N --stages rendezvous (every "
+                    "node resolves the master and endpoint names)",
+                    (f"{first.source}:{first.lineno}",), CAUSE)
+    # the warning rule read the same lines as this node's own name (hostname-unresolvable)
+    return [hit, *(e for e in found if not (e.problem.code == "hostname-unresolvable"
+                                            and host in e.problem.observed))]
+
+
+def _desync(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    timeouts = [e for e in found if e.problem.code == "collective-timeout"
+                and not e.problem.consequence_of]
+    if not timeouts:
+        return found
+    ops: dict[int, tracebacks.Crash] = {}
+    for c in tracebacks.crashes(records):
+        if c.rank is not None and c.collective and WAITED.search(c.exception):
+            ops.setdefault(c.rank, c)
+    if len({c.collective for c in ops.values()}) < 2:
+        return found
+    said = ", ".join(f"rank {r} in {c.collective}"
+                     + (f" ({c.user_frame})" if c.user_frame else "")
+                     for r, c in sorted(ops.items()))
+    e = timeouts[0]
+    desync = COLLECTIVE_DESYNC.problem(
+        f"{said} | {e.problem.observed}",
+        cause=f"the ranks timed out in different collectives ({said}): a rank skipped, added "
+              "or reordered one (a rank-dependent branch)",
+        ranks=tuple(sorted(ops)), hosts=e.problem.hosts)
+    evidence = tuple(f"{c.record.source}:{c.record.lineno}" for _, c in sorted(ops.items()))
+    return [replace(x, problem=desync, root=True, grade=CAUSE,
+                    evidence=(*evidence, *x.evidence)[:4]) if x is e else x
+            for x in found if x is e or x not in timeouts]
+
+
+def first_failure(ordered: list[Explained], found: Sequence[Explained],
+                  records: Sequence[Record], unclaimed: Sequence[tracebacks.Crash]
+                  ) -> list[Explained]:
+    """After ordering: when the words leave the root undetermined (symptoms only, or a hint
+    that a peer's symptom blocked), the rank the launcher saw fail first decides: its own
+    unexplained exception, or its SIGKILL, is the root; everything else follows from it."""
+    if not ordered or min(tier(e) for e in found) == 0:
+        return ordered  # a cause-grade line stands: the ordering already decided
+    lead = next((e for e in ordered if not e.problem.consequence_of), None)
+    if lead is None or tier(lead) < 3 and lead.problem.code != "root-cause-ambiguous":
+        return ordered
+    rank = first_rank(records)
+    if rank is None:
+        return ordered
+    if left := _peer_left(records, rank):
+        return [left, *_echoes(found, left.problem.code)]
+    # The first rank's own symptom (a timeout, a lost peer) would make it a victim too.
+    if any(rank in e.problem.ranks and (e.problem.code in SYMPTOMS - KILLED_CODES)
+           for e in found):
+        return ordered
+    crash = next((c for c in unclaimed if c.rank == rank), None)
+    if crash is not None and not crash.user_frame:  # the same exception with its traceback
+        crash = next((c for c in tracebacks.crashes(records) if c.rank == rank
+                      and c.exception == crash.exception and c.user_frame), crash)
+    if crash is not None:
+        return [_crash_root(crash, rank), *_echoes(found, UNEXPLAINED.code)]
+    killed = [e for e in found if e.problem.code in KILLED_CODES and rank in e.problem.ranks
+              and "SIGKILL" in e.problem.observed]
+    if killed and _killed_before_teardown(records, rank):
+        root = killed[0]  # its lines also hold the SIGTERMs of the others: name its rank
+        rest = [e for e in found if e is not root]
+        return [replace(root, problem=root.problem.where(ranks=(rank,))),
+                *_echoes(rest, root.problem.code)]
+    return ordered
+
+
+def _peer_left(records: Sequence[Record], rank: int) -> Explained | None:
+    """The first-failed rank lost its peer inside a collective, and torchrun lists no other
+    failure ("<NO_OTHER_FAILURES>", errors/__init__.py ``ChildFailedError.format_msg``) and
+    had no worker left to stop (no "Sending process N closing signal", api.py ``_close``):
+    the other workers had already exited with status 0, before the collective."""
+    if not any("<NO_OTHER_FAILURES>" in r.text for r in records) or any(
+            "closing signal" in r.text for r in records):
+        return None
+    crash = next((c for c in tracebacks.crashes(records) if c.rank == rank and c.collective
+                  and PEER_LOST.search(c.exception)), None)
+    if crash is None:
+        return None
+    where = f" ({crash.user_frame})" if crash.user_frame else ""
+    r = crash.record
+    problem = load_catalogue()["rank-never-joined"].problem(
+        f"rank {rank} waited in {crash.collective}{where} and its peer closed the "
+        f"connection: {crash.exception[:160]} | torchrun: <NO_OTHER_FAILURES>, and no worker "
+        "left to stop",
+        cause=f"a peer of rank {rank} left before the {crash.collective} rank {rank} waited "
+              "in: no other worker of this node failed or was still running, so they had "
+              "exited with status 0 (a rank that ran out of data or returned early; on "
+              "another node, one that crashed)",
+        fix="make every rank run the same number of steps and collectives (an even "
+            "DistributedSampler split, drop_last=True, the join() context manager for "
+            "uneven inputs); look at the other ranks' last lines",
+        hosts=(r.host,) if r.host else ())
+    return Explained(problem, r, True, "ddpcheck run --nodes N --stages collectives",
+                     (f"{r.source}:{r.lineno}",), CAUSE)
+
+
+def _killed_before_teardown(records: Sequence[Record], rank: int) -> bool:
+    """The first-failed rank shows exitcode -9 and torchrun ended the others with SIGTERM
+    (or there were none left to end): the SIGKILL was not torchrun's."""
+    killed = any(SIGKILLED.search(r.text) for r in records
+                 if r.rank == rank or r.rank is None)
+    return killed and not any("SIGKILL" in r.text and "closing signal" in r.text
+                              for r in records)
+
+
+def _crash_root(crash: tracebacks.Crash, rank: int) -> Explained:
+    r = crash.record
+    where = f" ({crash.user_frame})" if crash.user_frame else ""
+    problem = UNEXPLAINED.problem(
+        f"rank {rank} failed first (the launcher's first observed failure) with "
+        f"{crash.exception[:200]}{where}",
+        cause=f"rank {rank}'s own exception{where}, which no rule names as a distributed "
+              "failure: the other ranks' errors (a lost peer, a timeout) follow from it",
+        fix=f"fix the exception in rank {rank}'s code{where}; "
+            + UNEXPLAINED.fix, ranks=(rank,), hosts=(r.host,) if r.host else ())
+    return Explained(problem, r, True, UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), CAUSE)
+
+
+def _echoes(rest: Sequence[Explained], cause: str) -> list[Explained]:
+    return [Explained(e.problem.where(consequence_of=cause), e.first, e.root, e.next_run,
+                      e.evidence, e.grade)
+            for e in sorted(rest, key=lambda e: e.first.order)
+            if e.problem.code != "root-cause-ambiguous"]
