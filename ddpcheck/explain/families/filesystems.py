@@ -5,8 +5,9 @@ Runs inside ``ddpcheck explain``. Python's OSError prints the C library's strerr
 (EDQUOT), often with the path after it. torch.save on a full disk fails in its zip writer
 (caffe2/serialize/inline_container.cc): ``PytorchStreamWriter failed writing file ...: file
 write failed`` or ``unexpected pos N vs M`` (a short write); other write errors print those
-too, so they are a hint. /dev/shm and NCCL's shared-memory segments are matched earlier by
-the memory and nccl families (dev-shm-too-small), so what reaches here is another directory.
+too, so they are a hint. A line about /dev/shm, NCCL's shared-memory segments or torch's
+(``</torch_...>``) is dev-shm-too-small (the memory and nccl families), never disk-full, even
+when those families' rules are left out.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from ddpcheck.explain.matching import pattern
 NEXT = "ddpcheck run --stages checkpoint --checkpoint-dir DIR --checkpoint-size SIZE"
 
 PATTERNS = [
-    pattern(DISK_FULL, r"No space left on device|\[Errno 28\]|\bENOSPC\b|"
-            r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b", NEXT),
+    # never a shared-memory line, whichever family reads it first: /dev/shm, NCCL's segments
+    # (/dev/shm/nccl-*), torch's (</torch_...>) are dev-shm-too-small
+    pattern(DISK_FULL, r"^(?!.*(?:/dev/shm|shared memory|\bshm|torch_\d))(?:.*?)"
+            r"(?:No space left on device|\[Errno 28\]|\bENOSPC\b|"
+            r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b)", NEXT),
     pattern(DISK_FULL, r"PytorchStreamWriter failed writing file .*file write failed|"
             r"inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+", NEXT, grade=HINT,
             cause="torch.save could not finish writing (a short write): most often the "

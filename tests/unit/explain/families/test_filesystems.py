@@ -38,3 +38,14 @@ def test_a_short_torch_save_is_a_hint_that_a_cause_grade_line_outranks():
 def test_space_words_that_report_no_failure_are_not_a_full_disk():
     assert first_cause("Disk usage: 40% of 2 TB, 1.2 TB free", "epoch 1 loss 0.3") == "none"
     assert first_cause("[Errno 2] No such file or directory: 'ckpt.pt'") != "disk-full"
+
+
+def test_a_shared_memory_line_is_never_a_full_disk_even_without_the_shm_rules():
+    from ddpcheck.explain.families import PATTERNS
+    no_shm = [p for p in PATTERNS if p.code != "dev-shm-too-small"]
+    for line in ("NCCL WARN Error: failed to extend /dev/shm/nccl-ZH5sT1 to 9637892 bytes, "
+                 "error: No space left on device (28)",
+                 "RuntimeError: unable to write to file </torch_9_1>: No space left on device "
+                 "(28)"):
+        e = explain_texts([("r.log", line + "\n")], patterns=no_shm)
+        assert all(p.code != "disk-full" for p in e.problems), line
