@@ -33,9 +33,6 @@ from ddpcheck.explain.matching import Hit, Pattern, default_combine
 from ddpcheck.explain.reader import Record, first_failed_rank, read_text
 from ddpcheck.report.text import render_problem
 
-# Lines that show something failed, quoted when no pattern explains the log: the producers'
-# words, listed with their sources in ``failures``.
-ERROR_LINE = re.compile(failures.WORDS.pattern, re.IGNORECASE)
 # Lines that say something failed in words but report no failure: warnings (torch's
 # "[W reducer.cpp:...] Warning:", Python's *Warning), NCCL INFO (a plugin it did not find,
 # a tuner it fell back from), and a rank's progress output.

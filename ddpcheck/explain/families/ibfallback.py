@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 
 from ddpcheck.explain.causality import WARNING, Explained
-from ddpcheck.explain.families.ncclresult import CHANNEL
+from ddpcheck.explain.families.ncclresult import inside_node, vias_by_file
 from ddpcheck.explain.reader import Record
 from ddpcheck.node.ncclinfo import NCCL_SOCKET_FALLBACK
 
@@ -69,6 +69,5 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
 
 
 def _ib_not_needed_or_used(recs: Sequence[Record]) -> bool:
-    vias = {m["via"] for r in recs if (m := CHANNEL.search(r.text))}
-    inside = bool(vias) and not vias & {"NET", "COLLNET", "CollNet"}
-    return inside or any("via NET/IB" in r.text for r in recs)
+    return (any(inside_node(v) for v in vias_by_file(recs).values())
+            or any("via NET/IB" in r.text for r in recs))

@@ -316,14 +316,22 @@ def one_node_interfaces(found: Sequence[Explained],
     """An interface list (NCCL INFO "NET/Socket : Using [1]docker0:...") names no cause when
     NCCL's own connection lines show every peer reached inside the node (P2P, SHM): the
     interfaces carry no collective traffic there, and the bootstrap works over any local one."""
-    vias: dict[str, set[str]] = {}  # per file: another job's or node's log is not this one
+    vias = vias_by_file(records)
+    return [e for e in found if not (e.problem.code == NCCL_WRONG_INTERFACE.code
+                                     and LISTING.search(e.first.text)
+                                     and inside_node(vias.get(e.first.source, set())))]
+
+
+def vias_by_file(records: Sequence[Record]) -> dict[str, set[str]]:
+    """The transports NCCL's connection lines name ("P2P", "SHM", "NET"), per file: another
+    job's or node's log is not this one."""
+    vias: dict[str, set[str]] = {}
     for r in records:
         if m := CHANNEL.search(r.text):
             vias.setdefault(r.source, set()).add(m["via"])
+    return vias
 
-    def inside(e: Explained) -> bool:
-        seen = vias.get(e.first.source, set())
-        return bool(seen) and not seen & {"NET", "COLLNET", "CollNet"}
 
-    return [e for e in found if not (e.problem.code == NCCL_WRONG_INTERFACE.code
-                                     and LISTING.search(e.first.text) and inside(e))]
+def inside_node(vias: set[str]) -> bool:
+    """Every connection a file shows stays inside the node (none crosses over NET/CollNet)."""
+    return bool(vias) and not vias & {"NET", "COLLNET", "CollNet"}

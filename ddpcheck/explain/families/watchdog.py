@@ -103,7 +103,7 @@ def combine(hits: Sequence[Hit]) -> Problem:
     if len(ops) > 1 and any(op != "?" for _, op, _ in ops):
         ops = {k: v for k, v in ops.items() if k[1] != "?"}
     summary = "; ".join(
-        f"SeqNum={s} {op}{f' NumelIn={n}' if n else ''} on rank "
+        f"{_named(s, op)}{f' NumelIn={n}' if n else ''} on rank "
         f"{format_ranks(sorted(r for r in rs if r >= 0)) or '?'}"
         for (s, op, n), rs in sorted(ops.items(), key=lambda kv: (len(kv[0][0]), kv[0][0])))
     observed = f"{summary} | {observed_lines(hits)}"
@@ -124,6 +124,11 @@ def combine(hits: Sequence[Hit]) -> Problem:
         return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(observed, cause=alone, **where(hits))
     (seq, op, numel), *_ = ops
     return COLLECTIVE_TIMEOUT.problem(observed, cause=_waited_in(seq, op, numel), **where(hits))
+
+
+def _named(seq: str, op: str) -> str:
+    """How the summary names a collective; gloo's timeouts name neither number nor op."""
+    return "a collective the line does not name" if seq == op == "?" else f"SeqNum={seq} {op}"
 
 
 def combine_fingerprints(hits: Sequence[Hit]) -> Problem:
