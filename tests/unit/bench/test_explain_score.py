@@ -71,3 +71,12 @@ def test_an_unread_batch_stays_out_of_the_dev_lines(tmp_path: Path, capsys,
     explain_score.main(["--corpus", str(_unread_corpus(tmp_path, monkeypatch)), "--no-old"])
     out = capsys.readouterr().out
     assert "n=  1" in out.split("\ndev:")[1].split("ALL")[1].splitlines()[0]  # a only
+
+
+def test_dev_only_prints_no_held_out_figure_and_no_unread_case(tmp_path: Path, capsys,
+                                                               monkeypatch) -> None:
+    corpus = _unread_corpus(tmp_path, monkeypatch)
+    explain_score.main(["--corpus", str(corpus), "--no-old", "--dev-only"])
+    out = capsys.readouterr().out
+    assert "heldout" not in out and "held-out target" not in out and "batch " not in out
+    assert "n=  1" in out.split("\ndev:")[1].split("ALL")[1].splitlines()[0]  # a only
