@@ -60,11 +60,15 @@ def outcome(e: Explanation, want: str) -> str:
 
 
 def dev_cases() -> Iterator[DevCase]:
-    """Every dev and old case with a confirmed failure that explain names today."""
+    """Every dev and old case with a confirmed failure that explain names today (a batch
+    nobody has read yet stays out)."""
+    from bench.explain_score import UNREAD_BATCHES  # bench imports this module
+
     corpus = DATA / "explain"
     entries = [(c["id"], c["cause"], corpus / c["file"])
                for m in sorted(corpus.glob("corpus-*.json"))
-               for c in json.loads(m.read_text())["cases"] if c["split"] == "dev"]
+               for c in json.loads(m.read_text())["cases"]
+               if c["split"] == "dev" and c.get("batch", "") not in UNREAD_BATCHES]
     logs = DATA / "logs"
     entries += [(c["file"], c["expected"], logs / c["file"])
                 for c in json.loads((logs / "CORPUS.json").read_text())["logs"]]
