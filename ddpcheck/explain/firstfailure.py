@@ -15,15 +15,7 @@ symptoms that name no cause, and the cause is told by the launcher's structure:
   the others with SIGTERM (torch/distributed/elastic/multiprocessing/api.py ``_close``:
   SIGTERM to every remaining worker first, SIGKILL only after its timeout), the SIGKILL came
   from outside torchrun (the OOM killer, a user, the scheduler), not from its teardown.
-- the traceback says which store failed: torchrun's static rendezvous
-  (``elastic/rendezvous/static_tcp_rendezvous.py``, ``--master-addr/--master-port``) and
-  ``init_process_group``'s env:// (``distributed/rendezvous.py`` ``_create_c10d_store``,
-  ``MASTER_ADDR/MASTER_PORT``) open the master's store; the c10d rendezvous
-  (``c10d_rendezvous_backend.py``) the ``--rdzv-endpoint``'s. An EADDRINUSE there is the
-  master port in use; a dialed name that getaddrinfo does not know (c10d socket.cpp
-  ``SocketConnectOp::tryConnect``: "The IPv6 network addresses of (H, P) cannot be retrieved
-  (gai error: -2 ...)" with ``AI_V4MAPPED | AI_ALL``, so an IPv4-only name would resolve)
-  followed by the connect's own timeout to (H, P) is that name not resolving.
+- whose store failed, the master's or the ``--rdzv-endpoint``'s, is ``stores``'s to say.
 - with only the ``--log-dir`` tree, the rank whose error.json has the strictly earliest
   timestamp is the first failure, as torchrun itself chooses it.
 - torchrun's ``--log-dir`` tree (torch/distributed/elastic/multiprocessing/api.py:
@@ -45,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.diagnoses import load_catalogue
-from ddpcheck.explain import tracebacks
+from ddpcheck.explain import stores, tracebacks
 from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
 from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
 from ddpcheck.explain.families.timeouts import DONE, SOLO_STEP
@@ -61,15 +53,6 @@ WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
 ERRORISH = re.compile(r"Traceback|Error\b|Exception|Killed|exitcode|[Aa]bort", re.I)
 PEER_LOST = re.compile(r"Connection closed by peer|Connection reset by peer")
 KILLED_CODES = frozenset({HOST_OOM.code, "rank-killed"})
-MASTER_STORE = re.compile(r"static_tcp_rendezvous\.py|rendezvous\.py\", line \d+, in "
-                          r"_(?:env_rendezvous_handler|create_c10d_store)")
-RDZV_STORE = re.compile(r"c10d_rendezvous_backend\.py|dynamic_rendezvous\.py")
-# EAI_NONAME (-2) for the dialed name, and the connect that then gave up on it.
-NO_NAME = re.compile(r"network addresses of \((?P<host>[^,()]+), (?P<port>\d+)\) cannot be "
-                     r"retrieved \(gai error: -2\b")
-GAVE_UP = re.compile(r"(?:timed out after \d+ms while trying to connect to|failed to connect "
-                     r"to any network address (?:of|on)) \((?P<host>[^,()]+), (?P<port>\d+)\)")
-
 
 LOG_DIR_FILE = re.compile(r"(?P<attempt>attempt_\d+)[/\\](?P<local>\d+)[/\\]"
                           r"(?:stdout\.log|stderr\.log|error\.json)$")
@@ -135,8 +118,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     """Before ordering: the master's store named by its traceback, a dialed name that does
     not resolve, and a collective timeout whose ranks' tracebacks end in different
     torch.distributed calls (a desync)."""
-    return _busy_alone(_desync(_master_store(_unresolved_dial(found, records), records),
-                               records), records)
+    return _busy_alone(_desync(stores.refine(found, records), records), records)
 
 
 def _busy_alone(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -177,52 +159,6 @@ def _busy_alone(found: list[Explained], records: Sequence[Record]) -> list[Expla
     return [replace(x, problem=busy, root=True, grade=CAUSE,
                     evidence=(f"{last.source}:{last.lineno}", *x.evidence)[:4]) if x is e
             else x for x in found]
-
-
-def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
-    """EADDRINUSE on the store that torchrun's static rendezvous or env:// opens is the
-    master port, not the --rdzv-endpoint's."""
-    if not any(e.problem.code == "endpoint-port-in-use" for e in found):
-        return found
-    texts = [r.text for r in records]
-    if not any(MASTER_STORE.search(t) for t in texts) or any(RDZV_STORE.search(t)
-                                                             for t in texts):
-        return found
-    master = load_catalogue()["master-port-in-use"]
-    return [replace(e, problem=master.problem(e.problem.observed, ranks=e.problem.ranks,
-                                              hosts=e.problem.hosts))
-            if e.problem.code == "endpoint-port-in-use" else e for e in found]
-
-
-def _unresolved_dial(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
-    """A name getaddrinfo does not know, which the connect then gave up on: the master's
-    or the rendezvous endpoint's name does not resolve (whose, by the traceback)."""
-    names: dict[tuple[str, str], Record] = {}
-    for r in records:
-        if m := NO_NAME.search(r.text):
-            names.setdefault((m["host"], m["port"]), r)  # the first, which came before all
-    gave_up = {(m["host"], m["port"]) for r in records if (m := GAVE_UP.search(r.text))}
-    dialed = [k for k in names if k in gave_up]
-    if not dialed:
-        return found
-    texts = [r.text for r in records]
-    master = any(MASTER_STORE.search(t) for t in texts)
-    rdzv = any(RDZV_STORE.search(t) for t in texts)
-    if master == rdzv:
-        return found  # the traceback does not say whose store it dialed
-    code = "master-addr-unresolvable" if master else "endpoint-unresolvable"
-    (host, port), first = dialed[0], names[dialed[0]]
-    problem = load_catalogue()[code].problem(
-        f"{host}:{port} was dialed and does not resolve (getaddrinfo: Name or service not "
-        f"known), then the connect gave up | {first.text.strip()[:200]}",
-        ranks=(first.rank,) if first.rank is not None else (),
-        hosts=(first.host,) if first.host else ())
-    hit = Explained(problem, first, True, "ddpcheck run --nodes N --stages rendezvous (every "
-                    "node resolves the master and endpoint names)",
-                    (f"{first.source}:{first.lineno}",), CAUSE)
-    # the warning rule read the same lines as this node's own name (hostname-unresolvable)
-    return [hit, *(e for e in found if not (e.problem.code == "hostname-unresolvable"
-                                            and host in e.problem.observed))]
 
 
 def _desync(found: list[Explained], records: Sequence[Record]) -> list[Explained]:

@@ -104,8 +104,8 @@ def test_two_causes_the_log_does_not_order_are_an_abstention_that_names_both():
     assert _first(e) == "root-cause-ambiguous" and e.undetermined
     head = e.problems[0]
     assert "invalid-device-ordinal (node0.err:1)" in head.observed
-    assert "endpoint-port-in-use (node1.err:1)" in head.observed
-    assert {p.code for p in e.problems[1:3]} == {"invalid-device-ordinal", "endpoint-port-in-use"}
+    assert "master-port-in-use (node1.err:1)" in head.observed
+    assert {p.code for p in e.problems[1:3]} == {"invalid-device-ordinal", "master-port-in-use"}
     assert e.verdict().startswith("ROOT CAUSE UNDETERMINED: candidates: invalid-device-ordinal")
     assert e.to_json()["root_cause_determined"] is False and e.exit_code == 1
     assert "candidate causes" in e.render_text()
@@ -113,14 +113,14 @@ def test_two_causes_the_log_does_not_order_are_an_abstention_that_names_both():
 
 def test_two_causes_in_one_stream_follow_its_line_order():
     e = explain_texts([("job.log", f"{PORT}\nstep 3\n{ORDINAL}\n")])
-    assert _first(e) == "endpoint-port-in-use" and not e.undetermined
-    assert e.problems[1].consequence_of == "endpoint-port-in-use"
+    assert _first(e) == "master-port-in-use" and not e.undetermined
+    assert e.problems[1].consequence_of == "master-port-in-use"
 
 
 def test_timestamps_order_causes_across_files():
     a = f"[2024-05-01 10:00:07,000] {ORDINAL}\n"
     b = f"[2024-05-01 10:00:02,000] {PORT}\n"
-    assert _first(explain_texts([("node0.err", a), ("node1.err", b)])) == "endpoint-port-in-use"
+    assert _first(explain_texts([("node0.err", a), ("node1.err", b)])) == "master-port-in-use"
     # one second apart on two clocks is no order
     c = f"[2024-05-01 10:00:07,400] {PORT}\n"
     assert _first(explain_texts([("node0.err", a), ("node1.err", c)])) == "root-cause-ambiguous"
@@ -131,7 +131,7 @@ def test_the_rank_torchrun_saw_fail_first_orders_unordered_causes():
                "  host      : node1\n  rank      : 3 (local_rank: 1)\n  exitcode  : 1 (pid: 9)\n")
     e = explain_texts([("node0.err", f"[rank0]: {ORDINAL}\n"),
                        ("node1.err", f"[rank3]: {PORT}\n{summary}")])
-    assert _first(e) == "endpoint-port-in-use"
+    assert _first(e) == "master-port-in-use"
 
 
 def test_a_known_cause_of_the_other_comes_first_without_an_order():
@@ -149,7 +149,7 @@ def test_a_hint_alone_answers_and_gives_way_to_a_cause():
 def test_a_warning_line_is_a_hint_that_gives_way_to_an_error_line():
     warn = ("[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 "
             "(errno: 98 - Address already in use).")
-    assert _first(explain_texts([("job.log", warn + "\n")])) == "endpoint-port-in-use"
+    assert _first(explain_texts([("job.log", warn + "\n")])) == "master-port-in-use"
     e = explain_texts([("node0.err", warn + "\n"), ("node1.err", ORDINAL + "\n")])
     assert _first(e) == "invalid-device-ordinal"
 

@@ -74,11 +74,11 @@ def test_bind_address_not_local_in_torch_2_3_wording():
     assert first_cause("torch.distributed.DistNetworkError: The server socket has failed to "
                        "listen on any local network address. port: 29500, useIpv6: 0, code: "
                        "-98, name: EADDRINUSE, message: address already in use") == \
-        "endpoint-port-in-use"
+        "master-port-in-use"
 
 
 def test_errno_98_from_python_and_from_nccl_is_a_port_in_use():
-    assert first_cause("OSError: [Errno 98] Address already in use") == "endpoint-port-in-use"
+    assert first_cause("OSError: [Errno 98] Address already in use") == "master-port-in-use"
     assert first_cause("node1:99:99 [0] misc/socket.cc:430 NCCL WARN Call to bind failed : "
                        "Address already in use") == "endpoint-port-in-use"
 

@@ -1,0 +1,121 @@
+"""Whose store failed: the master's (MASTER_ADDR / MASTER_PORT) or the c10d rendezvous
+endpoint's (``--rdzv-endpoint``).
+
+Runs inside ``ddpcheck explain`` (a pure reader of log lines), after the families matched and
+before the failures are ordered. The rules read the same line (``Address already in use``,
+``Name or service not known``) as the rendezvous endpoint's problem; torch says which store
+it was:
+
+- torchrun's default rendezvous is static (torch/distributed/run.py: ``--rdzv-backend``
+  defaults to ``static``, ``--master-port`` to 29500) and its agent opens the master's store
+  (``elastic/rendezvous/static_tcp_rendezvous.py``). ``init_process_group``'s env:// and
+  tcp:// (``distributed/rendezvous.py``: ``_env_rendezvous_handler``,
+  ``_tcp_rendezvous_handler``, ``_create_c10d_store``) open MASTER_ADDR:MASTER_PORT too, and
+  mp.spawn, ``torch.distributed.launch``, Accelerate, DeepSpeed and Lightning all end there.
+- Only an explicit c10d rendezvous (``--rdzv-backend=c10d``, ``--standalone``) opens the
+  endpoint's store (``elastic/rendezvous/c10d_rendezvous_backend.py`` ``_create_tcp_store``,
+  whose ``DEFAULT_PORT = 29400`` is bound when ``--rdzv-endpoint`` names no port).
+
+So an EADDRINUSE is the master port in use unless the log shows the c10d rendezvous: its
+modules in a traceback, ``rdzv_backend=c10d`` in a command line, or port 29400 bound (NCCL's
+own bind of a fixed ``NCCL_COMM_ID`` port is neither store's, and stays as it was read). A
+name that does not resolve is the master's when its traceback shows the master's store and
+not the c10d rendezvous. A dialed name that getaddrinfo does not know (c10d socket.cpp
+``SocketConnectOp::tryConnect``: "The IPv6 network addresses of (H, P) cannot be retrieved
+(gai error: -2 ...)" with ``AI_V4MAPPED | AI_ALL``, so an IPv4-only name would resolve),
+followed by the connect's own timeout to (H, P), is that name not resolving, whose by the
+traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ddpcheck.diagnoses import load_catalogue
+from ddpcheck.explain.causality import CAUSE, Explained
+from ddpcheck.explain.reader import Record
+
+MASTER_STORE = re.compile(r"static_tcp_rendezvous\.py|rendezvous\.py\", line \d+, in "
+                          r"_(?:env_rendezvous_handler|tcp_rendezvous_handler|"
+                          r"create_c10d_store)")
+RDZV_STORE = re.compile(r"c10d_rendezvous_backend|dynamic_rendezvous|"
+                        r"rdzv[_-]backend[= ]+['\"]?c10d|C10d rendezvous backend|"
+                        r"torchrun\b.*\s--standalone\b")  # --standalone: c10d on localhost
+# c10d_rendezvous_backend.DEFAULT_PORT, bound (socket.cpp's listen/bind lines, the
+# DistNetworkError's "port: 29400") when --rdzv-endpoint names no port.
+RDZV_DEFAULT_PORT = re.compile(r"[\]:]29400\b|\bport: 29400\b")
+# NCCL misc/socket.cc's bind of a fixed NCCL_COMM_ID port: neither store's.
+NCCL_BIND = re.compile(r"Call to bind failed")
+# EAI_NONAME (-2) for the dialed name, and the connect that then gave up on it.
+NO_NAME = re.compile(r"network addresses of \((?P<host>[^,()]+), (?P<port>\d+)\) cannot be "
+                     r"retrieved \(gai error: -2\b")
+GAVE_UP = re.compile(r"(?:timed out after \d+ms while trying to connect to|failed to connect "
+                     r"to any network address (?:of|on)) \((?P<host>[^,()]+), (?P<port>\d+)\)")
+# The rendezvous endpoint's code -> the master's twin, and whether the master's store must
+# be seen (True) or is the default unless the c10d rendezvous is seen (False).
+TWINS = {"endpoint-port-in-use": ("master-port-in-use", False),
+         "endpoint-unresolvable": ("master-addr-unresolvable", True)}
+# Said when the log names neither store: torchrun's flag, and where the c10d port lives.
+PORT_FIX = ("stop the process holding the port (ss -ltnp | grep <port>), or pick another "
+            "MASTER_PORT (torchrun --master-port, e.g. 29501); with --rdzv-backend=c10d the "
+            "port is the one in --rdzv-endpoint")
+
+
+def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """The master's twin for an endpoint code the log does not tie to the c10d rendezvous,
+    and a dialed name that does not resolve named by whose store dialed it."""
+    return _master_store(_unresolved_dial(found, records), records)
+
+
+def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    if not any(e.problem.code in TWINS for e in found):
+        return found
+    texts = [r.text for r in records]
+    master = any(MASTER_STORE.search(t) for t in texts)
+    rdzv = any(RDZV_STORE.search(t) or RDZV_DEFAULT_PORT.search(t) for t in texts)
+    if rdzv:
+        return found
+    out = []
+    for e in found:
+        twin, needs_master = TWINS.get(e.problem.code, ("", False))
+        if not twin or (needs_master and not master) or NCCL_BIND.search(e.first.text):
+            out.append(e)
+            continue
+        fix = "" if master else PORT_FIX if twin == "master-port-in-use" else ""
+        p = e.problem
+        out.append(replace(e, problem=load_catalogue()[twin].problem(
+            p.observed, fix=fix, ranks=p.ranks, hosts=p.hosts)))
+    return out
+
+
+def _unresolved_dial(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A name getaddrinfo does not know, which the connect then gave up on: the master's
+    or the rendezvous endpoint's name does not resolve (whose, by the traceback)."""
+    names: dict[tuple[str, str], Record] = {}
+    for r in records:
+        if m := NO_NAME.search(r.text):
+            names.setdefault((m["host"], m["port"]), r)  # the first, which came before all
+    gave_up = {(m["host"], m["port"]) for r in records if (m := GAVE_UP.search(r.text))}
+    dialed = [k for k in names if k in gave_up]
+    if not dialed:
+        return found
+    texts = [r.text for r in records]
+    master = any(MASTER_STORE.search(t) for t in texts)
+    rdzv = any(RDZV_STORE.search(t) for t in texts)
+    if master == rdzv:
+        return found  # the traceback does not say whose store it dialed
+    code = "master-addr-unresolvable" if master else "endpoint-unresolvable"
+    (host, port), first = dialed[0], names[dialed[0]]
+    problem = load_catalogue()[code].problem(
+        f"{host}:{port} was dialed and does not resolve (getaddrinfo: Name or service not "
+        f"known), then the connect gave up | {first.text.strip()[:200]}",
+        ranks=(first.rank,) if first.rank is not None else (),
+        hosts=(first.host,) if first.host else ())
+    hit = Explained(problem, first, True, "ddpcheck run --nodes N --stages rendezvous (every "
+                    "node resolves the master and endpoint names)",
+                    (f"{first.source}:{first.lineno}",), CAUSE)
+    # the warning rule read the same lines as this node's own name (hostname-unresolvable)
+    return [hit, *(e for e in found if not (e.problem.code == "hostname-unresolvable"
+                                            and host in e.problem.observed))]

@@ -1,0 +1,67 @@
+"""explain.stores: whose store a port in use or an unknown name belongs to, the master's or
+the c10d rendezvous endpoint's."""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+
+BIND = ("[W socket.cpp:464] [c10d] The server socket has failed to bind to [::]:{port} "
+        "(errno: 98 - Address already in use).")
+LISTEN = ("torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+          "local network address. port: {port}, useIpv6: 0, code: -98, name: EADDRINUSE, "
+          "message: address already in use")
+C10D_FRAME = ('  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/elastic/'
+              'rendezvous/c10d_rendezvous_backend.py", line 256, in create_backend')
+ENV_FRAME = ('  File "/usr/lib/python3/site-packages/torch/distributed/rendezvous.py", line '
+             '{n}, in _env_rendezvous_handler')
+
+
+def _problem(*lines: str):
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    return next(p for p in e.problems if not p.consequence_of)
+
+
+def test_a_port_in_use_the_log_ties_to_no_store_is_the_master_port_torch_defaults_to():
+    for port in (29500, 38211, 12355):
+        assert first_cause(BIND.format(port=port)) == "master-port-in-use"
+        assert first_cause(LISTEN.format(port=port)) == "master-port-in-use"
+    assert first_cause("RuntimeError: Address already in use") == "master-port-in-use"
+    # which flag sets it is not known: the fix names both
+    fix = _problem(LISTEN.format(port=29500)).fix
+    assert "--master-port" in fix and "--rdzv-endpoint" in fix
+
+
+def test_the_c10d_rendezvous_in_the_log_keeps_the_endpoint_port():
+    assert first_cause(BIND.format(port=29400)) == "endpoint-port-in-use"  # c10d's default
+    assert first_cause(LISTEN.format(port=29400)) == "endpoint-port-in-use"
+    assert first_cause("Traceback (most recent call last):", C10D_FRAME,
+                       LISTEN.format(port=29500)) == "endpoint-port-in-use"
+    assert first_cause("+ torchrun --rdzv_backend=c10d --rdzv_endpoint=n1:29500 train.py",
+                       LISTEN.format(port=29500)) == "endpoint-port-in-use"
+    assert first_cause("torchrun --standalone --nproc_per_node=2 train.py",
+                       BIND.format(port=47531)) == "endpoint-port-in-use"
+
+
+def test_the_master_store_in_the_traceback_gives_the_catalogue_fix():
+    p = _problem("Traceback (most recent call last):", ENV_FRAME.format(n=185),
+                 "    store = TCPStore(master_addr, master_port, world_size, start_daemon)",
+                 "RuntimeError: Address already in use")
+    assert p.code == "master-port-in-use" and "MASTER_PORT" in p.fix
+    assert "--rdzv-endpoint" not in p.fix
+
+
+def test_nccls_own_bind_is_neither_store():
+    assert first_cause("node1:99:99 [0] misc/socket.cc:430 NCCL WARN Call to bind failed : "
+                       "Address already in use") == "endpoint-port-in-use"
+
+
+def test_a_name_not_found_in_the_master_stores_frame_is_master_addr():
+    lines = ("Traceback (most recent call last):", ENV_FRAME.format(n=143),
+             "    store = TCPStore(master_addr, master_port, start_daemon)",
+             "ValueError: host not found: Name or service not known")
+    assert first_cause(*lines) == "master-addr-unresolvable"
+    tcp = ENV_FRAME.format(n=142).replace("_env_", "_tcp_")
+    assert first_cause(lines[0], tcp, *lines[2:]) == "master-addr-unresolvable"
+    # no traceback says whose name: the rendezvous rule's reading stays
+    assert first_cause(lines[-1]) != "master-addr-unresolvable"
