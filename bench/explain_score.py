@@ -43,9 +43,14 @@ from pathlib import Path
 
 from ddpcheck.explain.engine import explain_inputs
 from ddpcheck.explain.inputs import read_inputs
+from ddpcheck.explain.stores import TWINS
 from tests.helpers.paths import DATA
 
 VERDICTS = ("right", "abstained", "wrong")
+# The master's store's codes and the c10d rendezvous endpoint's: one cause (a port held, a
+# name unknown), told apart only by the launcher's flags. Wrong answers that swap the two
+# are counted on their own line (still wrong).
+TWIN_PAIRS = {frozenset((a, b)) for a, (b, _) in TWINS.items()}
 # Batches no rule writer has read yet, dev part included: scored (both splits are a fresh
 # measure), never listed by --show-dev-misses. A batch leaves this tuple when rule writers
 # start to read its dev part; from then on only its held-out part is unread.
@@ -127,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     by_batch: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     misses: list[str] = []
     hedged: Counter[str] = Counter()  # right, but as an abstention that shows that code
+    twins: Counter[str] = Counter()  # wrong, by naming the other store's code
     for case in cases:
         verdict, got = judge(case)
         if verdict == "right" and got != "none" and case.split != "heldout":
@@ -135,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             # dev means read and tuned on: an unread batch's dev part counts only below
             by_split[case.split][verdict] += 1
             by_family[(case.split, case.family)][verdict] += 1
+            twins[case.split] += verdict == "wrong" and frozenset((got, case.cause)) in TWIN_PAIRS
         if case.batch:
             by_batch[(case.batch, case.split)][verdict] += 1
             by_batch[(case.batch, "all")][verdict] += 1
@@ -152,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         if hedged[split]:
             print(f"  (of the right: {hedged[split]} hedged, ROOT CAUSE UNDETERMINED showing the "
                   "confirmed code as a symptom)")
+        if twins[split]:
+            print(f"  (of the wrong: {twins[split]} name the other store's twin of the confirmed "
+                  "code: master-* for endpoint-* or back)")
         for (s, family), counts in sorted(by_family.items()):
             if s == split:
                 print(line(family, counts))

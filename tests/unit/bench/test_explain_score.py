@@ -80,3 +80,17 @@ def test_dev_only_prints_no_held_out_figure_and_no_unread_case(tmp_path: Path, c
     out = capsys.readouterr().out
     assert "heldout" not in out and "held-out target" not in out and "batch " not in out
     assert "n=  1" in out.split("\ndev:")[1].split("ALL")[1].splitlines()[0]  # a only
+
+
+def test_a_wrong_answer_naming_the_other_stores_twin_is_counted_on_its_own(
+        tmp_path: Path, capsys) -> None:
+    corpus = _corpus(tmp_path)
+    (corpus / "dev" / "a.log").write_text("RuntimeError: Address already in use\n")
+    manifest = corpus / "corpus-t.json"
+    doc = json.loads(manifest.read_text())
+    doc["cases"][0]["cause"] = "endpoint-port-in-use"  # explain says master-port-in-use
+    manifest.write_text(json.dumps(doc))
+    explain_score.main(["--corpus", str(corpus), "--no-old", "--dev-only"])
+    dev = capsys.readouterr().out.split("\ndev:")[1]
+    assert "wrong   1" in dev.split("ALL")[1].splitlines()[0]
+    assert "of the wrong: 1 name the other store's twin" in dev
