@@ -145,6 +145,14 @@ RANK_ZERO_ONLY_STEP_TIMEOUT = register(
     "run that step before init_process_group or on every rank (cache the preprocessed "
     "dataset first), or raise the timeout: init_process_group(timeout=timedelta(hours=2)), "
     "ddp_timeout in HF TrainingArguments, InitProcessGroupKwargs(timeout=...) in Accelerate")
+# What confirms a cause that no ddpcheck run stage can see (the user's own step), by code;
+# the engine gives it whichever rule found the code.
+NEXT_RUN = {
+    RANK_ZERO_ONLY_STEP_TIMEOUT.code:
+        "time that step on its rank alone (the busy rank's last line above names it), or "
+        "py-spy dump --pid <pid> on that rank while the others wait; ddpcheck run checks the "
+        "cluster, not your own steps",
+}
 LAUNCHER_ENV_MISSING = register(
     "launcher-env-missing", "init_process_group found no RANK / WORLD_SIZE / MASTER_ADDR / "
     "MASTER_PORT in the environment",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
@@ -196,8 +196,9 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     unread = [_unread(r) for r in failures.unread(errors, patterns)]
     ordered = order(found, [_unclaimed(c) for c in crashes], first_failed_rank(records), unread)
     # the rank the launcher saw fail first decides what the words leave undetermined
-    return Explanation(firstfailure.first_failure(ordered, found, records, crashes), sources,
-                       notes, quoted)
+    final = firstfailure.first_failure(ordered, found, records, crashes)
+    return Explanation([replace(e, next_run=codes.NEXT_RUN.get(e.problem.code, e.next_run))
+                        for e in final], sources, notes, quoted)
 
 
 def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:

@@ -155,10 +155,14 @@ def _busy_alone(found: list[Explained], records: Sequence[Record]) -> list[Expla
         cause=f"rank {rank} was busy with a step of its own ({last.text.strip()[:120]}) while "
               f"rank {', '.join(map(str, sorted(waited)))} waited in a collective until the "
               "process-group timeout; its own lines show no error",
-        ranks=e.problem.ranks, hosts=e.problem.hosts)
+        ranks=(rank,), hosts=_hosts_of(lines))  # where the cause is: the busy rank
     return [replace(x, problem=busy, root=True, grade=CAUSE,
                     evidence=(f"{last.source}:{last.lineno}", *x.evidence)[:4]) if x is e
             else x for x in found]
+
+
+def _hosts_of(lines: Sequence[Record]) -> tuple[str, ...]:
+    return tuple(sorted({r.host for r in lines if r.host}))
 
 
 def _desync(found: list[Explained], records: Sequence[Record]) -> list[Explained]:

@@ -59,16 +59,20 @@ def outcome(e: Explanation, want: str) -> str:
     return "abstain" if e.undetermined else "wrong"
 
 
-def dev_cases() -> Iterator[DevCase]:
-    """Every dev and old case with a confirmed failure that explain names today (a batch
-    nobody has read yet stays out)."""
+def _read_dev() -> list[dict]:
+    """The manifest entries of the dev cases rule writers have read (a batch nobody has read
+    yet stays out)."""
     from bench.explain_score import UNREAD_BATCHES  # bench imports this module
 
     corpus = DATA / "explain"
-    entries = [(c["id"], c["cause"], corpus / c["file"])
-               for m in sorted(corpus.glob("corpus-*.json"))
-               for c in json.loads(m.read_text())["cases"]
-               if c["split"] == "dev" and c.get("batch", "") not in UNREAD_BATCHES]
+    return [c for m in sorted(corpus.glob("corpus-*.json"))
+            for c in json.loads(m.read_text())["cases"]
+            if c["split"] == "dev" and c.get("batch", "") not in UNREAD_BATCHES]
+
+
+def dev_cases() -> Iterator[DevCase]:
+    """Every dev and old case with a confirmed failure that explain names today."""
+    entries = [(c["id"], c["cause"], DATA / "explain" / c["file"]) for c in _read_dev()]
     logs = DATA / "logs"
     entries += [(c["file"], c["expected"], logs / c["file"])
                 for c in json.loads((logs / "CORPUS.json").read_text())["logs"]]
@@ -81,10 +85,7 @@ def dev_cases() -> Iterator[DevCase]:
 
 def healthy_texts() -> list[tuple[str, str]]:
     """The development set's healthy logs (confirmed cause "none"), each as one text."""
-    corpus = DATA / "explain"
-    paths = [corpus / c["file"] for m in sorted(corpus.glob("corpus-*.json"))
-             for c in json.loads(m.read_text())["cases"]
-             if c["split"] == "dev" and c["cause"] == "none"]
+    paths = [DATA / "explain" / c["file"] for c in _read_dev() if c["cause"] == "none"]
     return [(f"healthy-{path.name}", text) for path in paths
             for _, text in read_inputs([str(path)], None).logs]
 

@@ -79,3 +79,11 @@ def test_a_sigkill_before_torchruns_sigterm_teardown_is_the_root_on_its_own_rank
     ex = _explain("sigkill-console")
     assert ex.problems[0].code == "host-out-of-memory" and ex.problems[0].ranks == (1,)
     assert not ex.undetermined
+
+
+def test_a_rank_busy_alone_is_where_the_cause_is_and_next_says_how_to_confirm_it():
+    ex = _explain("fresh-rank1-slow-save")
+    busy = ex.problems[0]
+    assert busy.code == "rank-zero-only-step-timeout" and busy.ranks == (1,)  # not the waiter
+    next_run = ex.to_json()["next"][busy.code]
+    assert "py-spy dump" in next_run and "--stages" not in next_run
