@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
-from ddpcheck.explain import codes, failures, firstfailure, tracebacks
+from ddpcheck.explain import codes, failures, firstfailure, globalranks, tracebacks
 from ddpcheck.explain.causality import (
     HINT,
     SYMPTOM,
@@ -173,7 +173,7 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
                                    "ddpcheck run") for i, p in enumerate(own))
         else:
             records.extend(read_text(name, text))
-    records = firstfailure.per_rank_files(records, texts)
+    records = globalranks.apply(records, texts)
     found.extend(firstfailure.refine(ibfallback.refine(network.refine(
         watchdog.refine(_match(records, patterns), records), records), records), records))
     notes: list[str] = []

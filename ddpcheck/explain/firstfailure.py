@@ -17,11 +17,8 @@ symptoms that name no cause, and the cause is told by the launcher's structure:
   from outside torchrun (the OOM killer, a user, the scheduler), not from its teardown.
 - whose store failed, the master's or the ``--rdzv-endpoint``'s, is ``stores``'s to say.
 - with only the ``--log-dir`` tree, the rank whose error.json has the strictly earliest
-  timestamp is the first failure, as torchrun itself chooses it.
-- torchrun's ``--log-dir`` tree (torch/distributed/elastic/multiprocessing/api.py:
-  ``<log_dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json``) names
-  each file's local rank; torch's own ``[rankN]:`` prefix on a rank's exception gives the
-  global rank, so one such line fixes the node's offset for every file of that attempt.
+  timestamp is the first failure, as torchrun itself chooses it (``globalranks`` gives each
+  file its global rank first).
 - a rank whose own last line is a step it runs alone (evaluation, saving, tokenising:
   ``timeouts.SOLO_STEP``), which printed no error, while every other rank timed out in a
   collective, was busy alone; the rank torchrun saw fail first is a waiter, not that rank.
@@ -54,41 +51,10 @@ ERRORISH = re.compile(r"Traceback|Error\b|Exception|Killed|exitcode|[Aa]bort", r
 PEER_LOST = re.compile(r"Connection closed by peer|Connection reset by peer")
 KILLED_CODES = frozenset({HOST_OOM.code, "rank-killed"})
 
-LOG_DIR_FILE = re.compile(r"(?P<attempt>attempt_\d+)[/\\](?P<local>\d+)[/\\]"
-                          r"(?:stdout\.log|stderr\.log|error\.json)$")
-# torch's own prefix on a rank's uncaught exception ("[rank1]: Traceback ..."): global rank.
-OWN_RANK = re.compile(r"^\s*(?:\[\w+?\d+\]:)?\[rank(?P<rank>\d+)\]:")
 # Lines of torchrun's summary that the reader gives a rank (its Failures block), and
 # signals of its teardown: not a rank's own output.
 SUMMARY_LINE = re.compile(r"^\s*(?:time|host|rank|exitcode|error_file|traceback)\s*:|"
                           r"Signal 15 \(SIGTERM\)|^\s*\[\d+\]:\s*$|^\s*[-=]{8,}\s*$")
-
-
-def per_rank_files(records: Sequence[Record], texts: dict[str, str]) -> list[Record]:
-    """Give the lines of torchrun's per-rank log files their global rank: the file's local
-    rank plus the node's offset, read from torch's "[rankN]:" prefix in that attempt's
-    files (``texts``: each source's raw text)."""
-    offsets: dict[str, set[int]] = {}
-    local: dict[str, tuple[str, int]] = {}
-    for src, text in texts.items():
-        m = LOG_DIR_FILE.search(src)
-        if not m:
-            continue
-        attempt = src[:m.start("local")]
-        local[src] = (attempt, int(m["local"]))
-        for line in text.splitlines():
-            if g := OWN_RANK.match(line):
-                offsets.setdefault(attempt, set()).add(int(g["rank"]) - int(m["local"]))
-    if not local:
-        return list(records)
-    out = []
-    for r in records:
-        if r.rank is None and r.source in local:
-            attempt, lr = local[r.source]
-            if len(offsets.get(attempt, ())) == 1:
-                r = replace(r, rank=lr + next(iter(offsets[attempt])))
-        out.append(r)
-    return out
 
 
 def first_rank(records: Sequence[Record]) -> int | None:

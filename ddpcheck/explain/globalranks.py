@@ -1,0 +1,87 @@
+"""Global ranks for lines that torchrun labels with a node's local rank.
+
+Runs inside ``ddpcheck explain``, after the reader split the input into records and before
+any rule compares ranks. torchrun names a worker by its *local* rank in two places:
+
+- the ``--log-dir`` tree (torch/distributed/elastic/multiprocessing/api.py:
+  ``<log_dir>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log, error.json``);
+- the ``--tee`` console prefix, ``[${role_name}${local_rank}]:`` by default
+  (elastic/agent/server/local_elastic_agent.py; ``[default3]:``), which the reader takes for
+  the rank.
+
+On one node local is global; with one file per node every node has a local rank 0. torch's
+own prefix on a rank's uncaught exception, ``[rankN]:``, is global, so one line
+``[default1]:[rank9]: Traceback ...`` fixes that node's offset (8) for every line of the
+file (the console) or of the attempt (the tree). Where a file shows no such line, or two
+offsets, its ranks stay as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ddpcheck.explain.reader import Record
+
+LOG_DIR_FILE = re.compile(r"(?P<attempt>attempt_\d+)[/\\](?P<local>\d+)[/\\]"
+                          r"(?:stdout\.log|stderr\.log|error\.json)$")
+# torch's own prefix on a rank's uncaught exception ("[rank1]: Traceback ..."): global rank.
+OWN_RANK = re.compile(r"^\s*(?:\[\w+?\d+\]:)?\[rank(?P<rank>\d+)\]:")
+# torchrun --tee's default prefix (role "default"), then torch's own global one if any.
+TEE = re.compile(r"^\s*\[default(?P<local>\d+)\]:(?:\[rank(?P<rank>\d+)\]:)?")
+
+
+def apply(records: Sequence[Record], texts: dict[str, str]) -> list[Record]:
+    """``records`` with the global rank where a local one was read and the node's offset is
+    known (``texts``: each source's raw text)."""
+    return _tee_consoles(_log_dir_files(records, texts), texts)
+
+
+def _log_dir_files(records: Sequence[Record], texts: dict[str, str]) -> list[Record]:
+    """The ``--log-dir`` files' lines: the file's local rank plus the attempt's offset."""
+    offsets: dict[str, set[int]] = {}
+    local: dict[str, tuple[str, int]] = {}
+    for src, text in texts.items():
+        m = LOG_DIR_FILE.search(src)
+        if not m:
+            continue
+        attempt = src[:m.start("local")]
+        local[src] = (attempt, int(m["local"]))
+        for line in text.splitlines():
+            if g := OWN_RANK.match(line):
+                offsets.setdefault(attempt, set()).add(int(g["rank"]) - int(m["local"]))
+    if not local:
+        return list(records)
+    out = []
+    for r in records:
+        if r.rank is None and r.source in local:
+            attempt, lr = local[r.source]
+            if len(offsets.get(attempt, ())) == 1:
+                r = replace(r, rank=lr + next(iter(offsets[attempt])))
+        out.append(r)
+    return out
+
+
+def _tee_consoles(records: list[Record], texts: dict[str, str]) -> list[Record]:
+    """A console's ``[defaultK]:`` lines: K plus the offset its ``[defaultK]:[rankN]:`` lines
+    show (one per file; none or several: unchanged)."""
+    local_lines: dict[str, set[int]] = {}  # source -> line numbers read with a local rank
+    offset: dict[str, int] = {}
+    for src, text in texts.items():
+        seen: set[int] = set()
+        lines: set[int] = set()
+        for i, line in enumerate(text.splitlines(), 1):
+            if not (m := TEE.match(line)):
+                continue
+            if m["rank"] is None:
+                lines.add(i)
+            else:
+                seen.add(int(m["rank"]) - int(m["local"]))
+        if len(seen) == 1 and (off := seen.pop()) and lines:
+            offset[src], local_lines[src] = off, lines
+    if not offset:
+        return records
+    return [replace(r, rank=r.rank + offset[r.source])
+            if r.rank is not None and r.lineno in local_lines.get(r.source, ()) else r
+            for r in records]
