@@ -52,7 +52,11 @@ def combine_killed(hits: Sequence[Hit]) -> Problem:
         num = abs(int(g.get("code") or g.get("sig") or 0))
         named = g.get("signame") or g.get("signame2") or WORDS.get(g.get("word") or "")
         names.append(named or _signal_name(num))
-    name = names[0]
+    # torchrun's teardown sends SIGTERM to the ranks left (elastic/multiprocessing/api.py
+    # _close): another signal in the same lines is the one that ended the job, and only the
+    # ranks it hit are named.
+    name = next((n for n in names if n != "SIGTERM"), names[0])
+    hits = [h for h, n in zip(hits, names, strict=True) if n == name]
     local = sorted({h.match["lr"] for h in hits if h.match.groupdict().get("lr")})
     who = f"local rank {', '.join(local)}: " if local else ""
     if name == "SIGKILL":  # the OOM killer's signal; a scheduler's kill says CANCELLED

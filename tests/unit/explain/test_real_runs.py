@@ -87,3 +87,9 @@ def test_a_rank_busy_alone_is_where_the_cause_is_and_next_says_how_to_confirm_it
     assert busy.code == "rank-zero-only-step-timeout" and busy.ranks == (1,)  # not the waiter
     next_run = ex.to_json()["next"][busy.code]
     assert "py-spy dump" in next_run and "--stages" not in next_run
+
+
+def test_the_rank_sigkill_hit_is_named_not_the_ranks_torchrun_tore_down_with_sigterm():
+    killed = _explain("fresh-sigkill-rank2-of-3").problems[0]
+    assert killed.code == "host-out-of-memory" and killed.ranks == (2,)
+    assert "-15" not in killed.observed
