@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -139,11 +140,26 @@ def _error_file_records(source: str, data: dict[str, Any]) -> Iterator[Record]:
     if isinstance(msg, dict):
         info = msg.get("extraInfo") or {}
         msg = msg.get("message", "")
-    when = _float(info.get("timestamp"))
+    when = _log_scale(_float(info.get("timestamp")))
     lines = [*str(msg or "").splitlines(), *str(info.get("py_callstack", "")).splitlines()]
     for i, line in enumerate(lines, 1):
         r = record(source, i, line)
         yield Record(r.source, r.lineno, r.text, r.rank, r.host, when)
+
+
+def _log_scale(epoch: float | None) -> float | None:
+    """A Unix timestamp on the scale ``parse_time`` gives log lines (month, day, time of
+    day), so an error_file's moment orders among the console's lines. Logs print the job
+    machine's local time; the conversion uses this machine's time zone (the same where
+    explain runs on the cluster that ran the job). torchelastic writes whole seconds
+    (``int(time.time())``): the moment is taken at the end of its second, so it never comes
+    before a line stamped within that second (the agent's "failed (exitcode: -11)" at
+    .305 was printed after the rank's crash, which its error_file dates .000)."""
+    if epoch is None:
+        return None
+    t = time.localtime(epoch)
+    return ((t.tm_mon * 31 + t.tm_mday) * 86400 + t.tm_hour * 3600 + t.tm_min * 60 + t.tm_sec
+            + (epoch % 1 or 0.999))
 
 
 def _float(value: object) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -47,7 +48,18 @@ def test_error_file_json_becomes_records_with_its_timestamp():
                         "extraInfo": {"py_callstack": "Traceback\n  File x", "timestamp": "17"}}}
     recs = read_text("error.json", json.dumps(data))
     assert recs[0].text == "RuntimeError: CUDA error: invalid device ordinal"
-    assert {r.time for r in recs} == {17.0}
+    t = time.localtime(17)  # whole seconds: the end of that second
+    assert {r.time for r in recs} == {parse_time(time.strftime("%Y-%m-%d %H:%M:%S,999", t))}
+
+
+def test_an_error_files_moment_orders_among_the_consoles_lines():
+    epoch = 1_732_430_304  # the job's own clock, as torchelastic writes it
+    data = {"message": {"message": "ValueError: bad batch",
+                        "extraInfo": {"py_callstack": "", "timestamp": str(epoch)}}}
+    (err,) = read_text("error.json", json.dumps(data))
+    before, after = (time.strftime("%Y-%m-%d %H:%M:%S,000", time.localtime(epoch + d))
+                     for d in (-60, 60))
+    assert parse_time(before) < err.time < parse_time(after)  # type: ignore[operator]
 
 
 def test_the_root_cause_block_gives_its_exitcode_line_a_rank_and_a_host():
