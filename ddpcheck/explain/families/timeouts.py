@@ -36,13 +36,17 @@ ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tok
 # transformers Trainer ("***** Running Evaluation *****", "***** Running Prediction *****",
 # "Saving model checkpoint to"), Lightning's progress bars ("Validation DataLoader 0:",
 # "Testing DataLoader 0:", "Sanity Checking"), datasets ("Map (num_proc=8):", "Loading
-# cached processed dataset", "Generating train split", "Running tokenizer on dataset").
+# cached processed dataset", "Generating train split", "Running tokenizer on dataset"),
+# faiss k-means (faiss/Clustering.cpp, verbose: "Clustering %ld points in %zdD to %zd
+# clusters, redo %d times, %d iterations"), the one-rank step of an index build (ColBERT's
+# and other retrievers' IVF centroids).
 SOLO_STEP = re.compile(
     r"(?i)Running tokenizer|\bTokeniz(?:ing|e) |^\s*(?:Map|Filter)(?: \(num_proc=\d+\))?:\s+\d+%|"
     r"Generating \w+ split|Grouping texts|\bDownloading\b|\bEvaluat(?:ing|ion)\b|"
     r"\bSaving (?:model )?checkpoint|save_pretrained|Running (?:Evaluation|Prediction)|"
     r"(?:Validation|Testing|Predicting) DataLoader \d+:|Sanity Checking|"
-    r"\bValidat(?:ing|ion)\b.*\d+%|Loading cached processed dataset")
+    r"\bValidat(?:ing|ion)\b.*\d+%|Loading cached processed dataset|"
+    r"\bClustering \d+ points in \d+D to \d+ clusters\b")
 
 
 HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
@@ -55,10 +59,11 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     ranks that had nothing pending while the others waited (never joined), or a rank busy
     alone: its work shortly before the first timeout, a rank-0-first block in a traceback,
     or a rank that went on printing while the others waited."""
+    seen = waiters.waits(records)
+    found = _regroup(found, seen)
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
-    seen = waiters.waits(records)
     decided = _structure(seen, records) or _busy(timeouts, seen, records)
     if decided is None:
         return found
@@ -70,6 +75,30 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
             e = replace(e, problem=replace(problem, observed=f"{p.observed} | {problem.observed}",
                                            ranks=problem.ranks or p.ranks, hosts=p.hosts),
                         evidence=(*e.evidence, f"{rec.source}:{rec.lineno}"))
+        out.append(e)
+    return out
+
+
+def _regroup(found: list[Explained], seen: Sequence[waiters.Wait]) -> list[Explained]:
+    """A desync read from watchdog lines that name no process group (``watchdog.combine``
+    has only the lines) goes back to a plain timeout when their ranks' summaries put the
+    differing lines in different groups, whose sequence numbers count apart (an FSDP or
+    tensor-parallel job times out in one group on one rank and another on the next)."""
+    split = waiters.across_groups(seen)
+    if split is None:
+        return found
+    said = "; ".join(f"process group {pg} at #{', #'.join(map(str, sorted(seqs)))}"
+                     for pg, seqs in split.items())
+    out = []
+    for e in found:
+        if e.problem.code == COLLECTIVE_DESYNC.code and (
+                waiters.WAIT.search(e.first.text) or waiters.SUMMARY.search(e.first.text)):
+            p = e.problem
+            e = replace(e, problem=COLLECTIVE_TIMEOUT.problem(
+                f"{p.observed} | {said}", cause=f"the ranks timed out in different process "
+                f"groups ({said}), each at one collective: sequence numbers count per group, "
+                "so this is no sign of a desync; a rank that did not reach them (look for its "
+                "error above) or a stalled link", ranks=p.ranks, hosts=p.hosts))
         out.append(e)
     return out
 
