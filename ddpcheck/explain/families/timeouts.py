@@ -3,11 +3,14 @@
 Runs wherever ``ddpcheck explain`` runs. ``refine`` (called by the engine as
 ``watchdog.refine``) turns the watchdog family's ``collective-timeout`` into a cause only on
 evidence that tells the causes apart, in this order: torch's own per-rank counters (the
-watchdog's summaries at different sequence numbers, or the desync report's snapshot: a
-desync; ranks with nothing pending when the timeout was signalled: never joined), then a
-rank busy alone (its work just before the first timeout, its last line a step of its own
-under way, a rank-0-first block in a traceback, a rank still printing while the others
-waited). Anything else stays a symptom and explain abstains.
+watchdog's summaries at different sequence numbers, or the desync report's snapshot: a desync;
+ranks with nothing pending when the timeout was signalled: never joined), then rank 0 alone
+timing out just after its framework said training had ended (``phases``: a collective only rank
+0 calls, a desync), then a rank busy alone (its work just before the first timeout, its last
+line a step of its own under way, a rank-0-first block in a traceback, a rank still printing
+while the others waited). Anything else stays a symptom and explain abstains. A desync that
+``watchdog.combine`` read from watchdog lines naming no process group is first withdrawn when
+the ranks' summaries put those lines in different groups.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from ddpcheck.explain.codes import (
     RANK_NEVER_JOINED,
     RANK_ZERO_ONLY_STEP_TIMEOUT,
 )
-from ddpcheck.explain.families import waiters
+from ddpcheck.explain.families import phases, waiters
 from ddpcheck.explain.reader import Record
 from ddpcheck.ranges import format_ranks
 
@@ -64,7 +67,8 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
-    decided = _structure(seen, records) or _busy(timeouts, seen, records)
+    decided = (_structure(seen, records) or _after_training(timeouts, records)
+               or _busy(timeouts, seen, records))
     if decided is None:
         return found
     problem, rec = decided
@@ -132,6 +136,23 @@ def _structure(seen: Sequence[waiters.Wait],
         cause=f"rank {format_ranks(ranks)} never joined {what}: busy elsewhere (a step of its "
               "own), gone from the loop (uneven data), or the waiting rank called a collective "
               "the others never call", ranks=tuple(ranks)), rec
+
+
+def _after_training(timeouts: Sequence[Explained],
+                    records: Sequence[Record]) -> tuple[Problem, Record] | None:
+    """Rank 0 alone timed out just after its framework said training had ended (``phases``):
+    the others had ended it too and did not call that collective."""
+    first = min((e.first for e in timeouts), key=lambda r: r.order)
+    ended = phases.ended_alone(first, records)
+    if ended is None:
+        return None
+    line = f"{ended.source}:{ended.lineno}: {ended.text.strip()[:160]}"
+    return COLLECTIVE_DESYNC.problem(
+        f"rank 0 alone timed out after training had ended ({line})",
+        cause="rank 0 alone waited in a collective after its training loop had ended: every "
+              "rank runs the same epochs or steps, so the others had ended training too and "
+              "never called it, a collective only rank 0 calls (save_checkpoint, test or a "
+              "barrier inside `if trainer.is_global_zero` / `if rank == 0`)", ranks=(0,)), ended
 
 
 def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
