@@ -23,6 +23,7 @@ from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
+    COLLECTIVE_SIZE_MISMATCH,
     COLLECTIVE_TIMEOUT,
     RANK_NEVER_JOINED,
     RANK_ZERO_ONLY_STEP_TIMEOUT,
@@ -31,6 +32,7 @@ from ddpcheck.explain.families import phases, waiters
 from ddpcheck.explain.reader import Record
 from ddpcheck.ranges import format_ranks
 
+MISMATCHES = {COLLECTIVE_DESYNC.code, COLLECTIVE_SIZE_MISMATCH.code}
 ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tokenisation, "
          "evaluation, saving) while the others waited in {what}")
 
@@ -84,10 +86,11 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
 
 
 def _regroup(found: list[Explained], seen: Sequence[waiters.Wait]) -> list[Explained]:
-    """A desync read from watchdog lines that name no process group (``watchdog.combine``
-    has only the lines) goes back to a plain timeout when their ranks' summaries put the
-    differing lines in different groups, whose sequence numbers count apart (an FSDP or
-    tensor-parallel job times out in one group on one rank and another on the next)."""
+    """A desync or size mismatch read from watchdog lines that name no process group
+    (``watchdog.combine`` has only the lines) goes back to a plain timeout when their ranks'
+    other lines put the differing lines in different groups, whose sequence numbers count
+    apart (an FSDP or tensor-parallel job times out in one group on one rank and another on
+    the next)."""
     split = waiters.across_groups(seen)
     if split is None:
         return found
@@ -95,7 +98,7 @@ def _regroup(found: list[Explained], seen: Sequence[waiters.Wait]) -> list[Expla
                      for pg, seqs in split.items())
     out = []
     for e in found:
-        if e.problem.code == COLLECTIVE_DESYNC.code and (
+        if e.problem.code in MISMATCHES and (
                 waiters.WAIT.search(e.first.text) or waiters.SUMMARY.search(e.first.text)):
             p = e.problem
             e = replace(e, problem=COLLECTIVE_TIMEOUT.problem(

@@ -144,12 +144,14 @@ def summary_desync(found: Sequence[Wait]) -> dict[int, int] | None:
 
 def grouped(found: Sequence[Wait]) -> list[Wait]:
     """The waits, each watchdog line that names no process group given the group of its
-    rank's summary at the same sequence number: torch >= 2.4 prints "[Rank R] Watchdog caught
-    ..." bare and the summary right after it as "[PG 0 (default_pg) Rank R] ...". A line
-    whose rank left no summary there, or summaries of two groups, keeps "" (unknown)."""
+    rank's other lines at the same sequence number: torch >= 2.4 prints "[Rank R] Watchdog
+    caught ..." bare, then its summary as "[PG 0 (default_pg) Rank R] ..." and the watchdog
+    thread's exception as "[PG ID 0 ... Rank R] Process group watchdog thread terminated with
+    exception: [Rank R] Watchdog caught ...". A line whose rank left no such line, or lines of
+    two groups at that number, keeps "" (unknown)."""
     named: dict[tuple[int, int], set[str]] = {}
     for w in found:
-        if not w.op and w.pg and w.seq is not None and w.record.rank is not None:
+        if w.pg and w.seq is not None and w.record.rank is not None:
             named.setdefault((w.record.rank, w.seq), set()).add(w.pg)
     out = []
     for w in found:
@@ -161,18 +163,19 @@ def grouped(found: Sequence[Wait]) -> list[Wait]:
 
 
 def across_groups(found: Sequence[Wait]) -> dict[str, set[int]] | None:
-    """process group -> sequence numbers, when the watchdog lines differ in sequence number
-    or op only between lines that (by their own prefix or their rank's summary) belong to
-    different process groups: sequence numbers count per group, so that is no desync. None
-    when lines of one group differ, a line's group is unknown, or all agree."""
+    """process group -> sequence numbers, when the watchdog lines differ in sequence number,
+    op or element count only between lines that (by their own prefix or their rank's other
+    lines) belong to different process groups: sequence numbers count per group, so that is
+    no desync or size mismatch. None when lines of one group differ, a line's group is
+    unknown, or all agree."""
     lines = [w for w in grouped(found) if w.op and w.seq is not None]
-    by_pg: dict[str, set[tuple[int, str]]] = {}
+    by_pg: dict[str, set[tuple[int, str, str]]] = {}
     for w in lines:
-        by_pg.setdefault(w.pg, set()).add((w.seq or 0, w.op))
-    if "" in by_pg or len({(w.seq, w.op) for w in lines}) < 2 or any(
+        by_pg.setdefault(w.pg, set()).add((w.seq or 0, w.op, w.numel))
+    if "" in by_pg or len(set().union(*by_pg.values())) < 2 or any(
             len(keys) > 1 for keys in by_pg.values()):
         return None
-    return {pg: {seq for seq, _ in keys} for pg, keys in sorted(by_pg.items())}
+    return {pg: {seq for seq, _, _ in keys} for pg, keys in sorted(by_pg.items())}
 
 
 def snapshot_desync(records: Sequence[Record]) -> tuple[int, dict[str, str]] | None:

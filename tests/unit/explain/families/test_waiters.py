@@ -261,3 +261,33 @@ def test_bare_watchdog_lines_of_one_group_or_without_summaries_stay_a_desync():
     assert first_cause(a, b) == "collective-desync"  # no summary: one group, as before 2.4
     # one line's group unknown: no grounds to withdraw the desync
     assert first_cause(a, FAILURE.format(r=0, pg=0, s=812, done=811), b) == "collective-desync"
+
+
+# torch >= 2.4: the watchdog thread's exception repeats the work under the group's prefix
+TERMINATED = ("[rank{r}]:[E109 22:46:26.1 ProcessGroupNCCL.cpp:1595] [PG ID {pg} PG GUID "
+              "{pg}(default_pg) Rank {r}] Process group watchdog thread terminated with "
+              "exception: [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL("
+              "SeqNum={s}, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for "
+              "600044 milliseconds before timing out.")
+
+
+def test_one_op_and_number_with_other_counts_in_two_groups_is_no_size_mismatch():
+    # tensor parallel and data parallel groups both at #812: two collectives, not one
+    lines = [BARE_WD.format(r=0, s=812, op="ALLREDUCE", n=4096),
+             FAILURE.format(r=0, pg=0, s=812, done=811),
+             BARE_WD.format(r=1, s=812, op="ALLREDUCE", n=1048576),
+             FAILURE.format(r=1, pg=5, s=812, done=811)]
+    assert _undetermined(*lines)
+    # the same counts in one group are a mismatch
+    one = [*lines[:3], FAILURE.format(r=1, pg=0, s=812, done=811)]
+    assert first_cause(*one) == "collective-size-mismatch"
+
+
+def test_the_watchdog_threads_exception_line_names_the_group_of_a_bare_line():
+    lines = [BARE_WD.format(r=2, s=493, op="ALLGATHER", n=1),
+             TERMINATED.format(r=2, pg=0, s=493, op="ALLGATHER", n=1),
+             BARE_WD.format(r=3, s=31, op="BROADCAST", n=80),
+             TERMINATED.format(r=3, pg=2, s=31, op="BROADCAST", n=80)]
+    assert _undetermined(*lines)
+    same = [*lines[:3], TERMINATED.format(r=3, pg=0, s=31, op="BROADCAST", n=80)]
+    assert first_cause(*same) == "collective-desync"
