@@ -8,9 +8,9 @@ ranks with nothing pending when the timeout was signalled: never joined), then r
 timing out just after its framework said training had ended (``phases``: a collective only rank
 0 calls, a desync), then a rank busy alone (its work just before the first timeout, its last
 line a step of its own under way, a rank-0-first block in a traceback, a rank still printing
-while the others waited). Anything else stays a symptom and explain abstains. A desync that
-``watchdog.combine`` read from watchdog lines naming no process group is first withdrawn when
-the ranks' summaries put those lines in different groups.
+while the others waited). Anything else stays a symptom and explain abstains. A desync or size
+mismatch that ``watchdog.combine`` read from watchdog lines naming no process group is first
+withdrawn when the ranks' other lines put those lines in different groups.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ structure of a collective timeout, read from torch's own lines across ranks:
 - each rank's wait (ProcessGroupNCCL ``WorkNCCL::checkTimeout``: rank, process group,
   SeqNum, OpType, NumelIn, ``ran for N milliseconds``, ``Timeout(ms)``), and the watchdog's
   per-rank summary, torch >= 2.2 "Timeout at NCCL work: N, last enqueued NCCL work: M, last
-  completed NCCL work: K" (same group at two sequence numbers: the ranks ran different
-  collectives);
+  completed NCCL work: K" (2.3-2.4 also "Exception (either an error or timeout) detected by
+  watchdog at work: N, ...", >= 2.5 "failure detected by watchdog at work sequence id: N PG
+  status: ..."), which names the process group (same group at two sequence numbers: the
+  ranks ran different collectives; a bare watchdog line takes its group from them);
 - the ranks that had *nothing pending* when another rank timed out: with
   ``TORCH_NCCL_DUMP_ON_TIMEOUT`` a timed-out rank signals every rank through the store, and
   each prints its counters (torch 2.2-2.3 "Received a global timeout from another rank and
