@@ -3,11 +3,14 @@
 Runs wherever ``ddpcheck explain`` runs. ``refine`` (called by the engine as
 ``watchdog.refine``) turns the watchdog family's ``collective-timeout`` into a cause only on
 evidence that tells the causes apart, in this order: torch's own per-rank counters (the
-watchdog's summaries at different sequence numbers, or the desync report's snapshot: a
-desync; ranks with nothing pending when the timeout was signalled: never joined), then a
-rank busy alone (its work just before the first timeout, its last line a step of its own
-under way, a rank-0-first block in a traceback, a rank still printing while the others
-waited). Anything else stays a symptom and explain abstains.
+watchdog's summaries at different sequence numbers, or the desync report's snapshot: a desync;
+ranks with nothing pending when the timeout was signalled: never joined), then rank 0 alone
+timing out just after its framework said training had ended (``phases``: a collective only rank
+0 calls, a desync), then a rank busy alone (its work just before the first timeout, its last
+line a step of its own under way, a rank-0-first block in a traceback, a rank still printing
+while the others waited). Anything else stays a symptom and explain abstains. A desync or size
+mismatch that ``watchdog.combine`` read from watchdog lines naming no process group is first
+withdrawn when the ranks' other lines put those lines in different groups.
 """
 
 from __future__ import annotations
@@ -20,14 +23,16 @@ from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
+    COLLECTIVE_SIZE_MISMATCH,
     COLLECTIVE_TIMEOUT,
     RANK_NEVER_JOINED,
     RANK_ZERO_ONLY_STEP_TIMEOUT,
 )
-from ddpcheck.explain.families import waiters
+from ddpcheck.explain.families import phases, waiters
 from ddpcheck.explain.reader import Record
 from ddpcheck.ranges import format_ranks
 
+MISMATCHES = {COLLECTIVE_DESYNC.code, COLLECTIVE_SIZE_MISMATCH.code}
 ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tokenisation, "
          "evaluation, saving) while the others waited in {what}")
 
@@ -36,13 +41,17 @@ ALONE = ("one rank was busy with a step of its own (dataset preprocessing or tok
 # transformers Trainer ("***** Running Evaluation *****", "***** Running Prediction *****",
 # "Saving model checkpoint to"), Lightning's progress bars ("Validation DataLoader 0:",
 # "Testing DataLoader 0:", "Sanity Checking"), datasets ("Map (num_proc=8):", "Loading
-# cached processed dataset", "Generating train split", "Running tokenizer on dataset").
+# cached processed dataset", "Generating train split", "Running tokenizer on dataset"),
+# faiss k-means (faiss/Clustering.cpp, verbose: "Clustering %ld points in %zdD to %zd
+# clusters, redo %d times, %d iterations"), the one-rank step of an index build (ColBERT's
+# and other retrievers' IVF centroids).
 SOLO_STEP = re.compile(
     r"(?i)Running tokenizer|\bTokeniz(?:ing|e) |^\s*(?:Map|Filter)(?: \(num_proc=\d+\))?:\s+\d+%|"
     r"Generating \w+ split|Grouping texts|\bDownloading\b|\bEvaluat(?:ing|ion)\b|"
     r"\bSaving (?:model )?checkpoint|save_pretrained|Running (?:Evaluation|Prediction)|"
     r"(?:Validation|Testing|Predicting) DataLoader \d+:|Sanity Checking|"
-    r"\bValidat(?:ing|ion)\b.*\d+%|Loading cached processed dataset")
+    r"\bValidat(?:ing|ion)\b.*\d+%|Loading cached processed dataset|"
+    r"\bClustering \d+ points in \d+D to \d+ clusters\b")
 
 
 HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
@@ -55,11 +64,13 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     ranks that had nothing pending while the others waited (never joined), or a rank busy
     alone: its work shortly before the first timeout, a rank-0-first block in a traceback,
     or a rank that went on printing while the others waited."""
+    seen = waiters.waits(records)
+    found = _regroup(found, seen)
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
-    seen = waiters.waits(records)
-    decided = _structure(seen, records) or _busy(timeouts, seen, records)
+    decided = (_structure(seen, records) or _after_training(timeouts, records)
+               or _busy(timeouts, seen, records))
     if decided is None:
         return found
     problem, rec = decided
@@ -70,6 +81,31 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
             e = replace(e, problem=replace(problem, observed=f"{p.observed} | {problem.observed}",
                                            ranks=problem.ranks or p.ranks, hosts=p.hosts),
                         evidence=(*e.evidence, f"{rec.source}:{rec.lineno}"))
+        out.append(e)
+    return out
+
+
+def _regroup(found: list[Explained], seen: Sequence[waiters.Wait]) -> list[Explained]:
+    """A desync or size mismatch read from watchdog lines that name no process group
+    (``watchdog.combine`` has only the lines) goes back to a plain timeout when their ranks'
+    other lines put the differing lines in different groups, whose sequence numbers count
+    apart (an FSDP or tensor-parallel job times out in one group on one rank and another on
+    the next)."""
+    split = waiters.across_groups(seen)
+    if split is None:
+        return found
+    said = "; ".join(f"process group {pg} at #{', #'.join(map(str, sorted(seqs)))}"
+                     for pg, seqs in split.items())
+    out = []
+    for e in found:
+        if e.problem.code in MISMATCHES and (
+                waiters.WAIT.search(e.first.text) or waiters.SUMMARY.search(e.first.text)):
+            p = e.problem
+            e = replace(e, problem=COLLECTIVE_TIMEOUT.problem(
+                f"{p.observed} | {said}", cause=f"the ranks timed out in different process "
+                f"groups ({said}), each at one collective: sequence numbers count per group, "
+                "so this is no sign of a desync; a rank that did not reach them (look for its "
+                "error above) or a stalled link", ranks=p.ranks, hosts=p.hosts))
         out.append(e)
     return out
 
@@ -103,6 +139,23 @@ def _structure(seen: Sequence[waiters.Wait],
         cause=f"rank {format_ranks(ranks)} never joined {what}: busy elsewhere (a step of its "
               "own), gone from the loop (uneven data), or the waiting rank called a collective "
               "the others never call", ranks=tuple(ranks)), rec
+
+
+def _after_training(timeouts: Sequence[Explained],
+                    records: Sequence[Record]) -> tuple[Problem, Record] | None:
+    """Rank 0 alone timed out just after its framework said training had ended (``phases``):
+    the others had ended it too and did not call that collective."""
+    first = min((e.first for e in timeouts), key=lambda r: r.order)
+    ended = phases.ended_alone(first, records)
+    if ended is None:
+        return None
+    line = f"{ended.source}:{ended.lineno}: {ended.text.strip()[:160]}"
+    return COLLECTIVE_DESYNC.problem(
+        f"rank 0 alone timed out after training had ended ({line})",
+        cause="rank 0 alone waited in a collective after its training loop had ended: every "
+              "rank runs the same epochs or steps, so the others had ended training too and "
+              "never called it, a collective only rank 0 calls (save_checkpoint, test or a "
+              "barrier inside `if trainer.is_global_zero` / `if rank == 0`)", ranks=(0,)), ended
 
 
 def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],

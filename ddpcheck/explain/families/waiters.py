@@ -6,8 +6,10 @@ structure of a collective timeout, read from torch's own lines across ranks:
 - each rank's wait (ProcessGroupNCCL ``WorkNCCL::checkTimeout``: rank, process group,
   SeqNum, OpType, NumelIn, ``ran for N milliseconds``, ``Timeout(ms)``), and the watchdog's
   per-rank summary, torch >= 2.2 "Timeout at NCCL work: N, last enqueued NCCL work: M, last
-  completed NCCL work: K" (same group at two sequence numbers: the ranks ran different
-  collectives);
+  completed NCCL work: K" (2.3-2.4 also "Exception (either an error or timeout) detected by
+  watchdog at work: N, ...", >= 2.5 "failure detected by watchdog at work sequence id: N PG
+  status: ..."), which names the process group (same group at two sequence numbers: the
+  ranks ran different collectives; a bare watchdog line takes its group from them);
 - the ranks that had *nothing pending* when another rank timed out: with
   ``TORCH_NCCL_DUMP_ON_TIMEOUT`` a timed-out rank signals every rank through the store, and
   each prints its counters (torch 2.2-2.3 "Received a global timeout from another rank and
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddpcheck.explain.reader import Record
 
@@ -47,8 +49,16 @@ WAIT = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\("
                   r"(?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
                   r"(?:, NumelIn=(?P<numel>\d+))?(?:.*?Timeout\(ms\)=(?P<limit>\d+))?"
                   r"(?:\) ran for (?P<ran>\d+) milliseconds)?")
-# ProcessGroupNCCL.cpp (torch >= 2.2) watchdog summary, one per timed-out rank and group.
-SUMMARY = re.compile(r"Timeout at NCCL work: (?P<seq>\d+), last enqueued NCCL work: -?\d+")
+# ProcessGroupNCCL.cpp watchdog summaries, one per failed rank and group, each naming the
+# group in its prefix: torch 2.2-2.4 "Timeout at NCCL work: S, last enqueued NCCL work: E,
+# last completed NCCL work: C." (after a timeout), 2.3-2.4 also "Exception (either an error or
+# timeout) detected by watchdog at work: S, last enqueued NCCL work: E, ..." and >= 2.5
+# "failure detected by watchdog at work sequence id: S PG status: last enqueued work: E, last
+# completed work: C" (both on an error as on a timeout: S is the work that failed).
+SUMMARY = re.compile(r"(?:Timeout at NCCL work: |Exception \(either an error or timeout\) "
+                     r"detected by watchdog at work: |failure detected by watchdog at work "
+                     r"sequence id: )(?P<seq>\d+),? (?:PG status: )?last enqueued (?:NCCL )?"
+                     r"work: -?\d+")
 # The dump signal a rank receives when another rank timed out (TORCH_NCCL_DUMP_ON_TIMEOUT):
 # torch 2.2-2.3 ProcessGroupNCCL::heartbeatMonitor / watchdog, >= 2.4 getNCCLWatchdog
 # TimeoutErrorMsg. "from this local rank" is the rank's own timeout, not another's.
@@ -132,6 +142,42 @@ def summary_desync(found: Sequence[Wait]) -> dict[int, int] | None:
         if w.pg and w.seq is not None and w.record.rank is not None:
             by_pg.setdefault(w.pg, {})[w.record.rank] = w.seq
     return next((seqs for seqs in by_pg.values() if len(set(seqs.values())) > 1), None)
+
+
+def grouped(found: Sequence[Wait]) -> list[Wait]:
+    """The waits, each watchdog line that names no process group given the group of its
+    rank's other lines at the same sequence number: torch >= 2.4 prints "[Rank R] Watchdog
+    caught ..." bare, then its summary as "[PG 0 (default_pg) Rank R] ..." and the watchdog
+    thread's exception as "[PG ID 0 ... Rank R] Process group watchdog thread terminated with
+    exception: [Rank R] Watchdog caught ...". A line whose rank left no such line, or lines of
+    two groups at that number, keeps "" (unknown)."""
+    named: dict[tuple[int, int], set[str]] = {}
+    for w in found:
+        if w.pg and w.seq is not None and w.record.rank is not None:
+            named.setdefault((w.record.rank, w.seq), set()).add(w.pg)
+    out = []
+    for w in found:
+        if w.op and not w.pg and w.seq is not None and w.record.rank is not None and len(
+                pgs := named.get((w.record.rank, w.seq), set())) == 1:
+            w = replace(w, pg=next(iter(pgs)))
+        out.append(w)
+    return out
+
+
+def across_groups(found: Sequence[Wait]) -> dict[str, set[int]] | None:
+    """process group -> sequence numbers, when the watchdog lines differ in sequence number,
+    op or element count only between lines that (by their own prefix or their rank's other
+    lines) belong to different process groups: sequence numbers count per group, so that is
+    no desync or size mismatch. None when lines of one group differ, a line's group is
+    unknown, or all agree."""
+    lines = [w for w in grouped(found) if w.op and w.seq is not None]
+    by_pg: dict[str, set[tuple[int, str, str]]] = {}
+    for w in lines:
+        by_pg.setdefault(w.pg, set()).add((w.seq or 0, w.op, w.numel))
+    if "" in by_pg or len(set().union(*by_pg.values())) < 2 or any(
+            len(keys) > 1 for keys in by_pg.values()):
+        return None
+    return {pg: {seq for seq, _, _ in keys} for pg, keys in sorted(by_pg.items())}
 
 
 def snapshot_desync(records: Sequence[Record]) -> tuple[int, dict[str, str]] | None:

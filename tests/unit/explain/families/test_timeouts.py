@@ -35,3 +35,33 @@ def test_a_crash_beside_the_structure_stays_the_root_cause():
 def test_a_timeout_without_structure_keeps_abstaining():
     e = explain_texts([("r1.log", WD.format(r=1, s=808, op="ALLREDUCE", n=9801523) + "\n")])
     assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+# faiss k-means (faiss/Clustering.cpp verbose header) on one rank while another waits: the
+# recorded lines of dev case qa3-colbert-318, then variants
+KMEANS = "Clustering {n} points in {d}D to {k} clusters, redo 1 times, {it} iterations"
+WD_24 = ("[rank{r}]:[E808 04:21:41.160918398 ProcessGroupNCCL.cpp:655] [Rank {r}] Watchdog "
+         "caught collective operation timeout: WorkNCCL(SeqNum={s}, OpType=ALLREDUCE, NumelIn=1,"
+         " NumelOut=1, Timeout(ms)=600000) ran for 600001 milliseconds before timing out.")
+
+
+def test_a_timeout_while_faiss_clusters_is_a_rank_busy_alone():
+    recorded = ["Clustering 111099511 points in 128D to 524288 clusters, redo 1 times, 4 "
+                "iterations", "  Preprocessing in 8.98 s",
+                "[rank1]:[E ProcessGroupNCCL.cpp:523] [Rank 1] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+                "Timeout(ms)=600000) ran for 600659 milliseconds before timing out."]
+    assert first_cause(*recorded) == "rank-zero-only-step-timeout"
+    # other sizes, other ranks waiting, torch >= 2.4's timestamped wording
+    assert first_cause(KMEANS.format(n=2500000, d=96, k=65536, it=20),
+                       *(WD_24.format(r=r, s=41) for r in (1, 2, 3))) == \
+        "rank-zero-only-step-timeout"
+
+
+def test_a_clustering_long_before_the_timeout_decides_nothing():
+    lines = [KMEANS.format(n=2500000, d=96, k=65536, it=20),
+             *(f"[rank0]: step {i} loss 0.{i}" for i in range(40)), WD_24.format(r=1, s=9001)]
+    assert first_cause(*lines) == "collective-timeout"
+    # "clustering" in other words is no faiss run
+    assert first_cause("Clustering the embeddings ...", WD_24.format(r=1, s=9001)) == \
+        "collective-timeout"

@@ -192,3 +192,102 @@ def test_one_ranks_two_counts_are_two_groups_not_a_size_mismatch():
     # near miss: lines without a PG prefix (torch < 2.4): one rank, two groups' collectives
     assert _undetermined(WD.format(r=0, s=80, op="ALLREDUCE", n=41),
                          WD.format(r=0, s=80, op="ALLREDUCE", n=40))
+
+
+# --- the watchdog's summaries of torch 2.3-2.4 and >= 2.5, which name the process group; the
+# recorded lines are from dev cases gh5-finetrainers-114 and gh-Automodel-1038
+EXCEPTION = ("[rank{r}]:[E1205 04:35:53.584921826 ProcessGroupNCCL.cpp:1664] [PG {pg} "
+             "(default_pg) Rank {r}] Exception (either an error or timeout) detected by watchdog "
+             "at work: {s}, last enqueued NCCL work: {s}, last completed NCCL work: {done}.")
+FAILURE = ("[rank{r}]:[E109 22:46:25.933593122 ProcessGroupNCCL.cpp:2268] [PG ID {pg} PG GUID "
+           "{pg}(default_pg) Rank {r}]  failure detected by watchdog at work sequence id: {s} PG "
+           "status: last enqueued work: {s}, last completed work: {done}")
+# torch >= 2.4 WorkNCCL::checkTimeout: "[Rank R]" only, no process group
+BARE_WD = ("[rank{r}]:[E109 22:46:25.933527530 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog "
+           "caught collective operation timeout: WorkNCCL(SeqNum={s}, OpType={op}, NumelIn={n}, "
+           "NumelOut={n}, Timeout(ms)=600000) ran for 600044 milliseconds before timing out.")
+
+
+def test_the_recorded_newer_summaries_are_read_with_their_group():
+    from ddpcheck.explain.families.waiters import waits
+    from ddpcheck.explain.reader import read_text
+
+    recorded = [
+        "[rank3]:[E1205 04:35:53.584921826 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank 3]"
+        " Exception (either an error or timeout) detected by watchdog at work: 3348, last "
+        "enqueued NCCL work: 3348, last completed NCCL work: 3347.",
+        "[rank2]:[E109 22:46:25.933593122 ProcessGroupNCCL.cpp:2268] [PG ID 0 PG GUID "
+        "0(default_pg) Rank 2]  failure detected by watchdog at work sequence id: 493 PG status: "
+        "last enqueued work: 493, last completed work: 492"]
+    found = waits(read_text("job.log", "\n".join(recorded) + "\n"))
+    assert [(w.record.rank, w.pg, w.seq) for w in found] == [(3, "0", 3348), (2, "0", 493)]
+
+
+def test_newer_summaries_of_one_group_at_different_sequence_numbers_are_a_desync():
+    # one rank's watchdog line kept, the other rank's summary only (both wordings also
+    # follow an NCCL error: alone, without a timeout, they are no timeout)
+    wd = BARE_WD.format(r=5, s=31, op="ALLREDUCE", n=4096)
+    for line in (EXCEPTION, FAILURE):
+        assert first_cause(wd, line.format(r=5, pg=2, s=31, done=30),
+                           line.format(r=6, pg=2, s=33, done=32)) == "collective-desync"
+        assert _undetermined(wd, line.format(r=5, pg=2, s=31, done=30),
+                             line.format(r=6, pg=2, s=31, done=30))
+        assert _undetermined(wd, line.format(r=5, pg=2, s=31, done=30),
+                             line.format(r=6, pg=0, s=900, done=899))
+        assert first_cause(line.format(r=5, pg=2, s=31, done=30),
+                           line.format(r=6, pg=2, s=33, done=32)) != "collective-desync"
+
+
+def test_bare_watchdog_lines_of_two_groups_by_their_summaries_are_no_desync():
+    # FSDP/TP: rank 0 times out in the default group, rank 1 in group 2; the watchdog lines
+    # name no group, the summary after each does
+    lines = [BARE_WD.format(r=0, s=20585, op="ALLREDUCE", n=1259621),
+             FAILURE.format(r=0, pg=0, s=20585, done=20584),
+             BARE_WD.format(r=1, s=78, op="BROADCAST", n=80),
+             FAILURE.format(r=1, pg=2, s=78, done=77)]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    assert "different process groups" in e.problems[0].cause
+    # the same with torch 2.3's summary wording
+    assert _undetermined(lines[0], EXCEPTION.format(r=0, pg=0, s=20585, done=20584),
+                         lines[2], EXCEPTION.format(r=1, pg=2, s=78, done=77))
+
+
+def test_bare_watchdog_lines_of_one_group_or_without_summaries_stay_a_desync():
+    a, b = (BARE_WD.format(r=0, s=812, op="ALLREDUCE", n=4096),
+            BARE_WD.format(r=1, s=813, op="ALLREDUCE", n=4096))
+    assert first_cause(a, FAILURE.format(r=0, pg=0, s=812, done=811),
+                       b, FAILURE.format(r=1, pg=0, s=813, done=812)) == "collective-desync"
+    assert first_cause(a, b) == "collective-desync"  # no summary: one group, as before 2.4
+    # one line's group unknown: no grounds to withdraw the desync
+    assert first_cause(a, FAILURE.format(r=0, pg=0, s=812, done=811), b) == "collective-desync"
+
+
+# torch >= 2.4: the watchdog thread's exception repeats the work under the group's prefix
+TERMINATED = ("[rank{r}]:[E109 22:46:26.1 ProcessGroupNCCL.cpp:1595] [PG ID {pg} PG GUID "
+              "{pg}(default_pg) Rank {r}] Process group watchdog thread terminated with "
+              "exception: [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL("
+              "SeqNum={s}, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for "
+              "600044 milliseconds before timing out.")
+
+
+def test_one_op_and_number_with_other_counts_in_two_groups_is_no_size_mismatch():
+    # tensor parallel and data parallel groups both at #812: two collectives, not one
+    lines = [BARE_WD.format(r=0, s=812, op="ALLREDUCE", n=4096),
+             FAILURE.format(r=0, pg=0, s=812, done=811),
+             BARE_WD.format(r=1, s=812, op="ALLREDUCE", n=1048576),
+             FAILURE.format(r=1, pg=5, s=812, done=811)]
+    assert _undetermined(*lines)
+    # the same counts in one group are a mismatch
+    one = [*lines[:3], FAILURE.format(r=1, pg=0, s=812, done=811)]
+    assert first_cause(*one) == "collective-size-mismatch"
+
+
+def test_the_watchdog_threads_exception_line_names_the_group_of_a_bare_line():
+    lines = [BARE_WD.format(r=2, s=493, op="ALLGATHER", n=1),
+             TERMINATED.format(r=2, pg=0, s=493, op="ALLGATHER", n=1),
+             BARE_WD.format(r=3, s=31, op="BROADCAST", n=80),
+             TERMINATED.format(r=3, pg=2, s=31, op="BROADCAST", n=80)]
+    assert _undetermined(*lines)
+    same = [*lines[:3], TERMINATED.format(r=3, pg=0, s=31, op="BROADCAST", n=80)]
+    assert first_cause(*same) == "collective-desync"
