@@ -16,7 +16,7 @@ from ddpcheck.cluster.lifecycle import HOSTNAME_LOOPBACK
 from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
 from ddpcheck.cluster.userjob import ENDPOINT_NOT_RECOGNISED
 from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
-from ddpcheck.explain.causality import Explained
+from ddpcheck.explain.causality import SYMPTOM, Explained
 from ddpcheck.explain.codes import (
     HOSTNAME_UNRESOLVABLE,
     NCCL_ERROR,
@@ -221,6 +221,28 @@ IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
 NO_INTERFACE = re.compile(r"no socket interface found|NET/Socket : no interface found")
 
 
+def _no_interface(e: Explained, ifname_set: bool) -> Explained:
+    """NCCL's interface search found nothing. With the variable's INFO line in the log it is
+    the variable (cause). Without it, the same holds unless NCCL_SOCKET_FAMILY (or a node
+    with no IP interface at all, NVIDIA/nccl#210) excluded them: socket-ifname-invalid shown
+    as a symptom (explain abstains, naming the likely code and where to look)."""
+    p = e.problem
+    if ifname_set:
+        return replace(e, problem=BAD_SOCKET_IFNAME.problem(
+            p.observed, ranks=p.ranks, hosts=p.hosts,
+            cause="NCCL_SOCKET_IFNAME names no interface of this node (NCCL finds at least lo "
+                  "when it is unset)"))
+    return replace(e, grade=SYMPTOM, problem=BAD_SOCKET_IFNAME.problem(
+        p.observed, ranks=p.ranks, hosts=p.hosts,
+        cause="NCCL found no interface for its bootstrap: unset, NCCL falls back to docker "
+              "and lo, so a filter set outside this log excludes every interface: most often "
+              "NCCL_SOCKET_IFNAME naming interfaces this node lacks (or that have no address), "
+              "else NCCL_SOCKET_FAMILY; the log does not show which value",
+        fix="look for NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY in the job's environment (env | "
+            "grep NCCL_, /etc/nccl.conf, ~/.nccl.conf, the launcher's scripts) and set it to an "
+            "interface that exists and reaches the other nodes (ip -4 addr), or unset it"))
+
+
 # DDP's parameter-count check (torch/csrc/distributed/c10d/comm.cpp via
 # _verify_param_shape_across_processes) exchanges the counts with a collective. A count of 0
 # is either a rank that really has no trainable parameter (PEFT/LoRA set up on one rank) or
@@ -304,19 +326,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
         e = _own_name(_own_endpoint(_zero_params(e, records), records), records)
         p = e.problem
         if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE.search(p.observed):
-            e = replace(e, problem=BAD_SOCKET_IFNAME.problem(
-                p.observed, ranks=p.ranks, hosts=p.hosts,
-                cause="NCCL_SOCKET_IFNAME names no interface of this node (NCCL finds at "
-                      "least lo when it is unset)") if ifname_set else NCCL_ERROR.problem(
-                p.observed, ranks=p.ranks, hosts=p.hosts,
-                cause="NCCL found no interface for its bootstrap: NCCL_SOCKET_IFNAME or "
-                      "NCCL_SOCKET_FAMILY (set outside this log) excludes every interface, "
-                      "as unset NCCL falls back to docker and lo; the log does not show "
-                      "which value",
-                fix="look for NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY in the job's "
-                    "environment (env | grep NCCL_, /etc/nccl.conf, ~/.nccl.conf, the "
-                    "launcher's scripts) and set it to an interface that exists and reaches "
-                    "the other nodes (ip -4 addr), or unset it"))
+            e = _no_interface(e, ifname_set)
         out.append(e)
     out = ncclresult.quoted_tail(ncclresult.bootstrap_interface(out, records), records)
     out = ncclresult.one_node_interfaces(out, records)
