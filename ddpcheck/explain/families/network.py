@@ -23,7 +23,7 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
-from ddpcheck.explain.families import device, nccl, ncclresult
+from ddpcheck.explain.families import addresses, device, nccl, ncclresult
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.spawn.mastercheck import MASTER_NOT_RANK0
@@ -50,13 +50,23 @@ PATTERNS = [
             cause="a gloo/c10d peer was reached at 127.0.1.1: in a multi-node job a node's "
                   "host name resolves to 127.0.1.1 and it advertised that; in a one-node job "
                   "the peer there has exited instead"),
-    # A refused connection to 127.0.0.1 is also every single-node job whose store host
-    # (rank 0, the agent) had exited or not yet started (MASTER_ADDR=localhost): a symptom.
-    pattern(HOSTNAME_LOOPBACK, r"Connection refused, remote=\[127\.0\.0\.1\]", HOSTS,
-            grade="symptom",
-            cause="a connection to 127.0.0.1 was refused: a node that advertised its loopback "
-                  "address (its host name resolves to 127.0.0.1), or, on one node, a store "
-                  "host (rank 0, the agent) that had exited or not started yet"),
+    # The same for any other loopback address. "SO_ERROR: Connection refused, remote=[...]"
+    # is gloo's connect loop (gloo/transport/tcp/helpers.cc ConnectOperation, SystemError's
+    # text), not c10d's store, whose connect prints "The client socket has failed to connect
+    # to [host]:port (errno: 111 - Connection refused)" (socket.cpp): the remote is the
+    # address the gloo peer advertised for itself through the store (so the peer had started
+    # and published it). 127.0.0.1 there is a peer whose gloo bound to loopback (its host
+    # name resolves to 127.0.0.1: /etc/hosts, a hostNetwork pod; GLOO_SOCKET_IFNAME=lo).
+    # Within one node that works, and a refusal is a peer that exited after publishing: a
+    # hint, as for 127.0.1.1.
+    pattern(HOSTNAME_LOOPBACK,
+            r"Connection refused, remote=\[(?P<addr>127\.(?!0\.1\.1\])\d+\.\d+\.\d+)\]", HOSTS,
+            grade="hint",
+            cause="a gloo peer was dialled at {addr}, the loopback address it advertised for "
+                  "itself: in a multi-node job its host name resolves to a loopback address "
+                  "(/etc/hosts, a hostNetwork pod) or GLOO_SOCKET_IFNAME=lo, so the other nodes "
+                  "connect to themselves; in a one-node job loopback works and the peer there "
+                  "exited instead"),
     # 127.0.1.1 is the address Debian/Ubuntu's /etc/hosts gives the machine's own name: a
     # gloo pair (gloo/transport/tcp/pair.cc "Connection closed by peer [127.0.1.1]:port",
     # "Read error [127.0.1.1]:port: ...", "Connect timeout [127.0.1.1]:port", "connect
@@ -328,6 +338,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
         if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE.search(p.observed):
             e = _no_interface(e, ifname_set)
         out.append(e)
+    out = addresses.gloo_wrapper(out)
     out = ncclresult.quoted_tail(ncclresult.bootstrap_interface(out, records), records)
     out = ncclresult.one_node_interfaces(out, records)
     found = _conditions_yield(ncclresult.odd_family(out, ifname_set, records))

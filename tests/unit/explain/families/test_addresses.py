@@ -1,7 +1,9 @@
-"""Gloo's IP-family check (gloo/transport/tcp/device.cc Device::isInitiator)."""
+"""Gloo's IP-family check (gloo/transport/tcp/device.cc Device::isInitiator) and torch's
+connectFullMesh wrapper of gloo's connect errors."""
 
 from __future__ import annotations
 
+from ddpcheck.explain import explain_texts
 from tests.unit.explain.families.helpers import first_cause
 
 ENFORCE = ("[rank0]: RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
@@ -16,3 +18,34 @@ def test_another_gloo_enforce_is_not_an_address_family():
     assert first_cause("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
                        "pair.cc:490] op.preamble.length <= op.nbytes. 8 vs 4") != \
         "address-family-mismatch"
+
+
+def _causes(*lines: str) -> tuple[list[str], bool]:
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    return [p.code for p in e.problems if not p.consequence_of], e.undetermined
+
+
+def test_the_connectfullmesh_wrapper_is_the_consequence_of_the_gloo_error_it_wraps():
+    # dev gh-aws-do-eks-69, wrapped over three lines as pasted
+    assert _causes("RuntimeError: Gloo connectFullMesh failed with [/pytorch/third_party/gloo/"
+                   "gloo/transport/tcp/pair.cc:152]",
+                   "  timed out connecting: SO_ERROR: Connection refused, "
+                   "remote=[127.0.0.1]:<port>",
+                   "  (rank=8, size=16, local=[127.0.0.1])") == (["hostname-loopback"], False)
+    # variant: one line, another rank prefix, port and loopback address
+    assert _causes("[rank3]: RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/"
+                   "gloo/transport/tcp/pair.cc:144] timed out connecting: SO_ERROR: Connection "
+                   "refused, remote=[127.0.1.1]:40517") == (["hostname-loopback"], False)
+    # variant: the IP-family enforce wrapped by the same message
+    assert _causes("RuntimeError: Gloo connectFullMesh failed with",
+                   ENFORCE) == (["address-family-mismatch"], False)
+
+
+def test_the_wrapper_alone_or_far_from_the_error_stays_a_symptom():
+    assert _causes("RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/"
+                   "transport/tcp/pair.cc:144] no error")[1]
+    # the gloo error further down is another message: the wrapper came first, unexplained
+    far = ["RuntimeError: Gloo connectFullMesh failed with [pair.cc:144] no error",
+           "step 1", "step 2", "step 3",
+           "timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:4242"]
+    assert _causes(*far)[1]
