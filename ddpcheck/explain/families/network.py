@@ -223,6 +223,14 @@ PATTERNS = [
 
 
 IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
+# The variable set by the job's own script as pasted beside its output: an assignment at the
+# start of a line ("NCCL_SOCKET_IFNAME=eth0 torchrun ...", an env listing, a "$ "/"+ "
+# prompt), after "export" (DeepSpeed's pdsh line "...; export NCCL_SOCKET_IFNAME=eno1; ...")
+# or "env". A value must follow; advice in prose ("set NCCL_SOCKET_IFNAME=eth0") is none.
+# Evidence that NCCL had a filter, read only for "no socket interface found": unlike NCCL's
+# INFO line it says nothing about NCCL_DEBUG, so no absent INFO line may be read beside it.
+SHELL_IFNAME = re.compile(r"(?:^\s*(?:[$#+>]\s*)?(?:export\s+)?|\bexport\s+|\benv\s+(?:\w+=\S*"
+                          r"\s+)*)NCCL_SOCKET_IFNAME=(?P<value>[^\s;'\"]+)")
 
 
 # NCCL misc/socket.cc ncclFindInterfaces: with NCCL_SOCKET_IFNAME unset it tries ib*, then
@@ -232,16 +240,17 @@ NO_INTERFACE = re.compile(r"no socket interface found|NET/Socket : no interface 
 
 
 def _no_interface(e: Explained, ifname_set: bool) -> Explained:
-    """NCCL's interface search found nothing. With the variable's INFO line in the log it is
-    the variable (cause). Without it, the same holds unless NCCL_SOCKET_FAMILY (or a node
-    with no IP interface at all, NVIDIA/nccl#210) excluded them: socket-ifname-invalid shown
-    as a symptom (explain abstains, naming the likely code and where to look)."""
+    """NCCL's interface search found nothing. With the variable in the log (NCCL's INFO line,
+    or the job's own export) it is the variable (cause). Without it, the same holds unless
+    NCCL_SOCKET_FAMILY (or a node with no IP interface at all, NVIDIA/nccl#210) excluded
+    them: socket-ifname-invalid shown as a symptom (explain abstains, naming the likely code
+    and where to look)."""
     p = e.problem
     if ifname_set:
         return replace(e, problem=BAD_SOCKET_IFNAME.problem(
             p.observed, ranks=p.ranks, hosts=p.hosts,
-            cause="NCCL_SOCKET_IFNAME names no interface of this node (NCCL finds at least lo "
-                  "when it is unset)"))
+            cause="NCCL_SOCKET_IFNAME names no interface of this node that has an address "
+                  "(NCCL finds at least lo when it is unset)"))
     return replace(e, grade=SYMPTOM, problem=BAD_SOCKET_IFNAME.problem(
         p.observed, ranks=p.ranks, hosts=p.hosts,
         cause="NCCL found no interface for its bootstrap: unset, NCCL falls back to docker "
@@ -336,7 +345,8 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
         e = _own_name(_own_endpoint(_zero_params(e, records), records), records)
         p = e.problem
         if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE.search(p.observed):
-            e = _no_interface(e, ifname_set)
+            e = _no_interface(e, ifname_set or any(SHELL_IFNAME.search(r.text)
+                                                   for r in records))
         out.append(e)
     out = addresses.gloo_wrapper(out)
     out = ncclresult.quoted_tail(ncclresult.bootstrap_interface(out, records), records)
