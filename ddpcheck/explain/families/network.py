@@ -96,10 +96,14 @@ PATTERNS = [
             # (gai error: -2 - Name or service not known)" (the node's own name)
             r"The local (?:IPv[46] )?network addresses cannot be retrieved \(gai error: -[235]|"
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
-    # c10d's reverse lookup of a peer (socket.cpp): healthy jobs print it too (a symptom)
+    # c10d's reverse lookup of a peer (socket.cpp): healthy jobs print it too (a symptom).
+    # socket.cpp prints it with C10D_WARNING ("[W1124 08:52:25.68 socket.cpp:207] [c10d] The
+    # hostname of the client socket cannot be retrieved. err=-3", a container without
+    # reverse DNS): as printed, a warning and no failure, which must not stand before a
+    # hint as another failure's symptom; only a paste without the [W prefix is read.
     pattern(HOSTNAME_UNRESOLVABLE,
-            r"hostname of the (?:client|server) socket cannot be retrieved", HOSTS,
-            grade="symptom"),
+            r"^(?!\s*\[W[\s\d]).*hostname of the (?:client|server) socket cannot be retrieved",
+            HOSTS, grade="symptom"),
     # gloo/transport/tcp/device.cc sockaddrToInterfaceName: the address this node's name
     # resolved to (or the one it was given) belongs to no local interface.
     pattern(HOSTNAME_UNRESOLVABLE, r"Unable to find interface for: \[(?P<addr>[^\]]+)\]", HOSTS,

@@ -49,3 +49,31 @@ def test_the_wrapper_alone_or_far_from_the_error_stays_a_symptom():
            "step 1", "step 2", "step 3",
            "timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:4242"]
     assert _causes(*far)[1]
+
+
+def test_a_real_gloo_world_whose_ranks_advertise_loopback_across_two_hosts():
+    # recorded here (torch 2.13, CPU): two network namespaces joined by a veth, MASTER_ADDR
+    # the first one's address, GLOO_SOCKET_IFNAME=lo on both: rank 1 dials rank 0's 127.0.0.1
+    # and reaches itself. c10d's reverse-lookup warning (no DNS in the namespace) is no failure.
+    debug = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/debug_logger.cc:9] "
+             "ERROR failed to connect, willRetry={w}, retry={n}, retryLimit=3, rank=1, size=2, "
+             "local=[127.0.0.1]:62638, remote=[127.0.0.1]:2477$1, error=SO_ERROR: Connection "
+             "refused, remote=[127.0.0.1]:2477$1")
+    lines = ["[W1124 08:52:25.791986871 socket.cpp:207] [c10d] The hostname of the client "
+             "socket cannot be retrieved. err=-3",
+             *(debug.format(w=int(n < 4), n=n) for n in range(1, 5)),
+             "[E1124 08:52:25.808657781 ProcessGroupGloo.cpp:67] Gloo connectFullMesh failed "
+             "with [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:152] timed "
+             "out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:2477$1",
+             "RuntimeError: Gloo connectFullMesh failed with [/__w/pytorch/pytorch/third_party/"
+             "gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: Connection "
+             "refused, remote=[127.0.0.1]:2477$1"]
+    assert _causes(*lines) == (["hostname-loopback"], False)
+    # rank 0's log of the same run: only the warning, no failure
+    e = explain_texts([("r0.log", lines[0] + "\n")])
+    assert e.exit_code == 0
+    # variant: torch 2.0-2.3's warning format; a paste without the prefix stays a symptom
+    assert explain_texts([("r.log", "[W socket.cpp:601] [c10d] The hostname of the client "
+                                    "socket cannot be retrieved. err=-3\n")]).exit_code == 0
+    assert _causes("The hostname of the server socket cannot be retrieved. err=-3") == \
+        (["hostname-unresolvable"], True)
