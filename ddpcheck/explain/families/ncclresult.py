@@ -189,7 +189,10 @@ PATTERNS = [
 # [0]mlx5_0:1/IB ... ; OOB ibp75s0:192.168.0.103<0>" (the same interface, for IB's
 # out-of-band exchange). misc/socket.cc ncclFindInterfaces picks it when
 # NCCL_SOCKET_IFNAME is unset: ib* (IPoIB) first, then anything but docker*/lo, then docker*.
-BOOTSTRAP_IF = re.compile(r"(?:Bootstrap : Using|; OOB) (?:\[0\])?(?P<ifname>[\w.-]+):"
+# NCCL >= 2.24 prints "Bootstrap: Using ib0:10.1.2.3<0>" (INFO(NCCL_BOOTSTRAP, ...), no space
+# before the colon); its "Bootstrap: Using mlx5_0:1" (a net device's name and port, no
+# address) is another line.
+BOOTSTRAP_IF = re.compile(r"(?:Bootstrap ?: Using|; OOB) (?:\[0\])?(?P<ifname>[\w.-]+):"
                           r"(?P<addr>[^<\s]+)<")
 # Interfaces that often carry no route to the other nodes: IPoIB without IP routing between
 # the nodes, container bridges and veths, link-local addresses.
@@ -275,9 +278,11 @@ def quoted_tail(found: Sequence[Explained], records: Sequence[Record]) -> list[E
 # NCCL versions) fit as well: the line alone cannot tell. With the variable set and NCCL
 # showing the interface it found (bootstrap.cc "Bootstrap : Using eth0:10.0.0.1<0>",
 # net_socket.cc "NET/Socket : Using [0]eth0:..."), the variable named a usable interface and
-# the version reading is left: not the interface either.
+# the version reading is left: not the interface either. NCCL >= 2.24 writes "Bootstrap: Using
+# eth0:10.0.0.1<0>"; net_socket.cc's "NET/Socket: Using 2 threads and 8 sockets per thread"
+# names no interface.
 ODD_FAMILY = "is neither AF_INET"
-IF_FOUND = re.compile(r"(?:Bootstrap|NET/Socket) : Using (?:\[\d+\])?[\w.-]+:[^<\s]+<")
+IF_FOUND = re.compile(r"(?:Bootstrap ?|NET/Socket ): Using (?:\[\d+\])?[\w.-]+:[^<\s]+<")
 
 
 def odd_family(found: list[Explained], ifname_set: bool,

@@ -16,14 +16,14 @@ from ddpcheck.cluster.lifecycle import HOSTNAME_LOOPBACK
 from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
 from ddpcheck.cluster.userjob import ENDPOINT_NOT_RECOGNISED
 from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
-from ddpcheck.explain.causality import Explained
+from ddpcheck.explain.causality import SYMPTOM, Explained
 from ddpcheck.explain.codes import (
     HOSTNAME_UNRESOLVABLE,
     NCCL_ERROR,
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
-from ddpcheck.explain.families import device, nccl, ncclresult
+from ddpcheck.explain.families import addresses, device, nccl, ncclresult
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.spawn.mastercheck import MASTER_NOT_RANK0
@@ -50,13 +50,23 @@ PATTERNS = [
             cause="a gloo/c10d peer was reached at 127.0.1.1: in a multi-node job a node's "
                   "host name resolves to 127.0.1.1 and it advertised that; in a one-node job "
                   "the peer there has exited instead"),
-    # A refused connection to 127.0.0.1 is also every single-node job whose store host
-    # (rank 0, the agent) had exited or not yet started (MASTER_ADDR=localhost): a symptom.
-    pattern(HOSTNAME_LOOPBACK, r"Connection refused, remote=\[127\.0\.0\.1\]", HOSTS,
-            grade="symptom",
-            cause="a connection to 127.0.0.1 was refused: a node that advertised its loopback "
-                  "address (its host name resolves to 127.0.0.1), or, on one node, a store "
-                  "host (rank 0, the agent) that had exited or not started yet"),
+    # The same for any other loopback address. "SO_ERROR: Connection refused, remote=[...]"
+    # is gloo's connect loop (gloo/transport/tcp/helpers.cc ConnectOperation, SystemError's
+    # text), not c10d's store, whose connect prints "The client socket has failed to connect
+    # to [host]:port (errno: 111 - Connection refused)" (socket.cpp): the remote is the
+    # address the gloo peer advertised for itself through the store (so the peer had started
+    # and published it). 127.0.0.1 there is a peer whose gloo bound to loopback (its host
+    # name resolves to 127.0.0.1: /etc/hosts, a hostNetwork pod; GLOO_SOCKET_IFNAME=lo).
+    # Within one node that works, and a refusal is a peer that exited after publishing: a
+    # hint, as for 127.0.1.1.
+    pattern(HOSTNAME_LOOPBACK,
+            r"Connection refused, remote=\[(?P<addr>127\.(?!0\.1\.1\])\d+\.\d+\.\d+)\]", HOSTS,
+            grade="hint",
+            cause="a gloo peer was dialled at {addr}, the loopback address it advertised for "
+                  "itself: in a multi-node job its host name resolves to a loopback address "
+                  "(/etc/hosts, a hostNetwork pod) or GLOO_SOCKET_IFNAME=lo, so the other nodes "
+                  "connect to themselves; in a one-node job loopback works and the peer there "
+                  "exited instead"),
     # 127.0.1.1 is the address Debian/Ubuntu's /etc/hosts gives the machine's own name: a
     # gloo pair (gloo/transport/tcp/pair.cc "Connection closed by peer [127.0.1.1]:port",
     # "Read error [127.0.1.1]:port: ...", "Connect timeout [127.0.1.1]:port", "connect
@@ -86,10 +96,14 @@ PATTERNS = [
             # (gai error: -2 - Name or service not known)" (the node's own name)
             r"The local (?:IPv[46] )?network addresses cannot be retrieved \(gai error: -[235]|"
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
-    # c10d's reverse lookup of a peer (socket.cpp): healthy jobs print it too (a symptom)
+    # c10d's reverse lookup of a peer (socket.cpp): healthy jobs print it too (a symptom).
+    # socket.cpp prints it with C10D_WARNING ("[W1124 08:52:25.68 socket.cpp:207] [c10d] The
+    # hostname of the client socket cannot be retrieved. err=-3", a container without
+    # reverse DNS): as printed, a warning and no failure, which must not stand before a
+    # hint as another failure's symptom; only a paste without the [W prefix is read.
     pattern(HOSTNAME_UNRESOLVABLE,
-            r"hostname of the (?:client|server) socket cannot be retrieved", HOSTS,
-            grade="symptom"),
+            r"^(?!\s*\[W[\s\d]).*hostname of the (?:client|server) socket cannot be retrieved",
+            HOSTS, grade="symptom"),
     # gloo/transport/tcp/device.cc sockaddrToInterfaceName: the address this node's name
     # resolved to (or the one it was given) belongs to no local interface.
     pattern(HOSTNAME_UNRESOLVABLE, r"Unable to find interface for: \[(?P<addr>[^\]]+)\]", HOSTS,
@@ -213,12 +227,43 @@ PATTERNS = [
 
 
 IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
+# The variable set by the job's own script as pasted beside its output: an assignment at the
+# start of a line ("NCCL_SOCKET_IFNAME=eth0 torchrun ...", an env listing, a "$ "/"+ "
+# prompt), after "export" (DeepSpeed's pdsh line "...; export NCCL_SOCKET_IFNAME=eno1; ...")
+# or "env". A value must follow; advice in prose ("set NCCL_SOCKET_IFNAME=eth0") is none.
+# Evidence that NCCL had a filter, read only for "no socket interface found": unlike NCCL's
+# INFO line it says nothing about NCCL_DEBUG, so no absent INFO line may be read beside it.
+SHELL_IFNAME = re.compile(r"(?:^\s*(?:[$#+>]\s*)?(?:export\s+)?|\bexport\s+|\benv\s+(?:\w+=\S*"
+                          r"\s+)*)NCCL_SOCKET_IFNAME=(?P<value>[^\s;'\"]+)")
 
 
 # NCCL misc/socket.cc ncclFindInterfaces: with NCCL_SOCKET_IFNAME unset it tries ib*, then
 # any interface but docker*/lo, then docker*, then lo, so "Bootstrap : no socket interface
 # found" means a filter the user set (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY) excluded them all.
 NO_INTERFACE = re.compile(r"no socket interface found|NET/Socket : no interface found")
+
+
+def _no_interface(e: Explained, ifname_set: bool) -> Explained:
+    """NCCL's interface search found nothing. With the variable in the log (NCCL's INFO line,
+    or the job's own export) it is the variable (cause). Without it, the same holds unless
+    NCCL_SOCKET_FAMILY (or a node with no IP interface at all, NVIDIA/nccl#210) excluded
+    them: socket-ifname-invalid shown as a symptom (explain abstains, naming the likely code
+    and where to look)."""
+    p = e.problem
+    if ifname_set:
+        return replace(e, problem=BAD_SOCKET_IFNAME.problem(
+            p.observed, ranks=p.ranks, hosts=p.hosts,
+            cause="NCCL_SOCKET_IFNAME names no interface of this node that has an address "
+                  "(NCCL finds at least lo when it is unset)"))
+    return replace(e, grade=SYMPTOM, problem=BAD_SOCKET_IFNAME.problem(
+        p.observed, ranks=p.ranks, hosts=p.hosts,
+        cause="NCCL found no interface for its bootstrap: unset, NCCL falls back to docker "
+              "and lo, so a filter set outside this log excludes every interface: most often "
+              "NCCL_SOCKET_IFNAME naming interfaces this node lacks (or that have no address), "
+              "else NCCL_SOCKET_FAMILY; the log does not show which value",
+        fix="look for NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY in the job's environment (env | "
+            "grep NCCL_, /etc/nccl.conf, ~/.nccl.conf, the launcher's scripts) and set it to an "
+            "interface that exists and reaches the other nodes (ip -4 addr), or unset it"))
 
 
 # DDP's parameter-count check (torch/csrc/distributed/c10d/comm.cpp via
@@ -304,20 +349,10 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
         e = _own_name(_own_endpoint(_zero_params(e, records), records), records)
         p = e.problem
         if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE.search(p.observed):
-            e = replace(e, problem=BAD_SOCKET_IFNAME.problem(
-                p.observed, ranks=p.ranks, hosts=p.hosts,
-                cause="NCCL_SOCKET_IFNAME names no interface of this node (NCCL finds at "
-                      "least lo when it is unset)") if ifname_set else NCCL_ERROR.problem(
-                p.observed, ranks=p.ranks, hosts=p.hosts,
-                cause="NCCL found no interface for its bootstrap: NCCL_SOCKET_IFNAME or "
-                      "NCCL_SOCKET_FAMILY (set outside this log) excludes every interface, "
-                      "as unset NCCL falls back to docker and lo; the log does not show "
-                      "which value",
-                fix="look for NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY in the job's "
-                    "environment (env | grep NCCL_, /etc/nccl.conf, ~/.nccl.conf, the "
-                    "launcher's scripts) and set it to an interface that exists and reaches "
-                    "the other nodes (ip -4 addr), or unset it"))
+            e = _no_interface(e, ifname_set or any(SHELL_IFNAME.search(r.text)
+                                                   for r in records))
         out.append(e)
+    out = addresses.gloo_wrapper(out)
     out = ncclresult.quoted_tail(ncclresult.bootstrap_interface(out, records), records)
     out = ncclresult.one_node_interfaces(out, records)
     found = _conditions_yield(ncclresult.odd_family(out, ifname_set, records))

@@ -131,6 +131,9 @@ def test_a_silent_bootstrap_failure_over_an_interface_nccl_picked_is_a_wrong_int
     assert "ibp75s0" in p.cause and "NCCL_SOCKET_IFNAME" in p.fix
     assert first_cause("h:1:3 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>",
                        *BOOT_FAIL) == "nccl-wrong-interface"
+    # NCCL >= 2.24 bootstrap.cc: "Bootstrap: Using%s" (no space before the colon)
+    assert first_cause("gpu7:88:88 [1] NCCL INFO Bootstrap: Using ib1:192.168.40.7<0>",
+                       *BOOT_FAIL) == "nccl-wrong-interface"
 
 
 def test_near_misses_of_the_bootstrap_interface_stay_an_nccl_error():
@@ -140,6 +143,11 @@ def test_near_misses_of_the_bootstrap_interface_stay_an_nccl_error():
     # an Ethernet interface: nothing points at the interface
     assert first_cause("h:1:3 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.3<0>",
                        *BOOT_FAIL) == "nccl-error"
+    assert first_cause("h:1:3 [0] NCCL INFO Bootstrap: Using enp90s0np0:10.168.192.89<0>",
+                       *BOOT_FAIL) == "nccl-error"
+    # NCCL >= 2.24's bootstrap over a net device names no interface address
+    assert first_cause("h:1:3 [0] NCCL INFO Bootstrap: Using mlx5_0:1", *BOOT_FAIL) == \
+        "nccl-error"
     # another result than a system error: not the silent connect path
     assert first_cause(OOB, "h:1:2 [2] NCCL INFO bootstrap.cc:270 -> 3") == "nccl-error"
     # a WARN that says the peer refused: the address was reachable

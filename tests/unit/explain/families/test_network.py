@@ -244,6 +244,14 @@ def test_an_address_of_no_family_after_nccl_found_the_named_interface_stays_hedg
     assert first_cause("node:1:1 [3] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth2",
                        "node:1:1 [3] NCCL INFO Bootstrap : Using eth2:10.128.0.32<0>",
                        odd) == "nccl-error"
+    # NCCL >= 2.24 writes "Bootstrap: Using" (no space): the same interface found
+    assert first_cause("gpu-3:40:40 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ens7",
+                       "gpu-3:40:40 [0] NCCL INFO Bootstrap: Using ens7:10.128.0.9<0>",
+                       odd) == "nccl-error"
+    # net_socket.cc's thread count line names no interface: the variable stays the reading
+    assert first_cause("gpu-3:40:40 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ens7",
+                       "gpu-3:40:40 [0] NCCL INFO NET/Socket: Using 2 threads and 8 sockets "
+                       "per thread", odd) == "socket-ifname-invalid"
 
 
 def test_a_docker_bridge_address_is_a_hint_that_yields_to_a_cause():

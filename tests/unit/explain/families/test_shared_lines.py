@@ -30,12 +30,21 @@ def test_busy_or_unavailable_gpu_is_a_hint_of_ranks_sharing_it_that_a_cause_outr
                    "1a000") == ("duplicate-device", False)
 
 
-def test_a_refused_loopback_connection_is_any_single_node_store_that_exited():
+def test_gloo_refused_at_a_loopback_address_is_a_hint_like_127_0_1_1():
+    # "SO_ERROR: ..., remote=[...]" is gloo's connect loop (tcp/helpers.cc), dialling the
+    # address the peer advertised: 127.0.0.1 there is a peer whose gloo bound to loopback (or,
+    # on one node, a peer that exited): a hint, the same grade as Debian's 127.0.1.1
+    for addr in ("127.0.0.1", "127.0.1.1", "127.0.0.2"):
+        line = f"timed out connecting: SO_ERROR: Connection refused, remote=[{addr}]:29500"
+        assert verdict(line) == ("hostname-loopback", False)
+        assert explain_texts([("job.log", line + "\n")]).found[0].grade == "hint"
+    # near miss: a routable peer address names no loopback
     assert verdict("timed out connecting: SO_ERROR: Connection refused, "
-                   "remote=[127.0.0.1]:29500") == ("hostname-loopback", True)
-    # near miss: 127.0.1.1 is Debian's /etc/hosts line for the machine's own name
-    assert verdict("timed out connecting: SO_ERROR: Connection refused, "
-                   "remote=[127.0.1.1]:29500") == ("hostname-loopback", False)
+                   "remote=[10.0.3.7]:29500")[0] != "hostname-loopback"
+    # near miss: c10d's store connect (socket.cpp) to localhost is a store host that exited
+    assert verdict("[E socket.cpp:1019] [c10d] The client socket has failed to connect to "
+                   "[localhost]:29500 (errno: 111 - Connection refused).")[0] != \
+        "hostname-loopback"
 
 
 def test_c10d_cannot_resolve_the_host_it_dials_a_symptom():
