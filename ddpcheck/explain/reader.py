@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ddpcheck.explain import prefilter
+
 # Prefixes that carry a global rank; each pattern's group "rank" is the rank.
 RANK_PREFIXES = [
     re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:\s?"),       # torchrun --tee / log-dir
@@ -28,6 +30,7 @@ RANK_PREFIXES = [
 INNER_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 # NCCL_DEBUG lines: "host:pid:tid [cudaDev] NCCL INFO|WARN ..." (NCCL src/debug.cc format).
 NCCL_HOST = re.compile(r"(?:^|\s|\])(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
+MAY_NAME_HOST = prefilter.may_match(NCCL_HOST)  # most lines lack its " [": skip the regex
 # glog "[E321 02:07:08.408" / "E0325 20:57:27.620000"; logging "2023-10-13 17:40:02,544".
 GLOG_TIME = re.compile(r"\[?[IWEF](?P<mon>\d{1,2})(?P<day>\d\d) (?P<h>\d\d):(?P<m>\d\d):"
                        r"(?P<s>\d\d(?:\.\d+)?)")
@@ -76,7 +79,7 @@ def record(source: str, lineno: int, line: str) -> Record:
     if rank is None:
         inner = INNER_RANK.search(text)
         rank = int(inner.group("rank")) if inner else None
-    host = NCCL_HOST.search(text)
+    host = NCCL_HOST.search(text) if MAY_NAME_HOST(text) else None
     return Record(source, lineno, text, rank, host.group("host") if host else "", parse_time(text))
 
 
