@@ -26,6 +26,10 @@ RANK_PREFIXES = [
     re.compile(r"^\s*(?P<rank>\d{1,5}): "),                         # srun -l / --label
     re.compile(r"^\s*\[(?P<rank>\d{1,5})\] "),                      # bare [N] (horovod, pdsh)
 ]
+# All of them as one regex, one match a line instead of up to six: its branches are tried in
+# the list's order, as the list was; pattern i's rank is its group "rank<i>" (its only group).
+ANY_PREFIX = re.compile("|".join(f"(?:{rx.pattern.replace('(?P<rank>', f'(?P<rank{i}>')})"
+                                 for i, rx in enumerate(RANK_PREFIXES)))
 # Ranks named inside the message itself (ProcessGroupNCCL, DDP).
 INNER_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 # NCCL_DEBUG lines: "host:pid:tid [cudaDev] NCCL INFO|WARN ..." (NCCL src/debug.cc format).
@@ -58,10 +62,10 @@ def split_prefix(line: str) -> tuple[int | None, str]:
     """Strip launcher prefixes; the innermost wins (a copied "[80746] [rank0]:" is rank 0)."""
     rank: int | None = None
     for _ in range(3):
-        m = next((m for rx in RANK_PREFIXES if (m := rx.match(line))), None)
+        m = ANY_PREFIX.match(line)
         if m is None:
             break
-        rank, line = int(m.group("rank")), line[m.end():]
+        rank, line = int(m[m.lastgroup]), line[m.end():]  # type: ignore[index]
     return rank, line
 
 
