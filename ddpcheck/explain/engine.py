@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
-from ddpcheck.explain import codes, failures, firstfailure, globalranks, tracebacks
+from ddpcheck.explain import codes, failures, firstfailure, globalranks, prefilter, tracebacks
 from ddpcheck.explain.causality import (
     HINT,
     SYMPTOM,
@@ -214,8 +214,11 @@ def _stuck_note(traces: Sequence[RankTrace]) -> str:
 
 def _match(records: list[Record], patterns: Sequence[Pattern]) -> list[Explained]:
     groups: dict[tuple[str, str], list[Hit]] = {}
-    for rec in records:
-        for pat in patterns:
+    # only the patterns whose required strings the line contains (prefilter: exact, fast)
+    maybe = prefilter.candidates([r.text for r in records], [p.regex for p in patterns])
+    for rec, indices in zip(records, maybe):
+        for i in indices:
+            pat = patterns[i]
             m = pat.regex.search(rec.text)
             if m:
                 key = m[pat.group_by] if pat.group_by else ""

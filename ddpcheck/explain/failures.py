@@ -149,7 +149,7 @@ def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) ->
                 out.append(r)
                 open_.add(stream)  # one quote per headerless traceback
             continue
-        if not not_an_error.search(r.text) and is_failure(r.text):
+        if is_failure(r.text) and not not_an_error.search(r.text):  # the rarer test first
             out.append(r)
     return out
 

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ddpcheck.explain import prefilter
+
 # Prefixes that carry a global rank; each pattern's group "rank" is the rank.
 RANK_PREFIXES = [
     re.compile(r"^\s*\[(?:rank|default)(?P<rank>\d+)\]:\s?"),       # torchrun --tee / log-dir
@@ -25,10 +27,15 @@ RANK_PREFIXES = [
     re.compile(r"^\s*(?P<rank>\d{1,5}): "),                         # srun -l / --label
     re.compile(r"^\s*\[(?P<rank>\d{1,5})\] "),                      # bare [N] (horovod, pdsh)
 ]
+# All of them as one regex, one match a line instead of up to six: its branches are tried in
+# the list's order, as the list was; pattern i's rank is its group "rank<i>" (its only group).
+ANY_PREFIX = re.compile("|".join(f"(?:{rx.pattern.replace('(?P<rank>', f'(?P<rank{i}>')})"
+                                 for i, rx in enumerate(RANK_PREFIXES)))
 # Ranks named inside the message itself (ProcessGroupNCCL, DDP).
 INNER_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 # NCCL_DEBUG lines: "host:pid:tid [cudaDev] NCCL INFO|WARN ..." (NCCL src/debug.cc format).
 NCCL_HOST = re.compile(r"(?:^|\s|\])(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] ")
+MAY_NAME_HOST = prefilter.may_match(NCCL_HOST)  # most lines lack its " [": skip the regex
 # glog "[E321 02:07:08.408" / "E0325 20:57:27.620000"; logging "2023-10-13 17:40:02,544".
 GLOG_TIME = re.compile(r"\[?[IWEF](?P<mon>\d{1,2})(?P<day>\d\d) (?P<h>\d\d):(?P<m>\d\d):"
                        r"(?P<s>\d\d(?:\.\d+)?)")
@@ -56,10 +63,10 @@ def split_prefix(line: str) -> tuple[int | None, str]:
     """Strip launcher prefixes; the innermost wins (a copied "[80746] [rank0]:" is rank 0)."""
     rank: int | None = None
     for _ in range(3):
-        m = next((m for rx in RANK_PREFIXES if (m := rx.match(line))), None)
+        m = ANY_PREFIX.match(line)
         if m is None:
             break
-        rank, line = int(m.group("rank")), line[m.end():]
+        rank, line = int(m[m.lastgroup]), line[m.end():]  # type: ignore[index]
     return rank, line
 
 
@@ -77,7 +84,7 @@ def record(source: str, lineno: int, line: str) -> Record:
     if rank is None:
         inner = INNER_RANK.search(text)
         rank = int(inner.group("rank")) if inner else None
-    host = NCCL_HOST.search(text)
+    host = NCCL_HOST.search(text) if MAY_NAME_HOST(text) else None
     return Record(source, lineno, text, rank, host.group("host") if host else "", parse_time(text))
 
 

@@ -166,8 +166,9 @@ def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
     # first timeout, not an evaluation that ran (and ended) epochs earlier.
     # (Lines of one file compare by line number: progress bars carry no timestamp.)
     firsts = [e.first for e in timeouts]
-    hint = next((r for r in reversed(records) if SOLO_STEP.search(r.text) and any(
-        r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)), None)
+    hint = next((r for r in reversed(records) if any(
+        r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)
+        and SOLO_STEP.search(r.text)), None)
     if hint is not None:
         why = "meanwhile"
     elif (hint := waiters.zero_first(records)) is not None:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ddpcheck.explain.reader import parse_time, read_text, record
+from ddpcheck.explain.reader import RANK_PREFIXES, parse_time, read_text, record, split_prefix
 
 
 @pytest.mark.parametrize("line,rank,text", [
@@ -84,3 +84,23 @@ def test_the_root_cause_block_names_the_rank_that_failed_first():
                "  host      : node1\n  rank      : 5 (local_rank: 1)\n  exitcode  : 1 (pid: 9)\n")
     assert first_failed_rank(read_text("job.log", summary)) == 5
     assert first_failed_rank(read_text("job.log", "rank : 3\n")) is None
+
+
+def _one_by_one(line: str) -> tuple[int | None, str]:
+    """split_prefix as it was: each prefix regex in the list's order, up to three times."""
+    rank = None
+    for _ in range(3):
+        m = next((m for rx in RANK_PREFIXES if (m := rx.match(line))), None)
+        if m is None:
+            break
+        rank, line = int(m.group("rank")), line[m.end():]
+    return rank, line
+
+
+@pytest.mark.parametrize("line", [
+    "[rank3]: x", "[default12]:y", "[1,3]<stdout>:z", "trainer/0 [5]: w", "[rank: 2] v",
+    "7: u", "[4] t", "  [80746] [rank0]: s", "3: [rank1]: [2] r", "[rank3]:[default2]:q",
+    "12345: p", "123456: o", "[1,2]<stdin>: n", "no prefix [rank3]:", "", "   ",
+])
+def test_the_one_prefix_regex_strips_as_the_list_tried_in_order_did(line):
+    assert split_prefix(line) == _one_by_one(line)

@@ -1,0 +1,268 @@
+"""Which patterns could match which lines: each regex's required literals, found in C.
+
+Runs wherever ``ddpcheck explain`` runs, inside ``engine._match`` (and wherever else a list
+of regexes is tried on every line). Most lines of a long log (training steps, progress bars,
+NCCL INFO) match no pattern, yet trying every pattern's ``regex.search`` on every line was
+most of explain's time. ``literals`` reads a regex's own parse tree (``re._parser``, the
+tree ``re.compile`` builds from) for strings one of which every match must contain: a run
+of literal characters, or one string per branch of a required alternation. ``candidates``
+then looks each string up in the whole text at once (``str.find``) and hands back, per line,
+only the patterns one of whose strings that line contains, in their order.
+
+Exact by construction: a pattern is left out of a line only when the line lacks every one
+of its strings. Where the tree does not say for sure (a branch without a literal, an
+optional group, a character class, strings shorter than ``MIN_LITERAL``), the pattern is
+tried on every line. Case-insensitive parts (``(?i)``, ``re.I``, ``(?i:...)``) are compared
+in ``fold``-ed text: lowercased, with the four non-ASCII letters that ``re``'s IGNORECASE
+matches to ASCII ones (Kelvin sign, dotted and dotless i, long s) mapped to them.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import accumulate
+
+try:  # re's own parser and the names of its tree's nodes
+    from re import _constants as sre  # type: ignore[attr-defined]
+    from re import _parser  # type: ignore[attr-defined]
+except ImportError:  # Python < 3.11
+    import sre_constants as sre  # type: ignore[no-redef]
+    import sre_parse as _parser  # type: ignore[no-redef]
+
+ENABLED = True  # False: every pattern on every line (the equivalence checks compare both)
+MIN_LITERAL = 3  # shorter strings are in most lines: no use as a filter
+MAX_STRINGS = 32  # alternatives expanded per set at most
+REPEATS = tuple(getattr(sre, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
+                if hasattr(sre, n))  # the possessive one: Python >= 3.11
+ATOMIC = getattr(sre, "ATOMIC_GROUP", object())  # (?>...): Python >= 3.11
+# Non-ASCII letters that IGNORECASE matches to an ASCII letter (sre's case folding) and that
+# str.lower() does not turn into that letter alone.
+FOLD_FIXES = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+@dataclass(frozen=True)
+class Literals:
+    """Strings one of which every match of a regex contains (``folded`` ones: in the
+    ``fold``-ed text)."""
+
+    strings: tuple[str, ...] = ()
+    folded: tuple[str, ...] = ()
+
+
+Piece = tuple[str, bool]  # a string and whether it is compared folded
+
+
+def fold(text: str) -> str:
+    """The text as IGNORECASE sees ASCII letters: lowercased, non-ASCII look-alikes mapped."""
+    if not text.isascii() and any(c in text for c in "\u0130\u0131\u017f\u212a"):
+        text = text.translate(FOLD_FIXES)
+    return text.lower()
+
+
+@lru_cache(maxsize=4096)
+def literals(regex: re.Pattern[str], shortest: int = MIN_LITERAL) -> Literals | None:
+    """Strings (each at least ``shortest`` long) one of which every match of ``regex``
+    contains; None when unsure."""
+    if not isinstance(regex.pattern, str):
+        return None
+    try:
+        tree = _parser.parse(regex.pattern, regex.flags)
+    except (re.error, RecursionError):
+        return None
+    found = _required(list(tree), bool(regex.flags & re.IGNORECASE), max(shortest, 1))
+    if not found:
+        return None
+    return Literals(tuple(sorted(s for s, f in found if not f)),
+                    tuple(sorted(s for s, f in found if f)))
+
+
+def may_match(regex: re.Pattern[str], shortest: int = 2) -> Callable[[str], bool]:
+    """A test of one line, False only where ``regex`` cannot match: for a regex tried on
+    every line whose strings are too short for the whole-text search but cheap to look up."""
+    need = literals(regex, shortest)
+    if need is None:
+        return lambda text: True
+    strings, folded = need.strings, need.folded
+    return lambda text: (any(s in text for s in strings)
+                         or bool(folded) and any(s in fold(text) for s in folded))
+
+
+def _required(items: list, icase: bool, shortest: int) -> frozenset[Piece] | None:
+    """The best set of strings one of which a match of this sequence contains."""
+    options: list[frozenset[Piece]] = []
+    run: frozenset[Piece] | None = frozenset({("", False)})
+    for op, av in items:
+        exact = _exact(op, av, icase)
+        longer = _concat(run, exact) if exact is not None and run is not None else None
+        if longer is not None:
+            run = longer
+            continue
+        if run is not None:
+            options.append(run)
+        run = exact
+        if exact is None and (need := _needed(op, av, icase, shortest)) is not None:
+            options.append(need)
+    if run is not None:
+        options.append(run)
+    usable = [o for o in options if o and all(len(s) >= shortest for s, _ in o)]
+    return max(usable, key=lambda o: (min(len(s) for s, _ in o), -len(o)), default=None)
+
+
+def _needed(op: object, av: object, icase: bool, shortest: int) -> frozenset[Piece] | None:
+    """Strings required by one node that does not match a known small set of strings."""
+    if op is sre.SUBPATTERN:
+        _, add, remove, body = av  # type: ignore[misc]
+        return _required(list(body), _flags(icase, add, remove), shortest)
+    if op in REPEATS:
+        low, _, body = av  # type: ignore[misc]
+        return _required(list(body), icase, shortest) if low >= 1 else None
+    if op is ATOMIC:
+        return _required(list(av), icase, shortest)  # type: ignore[arg-type]
+    if op is sre.BRANCH:
+        out: set[Piece] = set()
+        for branch in av[1]:  # type: ignore[index]
+            need = _required(list(branch), icase, shortest)
+            if need is None:
+                return None  # a branch without a literal: any line may match
+            out |= need
+        return frozenset(out) if len(out) <= MAX_STRINGS else None
+    return None
+
+
+def _exact(op: object, av: object, icase: bool) -> frozenset[Piece] | None:
+    """Every string one node can match, when that is a small known set; else None."""
+    if op is sre.LITERAL:
+        return _char(av, icase)  # type: ignore[arg-type]
+    if op is sre.AT:  # zero width: the characters around it are adjacent in the text
+        return frozenset({("", False)})
+    if op is sre.IN:
+        out: set[Piece] = set()
+        for kind, value in av:  # type: ignore[attr-defined]
+            one = _char(value, icase) if kind is sre.LITERAL else None
+            if one is None:
+                return None  # a range, a category, a negated set
+            out |= one
+        return frozenset(out)
+    if op is sre.SUBPATTERN:
+        _, add, remove, body = av  # type: ignore[misc]
+        return _exact_seq(list(body), _flags(icase, add, remove))
+    if op is sre.BRANCH:
+        out = set()
+        for branch in av[1]:  # type: ignore[index]
+            one = _exact_seq(list(branch), icase)
+            if one is None:
+                return None
+            out |= one
+        return frozenset(out) if len(out) <= MAX_STRINGS else None
+    return None
+
+
+def _exact_seq(items: list, icase: bool) -> frozenset[Piece] | None:
+    out: frozenset[Piece] | None = frozenset({("", False)})
+    for op, av in items:
+        one = _exact(op, av, icase)
+        if one is None or out is None:
+            return None
+        out = _concat(out, one)
+    return out
+
+
+def _char(code: int, icase: bool) -> frozenset[Piece] | None:
+    c = chr(code)
+    if not c.isascii() or c == "\n":  # non-ASCII case folding is re's own business
+        return None
+    return frozenset({(c.lower(), True)}) if icase and c.lower() != c.upper() else \
+        frozenset({(c, False)})
+
+
+def _concat(left: frozenset[Piece], right: frozenset[Piece]) -> frozenset[Piece] | None:
+    if len(left) * len(right) > MAX_STRINGS:
+        return None
+    return frozenset(_join(a, b) for a in left for b in right)
+
+
+def _join(a: Piece, b: Piece) -> Piece:
+    """One string of two: folded when either part is (a match of the case-sensitive part,
+    lowercased, is in the folded text too)."""
+    if a[1] == b[1] or not (a[0] and b[0]):
+        return a[0] + b[0], (a[1] and bool(a[0])) or (b[1] and bool(b[0]))
+    return fold(a[0]) + fold(b[0]), True
+
+
+def _flags(icase: bool, add: int, remove: int) -> bool:
+    return (icase or bool(add & re.IGNORECASE)) and not remove & re.IGNORECASE
+
+
+def candidates(texts: Sequence[str],
+               regexes: Sequence[re.Pattern[str]]) -> list[tuple[int, ...]]:
+    """For each text, the indices of the regexes that may match it, in their order."""
+    everyone = tuple(range(len(regexes)))
+    if not ENABLED or not texts:
+        return [everyone] * len(texts)
+    needs = [literals(r) for r in regexes]
+    always = tuple(i for i, n in enumerate(needs) if n is None)
+    out: list[tuple[int, ...]] = [always] * len(texts)
+    lines = _Lines(texts)
+    extra: dict[int, list[int]] = {}
+    for i, need in enumerate(needs):
+        if need is None:
+            continue
+        for k in lines.containing(need):
+            extra.setdefault(k, []).append(i)
+    for k, more in extra.items():
+        out[k] = tuple(sorted({*always, *more})) if always else tuple(more)
+    return out
+
+
+class _Lines:
+    """One joined text of every line, searched once per string (and its folded copy)."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = texts
+        self.joined = "\n".join(texts)
+        self.starts = _starts(texts)
+        self.found: dict[Piece, frozenset[int]] = {}
+        self._folded: tuple[str, list[int]] | None = None
+
+    def containing(self, need: Literals) -> set[int]:
+        """The indices of the lines that contain one of the strings."""
+        hit: set[int] = set()
+        for piece in [*((s, False) for s in need.strings), *((s, True) for s in need.folded)]:
+            if piece not in self.found:
+                self.found[piece] = self._search(*piece)
+            hit |= self.found[piece]
+        return hit
+
+    def _search(self, s: str, folded: bool) -> frozenset[int]:
+        joined, starts = self.folded() if folded else (self.joined, self.starts)
+        out: set[int] = set()
+        i = joined.find(s)
+        while i >= 0:
+            k = bisect_right(starts, i) - 1
+            end = starts[k + 1] - 1 if k + 1 < len(starts) else len(joined)
+            if i + len(s) <= end:  # inside line k: go on from the next line
+                out.add(k)
+                i = joined.find(s, end + 1)
+            else:
+                i = joined.find(s, i + 1)
+        return frozenset(out)
+
+    def folded(self) -> tuple[str, list[int]]:
+        """The folded text and its line starts (lowercasing may lengthen a line)."""
+        if self._folded is None:
+            whole = fold(self.joined)
+            if len(whole) == len(self.joined):
+                self._folded = whole, self.starts
+            else:
+                parts = [fold(t) for t in self.texts]
+                self._folded = "\n".join(parts), _starts(parts)
+        return self._folded
+
+
+def _starts(texts: Iterable[str]) -> list[int]:
+    """Where each line begins in the texts joined by one newline each."""
+    return list(accumulate((len(t) + 1 for t in texts), initial=0))[:-1]
