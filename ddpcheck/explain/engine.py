@@ -23,6 +23,7 @@ from ddpcheck.explain.causality import (
     UNDETERMINED,
     WARNING,
     Explained,
+    condition_alone,
     order,
 )
 from ddpcheck.explain.families import PATTERNS, ibfallback, network, slurm, watchdog
@@ -196,8 +197,9 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     unread = [_unread(r) for r in failures.unread(errors, patterns)]
     ordered = order(found, [_unclaimed(c) for c in crashes], first_failed_rank(records), unread)
     # the rank the launcher saw fail first decides what the words leave undetermined
-    return Explanation(firstfailure.first_failure(ordered, found, records, crashes), sources,
-                       notes, quoted)
+    explained = firstfailure.first_failure(ordered, found, records, crashes)
+    return Explanation(explained if errors else condition_alone(explained), sources, notes,
+                       quoted)
 
 
 def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:
