@@ -26,7 +26,14 @@ from ddpcheck.explain.causality import (
     condition_alone,
     order,
 )
-from ddpcheck.explain.families import PATTERNS, ibfallback, network, slurm, watchdog
+from ddpcheck.explain.families import (
+    PATTERNS,
+    formation,
+    ibfallback,
+    network,
+    slurm,
+    watchdog,
+)
 from ddpcheck.explain.flightrec import RankTrace
 from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
 from ddpcheck.explain.inputs import Inputs
@@ -187,6 +194,8 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
         found.append(_unexplained(errors, records))
     elif not found and (stalled := failures.stalled_at_start(records)):
         found.append(_stalled(stalled))
+    elif not found and (forming := formation.stopped_forming(records)):
+        found.append(forming)
     found = slurm.refine(found, records)
     # The first failure lines: error words, and the first line of each problem found.
     firsts = sorted({(r.order, r.source, r.lineno): r for r in

@@ -79,7 +79,8 @@ SRUN = re.compile(r"^\s*(?:\S+=\S+\s+)*(?:srun|mpirun|mpiexec|pdsh|clush|pssh|pd
                   r"\$\(srun|`srun|\bssh\s")
 # What a launcher started on one node of several shows: nobody else joins.
 WAITED = frozenset({"rendezvous-timeout", "endpoint-unreachable", "endpoint-refused",
-                    "collective-timeout", "rank-zero-only-step-timeout", "unexplained"})
+                    "collective-timeout", "rank-zero-only-step-timeout", "unexplained",
+                    "world-not-formed"})  # (a log that ends inside init: families/formation)
 # What a launcher started on one node of several leads to: waits for peers that never come
 # (timeouts, refusals). An exception no rule explains is no such wait: the script's own
 # failure, which a batch script without srun does not explain.
