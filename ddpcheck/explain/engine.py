@@ -33,6 +33,7 @@ from ddpcheck.explain.families import (
     network,
     slurm,
     watchdog,
+    windows,
 )
 from ddpcheck.explain.flightrec import RankTrace
 from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
@@ -184,6 +185,7 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     records = firstfailure.per_rank_files(records, texts)
     found.extend(firstfailure.refine(ibfallback.refine(network.refine(
         watchdog.refine(_match(records, patterns), records), records), records), records))
+    found = windows.windows_nccl(found, records)
     notes: list[str] = []
     if traces:
         sources.extend(t.source for t in traces)
