@@ -28,6 +28,7 @@ from ddpcheck.explain.causality import (
 )
 from ddpcheck.explain.families import (
     PATTERNS,
+    device,
     formation,
     ibfallback,
     network,
@@ -286,6 +287,9 @@ def _unexplained(errors: list[Record], records: list[Record]) -> Explained:
     quoted = " | ".join(r.text.strip()[:200] for r in errors[:QUOTED_ERRORS])
     if crash := tracebacks.summary(records):
         quoted += f"; first exception: {crash}"
+    elif cut := tracebacks.cut_short(records):  # the paste stops before the exception line
+        quoted += f"; a traceback ends without its error line, in {cut}" + (
+            f" ({why})" if (why := device.cut_at(cut)) else "")
     where = {"ranks": sorted({r.rank for r in errors if r.rank is not None}),
              "hosts": sorted({r.host for r in errors if r.host})}
     return Explained(codes.UNEXPLAINED.problem(f"first error lines: {quoted}", **where),
