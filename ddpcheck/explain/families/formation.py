@@ -25,14 +25,17 @@ the job stopped there (it hung waiting for ranks, or was killed), or the paste w
 there: the text cannot tell which, so explain shows ``world-not-formed`` undecided (a
 symptom: a rank that never started, an address or port the others cannot reach, a world
 size larger than the processes started all look the same) and says what would decide.
+The same when Slurm cancelled the job right after ranks entered init (a job that waited
+there until its time ran out): the cancellation is the end, the unformed world what it shows.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
-from ddpcheck.explain.causality import SYMPTOM, Explained
+from ddpcheck.explain.causality import CLOCK_SLACK_S, SYMPTOM, Explained
 from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.spawn.formation import WORLD_NOT_FORMED
 
@@ -61,6 +64,44 @@ CAUSE = ("the log ends while ranks were still forming the world (inside init_pro
 FIX = ("check that every rank started and reaches MASTER_ADDR:MASTER_PORT (a fixed port, open "
        "between the nodes); rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL and TORCH_CPP_LOG_LEVEL="
        "INFO, which log each rank's store connection, and give explain every rank's log")
+
+
+# slurmstepd's cancellation ("*** JOB 1 ON n1 CANCELLED AT ..." / "*** STEP 1.0 ...").
+CANCELLED = re.compile(r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT ")
+WORLD = re.compile(r"MEMBER: \d+/(?P<world>\d+)")
+CANCELLED_CAUSE = ("the ranks entered init_process_group and waited there until Slurm "
+                   "cancelled the job: some rank never arrived (not started, crashed before "
+                   "it, or a world size larger than the processes started) or could not reach "
+                   "rank 0's store (MASTER_ADDR/MASTER_PORT wrong, a firewall)")
+IN_SLURM = ("; with Lightning under Slurm the world is every srun task (SLURM_NTASKS): "
+            "--ntasks-per-node must equal Trainer(devices), one task per GPU")
+
+
+def cancelled_while_forming(records: Sequence[Record]) -> Explained | None:
+    """``world-not-formed``, undecided, when Slurm cancelled the job right after ranks
+    entered ``init_process_group`` (nothing but entry lines between) and no line says the
+    world formed: the job waited there until the cancellation; else None."""
+    if any(FORMED.search(r.text) for r in records):
+        return None
+    cancel = next((r for r in records if CANCELLED.search(r.text)), None)
+    if cancel is None:
+        return None
+    before = [r for r in records if r.source == cancel.source and r.lineno < cancel.lineno
+              and r.text.strip()]
+    if not before or not ENTERED.search(before[-1].text):
+        return None
+    entry = before[-1]
+    world = WORLD.search(entry.text)
+    problem = WORLD_NOT_FORMED.problem(
+        f"{entry.text.strip()[:200]} [{entry.source}:{entry.lineno}], then Slurm cancelled the "
+        f"job: {cancel.text.strip()[:160]}; no line says the world"
+        + (f" of {world['world']} ranks" if world else "") + " formed",
+        cause=CANCELLED_CAUSE + (IN_SLURM if world else ""), fix=FIX,
+        ranks=(entry.rank,) if entry.rank is not None else ())
+    if cancel.time is not None and entry.time is None:  # printed before it, in one stream
+        entry = replace(entry, time=cancel.time - 2 * CLOCK_SLACK_S)
+    return Explained(problem, entry, True, NEXT, (f"{entry.source}:{entry.lineno}",
+                                                  f"{cancel.source}:{cancel.lineno}"), SYMPTOM)
 
 
 def stopped_forming(records: Sequence[Record]) -> Explained | None:

@@ -14,6 +14,7 @@ from ddpcheck.explain.codes import (
     SLURM_STEP_REJECTED,
     SLURM_WITHOUT_SRUN,
 )
+from ddpcheck.explain.families import formation
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.scheduler.contradictions import SHAPE_MISMATCH as JOB_SHAPE_MISMATCH
@@ -135,6 +136,10 @@ def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Expla
                and e.problem.code not in WAITED | {"rank-exited", "nccl-error"}
                for e in found) and (shape := _repeated_member(records)):
         found = [shape, *found]
+    if (all(e.problem.code == SLURM_JOB_CANCELLED.code for e in found if e.root or
+            e.problem.code == SLURM_JOB_CANCELLED.code) and found
+            and (forming := formation.cancelled_while_forming(records))):
+        found = [forming, *found]  # what the job waited in until the cancellation
     if any(e.problem.code == SLURM_JOB_CANCELLED.code for e in found):
         found = [replace(e, root=False, problem=e.problem.where(
                      consequence_of=SLURM_JOB_CANCELLED.code))

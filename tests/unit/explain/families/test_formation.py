@@ -92,3 +92,38 @@ def test_a_multi_node_batch_script_without_srun_explains_the_stalled_init():
     # and a global rank handed out twice stays the job's shape
     assert first_cause(*[f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4"
                          for r in (0, 1, 0, 1)]) == "job-shape-mismatch"
+
+
+# gh-torchmetrics-2300 (dev): 96 srun tasks, Trainer(devices=6); rank 0 waited in init until
+# Slurm cancelled the job.
+TORCHMETRICS = ["[rank: 0] Global seed set to 42",
+                "GPU available: True (cuda), used: True",
+                "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/96",
+                "slurmstepd: error: *** JOB 168885 ON scn67-10g CANCELLED AT "
+                "2023-08-31T18:04:42 ***",
+                "Running on hosts: scn67-10g"]
+
+
+def test_a_job_cancelled_while_its_world_formed_shows_the_unformed_world():
+    e = _explain(TORCHMETRICS)
+    assert _shown(e) == "world-not-formed" and e.undetermined
+    assert "world of 96 ranks" in e.problems[0].observed
+    assert "--ntasks-per-node must equal Trainer(devices)" in e.problems[0].cause
+    assert e.problems[1].code == "slurm-job-cancelled" and e.problems[1].consequence_of
+    # variant: DeepSpeed's entry, a step cancelled for its time limit, other ids and hosts
+    e = _explain(RLHF[:2] + ["slurmstepd: error: *** STEP 99123.0 ON gpu-a-17 CANCELLED AT "
+                             "2024-06-11T04:23:36 DUE TO TIME LIMIT ***"])
+    assert _shown(e) == "world-not-formed" and "Lightning" not in e.problems[0].cause
+
+
+def test_a_cancellation_after_the_world_formed_or_after_training_stays_a_cancellation():
+    formed = [*TORCHMETRICS[:3], "All distributed processes registered. Starting with 96 "
+                                 "processes", *TORCHMETRICS[3:]]
+    assert _shown(_explain(formed)) == "slurm-job-cancelled"
+    trained = [*TORCHMETRICS[:3], "Epoch 3: 100%|##########| 50/50 [00:10<00:00]",
+               *TORCHMETRICS[3:]]
+    assert _shown(_explain(trained)) == "slurm-job-cancelled"
+    # a failure that names its cause is read as before
+    oom = [*TORCHMETRICS[:3], "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                              "2.00 GiB", *TORCHMETRICS[3:]]
+    assert _shown(_explain(oom)) == "cuda-out-of-memory"
