@@ -208,10 +208,10 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     crashes = tracebacks.unclaimed(records, patterns)
     unread = [_unread(r) for r in failures.unread(errors, patterns)]
     ordered = order(found, [_unclaimed(c) for c in crashes], first_failed_rank(records), unread)
+    ordered = ordered if errors else condition_alone(ordered)  # a warning, and no failure line
     # the rank the launcher saw fail first decides what the words leave undetermined
-    explained = firstfailure.first_failure(ordered, found, records, crashes)
-    return Explanation(explained if errors else condition_alone(explained), sources, notes,
-                       quoted)
+    return Explanation(firstfailure.first_failure(ordered, found, records, crashes), sources,
+                       notes, quoted)
 
 
 def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:
