@@ -12,7 +12,9 @@ So explain names a root cause only on cause-grade evidence, and says so when it 
   any failure makes the ranks print, or a line that does not say whose name or which rank);
 - a hint answers only when no cause-grade evidence stands beside it and no symptom of
   another failure came before it (or beside it, unordered); a warning only when the log
-  shows no other failure at all;
+  shows no other failure at all, and a warned network condition (gloo's loopback fallback,
+  NCCL on a docker bridge) not even then: with no failure line in the log it is shown,
+  undecided (``condition_alone``);
 - an exception that no rule explains (and no wrapper such as ChildFailedError or an NCCL
   error summary) printed before the candidate, or unordered with it, may be the first
   failure: explain abstains;
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddpcheck.diagnoses import RANK_EXITED, Problem
 from ddpcheck.explain.codes import NCCL_ERROR, ROOT_CAUSE_AMBIGUOUS
@@ -82,6 +84,11 @@ WARNED_LEADS_TO = {
     "hostname-loopback": frozenset({"peer-unreachable", "collective-timeout"}),
     "nccl-wrong-interface": frozenset({"peer-unreachable", "collective-timeout"}),
 }
+# Such a warning with none of those failures in the log (no refused or timed-out connection,
+# no error line at all) decides nothing: the job may have run (NCCL listed a docker bridge it
+# never used; a one-node job on loopback) or hung without a line. It is shown, undecided.
+UNFAILED_CONDITION = ("the log shows no failure this leads to (a refused, closed or timed-out "
+                      "connection): the job may have run, or hung without an error line")
 # Causes read from a report that torch prints after the symptom it analyses: the desync
 # report of TORCH_NCCL_DESYNC_DEBUG (TraceUtils.h, "ranks [1, 3] are the lagging ranks that
 # caused this timeout") follows the watchdog's timeout line by construction.
@@ -211,6 +218,18 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
     roots = [e for e in top if e.problem.code == cause]
     rest = [e for e in found if e not in roots]
     return [*roots, *_echoes(rest, cause)]
+
+
+def condition_alone(ordered: list[Explained]) -> list[Explained]:
+    """For a log with no failure line at all: a warned network condition that would stand as
+    its root (``WARNED_LEADS_TO``) is shown but decides nothing (grade ``SYMPTOM``)."""
+    head = ordered[0] if ordered else None
+    if (head is None or head.grade != WARNING or head.problem.code not in WARNED_LEADS_TO
+            or any(e.problem.consequence_of for e in ordered)):
+        return ordered
+    return [replace(e, grade=SYMPTOM, problem=e.problem.where(
+                cause=f"{e.problem.cause}; {UNFAILED_CONDITION}"))
+            if e.problem.code == head.problem.code else e for e in ordered]
 
 
 def _warned_consequence(hint: Explained, symptom: Explained) -> bool:

@@ -23,9 +23,19 @@ from ddpcheck.explain.causality import (
     UNDETERMINED,
     WARNING,
     Explained,
+    condition_alone,
     order,
 )
-from ddpcheck.explain.families import PATTERNS, ibfallback, network, slurm, watchdog
+from ddpcheck.explain.families import (
+    PATTERNS,
+    device,
+    formation,
+    ibfallback,
+    network,
+    slurm,
+    watchdog,
+    windows,
+)
 from ddpcheck.explain.flightrec import RankTrace
 from ddpcheck.explain.frmatch import FR_NEXT, analyse, stuck_in
 from ddpcheck.explain.inputs import Inputs
@@ -176,6 +186,7 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     records = globalranks.apply(records, texts)
     found.extend(firstfailure.refine(ibfallback.refine(network.refine(
         watchdog.refine(_match(records, patterns), records), records), records), records))
+    found = windows.windows_nccl(found, records)
     notes: list[str] = []
     if traces:
         sources.extend(t.source for t in traces)
@@ -186,6 +197,8 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
         found.append(_unexplained(errors, records))
     elif not found and (stalled := failures.stalled_at_start(records)):
         found.append(_stalled(stalled))
+    elif not found and (forming := formation.stopped_forming(records)):
+        found.append(forming)
     found = slurm.refine(found, records)
     # The first failure lines: error words, and the first line of each problem found.
     firsts = sorted({(r.order, r.source, r.lineno): r for r in
@@ -195,6 +208,7 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     crashes = tracebacks.unclaimed(records, patterns)
     unread = [_unread(r) for r in failures.unread(errors, patterns)]
     ordered = order(found, [_unclaimed(c) for c in crashes], first_failed_rank(records), unread)
+    ordered = ordered if errors else condition_alone(ordered)  # a warning, and no failure line
     # the rank the launcher saw fail first decides what the words leave undetermined
     final = firstfailure.first_failure(ordered, found, records, crashes)
     return Explanation([replace(e, next_run=codes.NEXT_RUN.get(e.problem.code, e.next_run))
@@ -277,6 +291,9 @@ def _unexplained(errors: list[Record], records: list[Record]) -> Explained:
     quoted = " | ".join(r.text.strip()[:200] for r in errors[:QUOTED_ERRORS])
     if crash := tracebacks.summary(records):
         quoted += f"; first exception: {crash}"
+    elif cut := tracebacks.cut_short(records):  # the paste stops before the exception line
+        quoted += f"; a traceback ends without its error line, in {cut}" + (
+            f" ({why})" if (why := device.cut_at(cut)) else "")
     where = {"ranks": sorted({r.rank for r in errors if r.rank is not None}),
              "hosts": sorted({r.host for r in errors if r.host})}
     return Explained(codes.UNEXPLAINED.problem(f"first error lines: {quoted}", **where),

@@ -101,6 +101,36 @@ def summary(records: Sequence[Record]) -> str:
             f"[{first.record.source}:{first.record.lineno}]")
 
 
+# The caret lines Python 3.11+ prints under a frame's code ("    ^^^^^^^^^^").
+CARETS = re.compile(r"^\s*[\^~]+\s*$")
+
+
+def cut_short(records: Sequence[Record]) -> str:
+    """Where a traceback pasted without its exception line stopped: ``path:line in func:
+    code`` of the innermost frame of a rank's traceback that is the last thing that rank
+    printed; "" when every traceback ends in its exception (or other lines follow it)."""
+    last: dict[int | None, tuple[Record, str] | None] = {}  # rank -> (frame, its code line)
+    for r in records:
+        text = r.text
+        if m := FRAME.match(text):
+            last[r.rank] = (r, "")
+            continue
+        at = last.get(r.rank)
+        if at is None or not text.strip() or CARETS.match(text):
+            continue
+        frame, code = at
+        last[r.rank] = None if code or EXCEPTION.match(text) or BARE.match(text) else \
+            (frame, text.strip())
+    cut = [at for at in last.values() if at is not None]
+    if not cut:
+        return ""
+    frame, code = min(cut, key=lambda at: at[0].order)
+    m = FRAME.match(frame.text)
+    assert m is not None
+    return (f"{m['path']}:{m['line']} in {m['func']}" + (f": {code[:160]}" if code else "")
+            + f" [{frame.source}:{frame.lineno}]")
+
+
 class Matcher(Protocol):
     """What ``unclaimed`` needs of a pattern: its compiled regex."""
 

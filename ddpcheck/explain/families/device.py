@@ -146,3 +146,19 @@ def shared_gpu(found: Sequence[Explained], records: Sequence[Record]) -> list[Ex
                     ranks=p.ranks, hosts=p.hosts))
         out.append(e)
     return out
+
+
+# torch/cuda/__init__.py set_device -> torch._C._cuda_setDevice: what it raises, from CUDA's
+# error list (cudaSetDevice; CUDA >= 12 also creates the context there) and torch's lazy init.
+SET_DEVICE_CALL = re.compile(r"\bset_device\(|_cuda_setDevice\(")
+SET_DEVICE_ERRORS = ("torch.cuda.set_device raises 'CUDA error: invalid device ordinal' when "
+                     "the index is not below the GPUs this process sees (more ranks on the node "
+                     "than GPUs: --nproc-per-node, CUDA_VISIBLE_DEVICES, srun's per-task GPUs), "
+                     "'busy or unavailable' when a GPU in exclusive-process mode is held, 'No "
+                     "CUDA GPUs are available' or a driver error; the missing error line says "
+                     "which")
+
+
+def cut_at(where: str) -> str:
+    """What a call that a traceback stopped in (``tracebacks.cut_short``) can raise, or ""."""
+    return SET_DEVICE_ERRORS if SET_DEVICE_CALL.search(where) else ""

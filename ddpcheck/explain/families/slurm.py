@@ -14,6 +14,7 @@ from ddpcheck.explain.codes import (
     SLURM_STEP_REJECTED,
     SLURM_WITHOUT_SRUN,
 )
+from ddpcheck.explain.families import formation
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.scheduler.contradictions import SHAPE_MISMATCH as JOB_SHAPE_MISMATCH
@@ -79,7 +80,8 @@ SRUN = re.compile(r"^\s*(?:\S+=\S+\s+)*(?:srun|mpirun|mpiexec|pdsh|clush|pssh|pd
                   r"\$\(srun|`srun|\bssh\s")
 # What a launcher started on one node of several shows: nobody else joins.
 WAITED = frozenset({"rendezvous-timeout", "endpoint-unreachable", "endpoint-refused",
-                    "collective-timeout", "rank-zero-only-step-timeout", "unexplained"})
+                    "collective-timeout", "rank-zero-only-step-timeout", "unexplained",
+                    "world-not-formed"})  # (a log that ends inside init: families/formation)
 # What a launcher started on one node of several leads to: waits for peers that never come
 # (timeouts, refusals). An exception no rule explains is no such wait: the script's own
 # failure, which a batch script without srun does not explain.
@@ -134,6 +136,10 @@ def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Expla
                and e.problem.code not in WAITED | {"rank-exited", "nccl-error"}
                for e in found) and (shape := _repeated_member(records)):
         found = [shape, *found]
+    if (all(e.problem.code == SLURM_JOB_CANCELLED.code for e in found if e.root or
+            e.problem.code == SLURM_JOB_CANCELLED.code) and found
+            and (forming := formation.cancelled_while_forming(records))):
+        found = [forming, *found]  # what the job waited in until the cancellation
     if any(e.problem.code == SLURM_JOB_CANCELLED.code for e in found):
         found = [replace(e, root=False, problem=e.problem.where(
                      consequence_of=SLURM_JOB_CANCELLED.code))

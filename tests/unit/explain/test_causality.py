@@ -285,3 +285,40 @@ def test_tiers_rank_cause_hint_peers_symptom_generic_and_named_consequences():
     assert tier(ex(CUDA_OOM, grade=SYMPTOM)) == tier(ex(COLLECTIVE_TIMEOUT)) == 3
     assert tier(ex(RANK_EXITED)) == 4
     assert tier(ex(CUDA_OOM, echo="duplicate-device")) == 5
+
+
+# gh-fairseq-2329 (dev, a healthy two-node run): NCCL 2.4.8 lists a docker bridge beside eth0.
+FAIRSEQ_LISTING = ("<2nd node server>:5359:5359 [0] NCCL INFO NET/Socket : Using "
+                   "[0]eth0:node2_ip<0> [1]docker0:172.17.0.1<0>")
+
+
+def test_a_network_condition_warned_alone_is_shown_but_decides_nothing():
+    # no refused or timed-out connection follows: the job may have run, or hung silently
+    for lines in ([FAIRSEQ_LISTING, "NCCL version 2.4.8+cuda10.1"],
+                  # variant: another host, bridge and NCCL version's wording
+                  ["gpu-17:88:88 [3] NCCL INFO NET/Socket : Using [0]bond0:10.2.0.17<0> "
+                   "[1]br-5f0c2a1b9e7d:172.19.0.1<0>", "NCCL version 2.18.5+cuda12.2"],
+                  # gloo's loopback fallback, the other warned condition
+                  ["[W ProcessGroupGloo.cpp:715] Warning: Unable to resolve hostname to a "
+                   "(local) address. Using the loopback address as fallback. Manually set the "
+                   "network interface to bind to with GLOO_SOCKET_IFNAME."]):
+        e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+        assert e.undetermined and e.verdict().startswith("ROOT CAUSE UNDETERMINED")
+        assert _first(e) in ("nccl-wrong-interface", "hostname-loopback")
+        assert "may have run" in e.problems[0].cause
+        assert not any(p.consequence_of for p in e.problems)
+
+
+def test_a_network_condition_still_explains_the_connection_failures_after_it():
+    refused = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:575] Connection "
+               "closed by peer [10.0.3.17]:57365")
+    loopback = ("[W ProcessGroupGloo.cpp:694] Warning: Unable to resolve hostname to a (local) "
+                "address. Using the loopback address as fallback. Manually set the network "
+                "interface to bind to with GLOO_SOCKET_IFNAME.")
+    e = explain_texts([("job.log", f"{loopback}\n{refused}\n")])
+    assert _first(e) == "hostname-loopback" and not e.undetermined
+    # a warning that is no network condition keeps answering alone (torch retries the bind)
+    warn = ("[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 "
+            "(errno: 98 - Address already in use).")
+    e = explain_texts([("job.log", warn + "\n")])
+    assert _first(e).endswith("port-in-use") and not e.undetermined  # endpoint- or master-

@@ -47,3 +47,40 @@ def test_unclaimed_keeps_each_ranks_first_exception_that_nothing_wraps_or_explai
     found = unclaimed(read_text("job.log", LOG + log), PATTERNS)
     assert [(c.rank, c.exception.split(":")[0]) for c in found] == [
         (1, "ValueError"), (0, "KeyError"), (2, "FileNotFoundError")]
+
+
+# gh9-colossalai-2439 (dev): the paste stops at the frame's code, before the error line.
+COLOSSALAI = """\
+Traceback (most recent call last):
+  File "/home/alpha/tempclone/ColossalAI/examples/images/dreambooth/train_dreambooth_colossalai.py", line 358, in main
+    colossalai.launch_from_torch(config={})
+  File "/home/alpha/.local/lib/python3.10/site-packages/colossalai-0.2.0-py3.10.egg/colossalai/context/parallel_context.py", line 519, in set_device
+    torch.cuda.set_device(device_ordinal)
+"""  # noqa: E501
+
+
+def test_a_traceback_cut_before_its_error_line_says_where_it_stopped():
+    from ddpcheck.explain.tracebacks import cut_short
+
+    where = cut_short(list(read_text("c.log", COLOSSALAI)))
+    assert "parallel_context.py:519 in set_device: torch.cuda.set_device(device_ordinal)" in where
+    assert where.endswith("[c.log:4]")
+    # variant: Python 3.11's caret lines, torch's own frame, a rank prefix
+    ignite = ("[rank2]:   File \".../site-packages/torch/cuda/__init__.py\", line 399, in "
+              "set_device\n[rank2]:     torch._C._cuda_setDevice(device)\n"
+              "[rank2]:     ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n")
+    assert "__init__.py:399 in set_device: torch._C._cuda_setDevice(device)" in \
+        cut_short(list(read_text("r.log", ignite)))
+    # near misses: the error line is there, or the log went on after the traceback
+    whole = COLOSSALAI + "RuntimeError: CUDA error: invalid device ordinal\n"
+    assert cut_short(list(read_text("c.log", whole))) == ""
+    assert cut_short(list(read_text("c.log", COLOSSALAI + "epoch 1 loss 0.3\n"))) == ""
+
+
+def test_an_unexplained_cut_traceback_in_set_device_lists_what_it_raises():
+    (p,) = explain_texts([("c.log", COLOSSALAI)]).problems
+    assert p.code == "unexplained"  # the log does not say which error: it abstains
+    assert "ends without its error line" in p.observed and "invalid device ordinal" in p.observed
+    (q,) = explain_texts([("d.log", COLOSSALAI.replace(
+        "torch.cuda.set_device(device_ordinal)", "model.cuda()"))]).problems
+    assert "ends without its error line" in q.observed and "device ordinal" not in q.observed

@@ -29,8 +29,13 @@ def test_a_cancellation_alone_leaves_the_root_cause_undetermined():
     e = explain_texts([("slurm-1.out", "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/96\n"
                         "slurmstepd: error: *** JOB 168885 ON n1 CANCELLED AT "
                         "2023-08-31T18:04:42 DUE TO TIME LIMIT ***\n")])
-    assert e.problems[0].code == "slurm-job-cancelled" and e.undetermined
-    assert "slurm-1.out:2" in e.verdict()
+    # the ranks waited in init until the cancellation: the unformed world is what it shows
+    # (families/formation), still undetermined
+    assert [p.code for p in e.problems] == ["world-not-formed", "slurm-job-cancelled"]
+    assert e.undetermined and "slurm-1.out:2" in e.verdict()
+    alone = explain_texts([("slurm-1.out", "epoch 3 loss 0.2\nslurmstepd: error: *** JOB 168885 "
+                            "ON n1 CANCELLED AT 2023-08-31T18:04:42 DUE TO TIME LIMIT ***\n")])
+    assert alone.problems[0].code == "slurm-job-cancelled" and alone.undetermined
 
 
 def test_launcher_variables_missing_from_the_traceback_alone():
@@ -67,7 +72,10 @@ def test_a_global_rank_handed_out_twice_is_a_job_shape_mismatch():
 
 def test_distinct_global_ranks_or_a_restart_are_not_a_shape_mismatch():
     lines = [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4" for r in range(4)]
-    assert first_cause(*lines) == "none"
+    # (a log that ends at these lines stopped inside init: world-not-formed, families/formation)
+    assert first_cause(*lines) != "job-shape-mismatch"
+    assert first_cause(*lines, "All distributed processes registered. Starting with 4 "
+                       "processes") == "none"
     assert first_cause(lines[0], "[INFO] Restarting workers (attempt 1)", lines[0]) != \
         "job-shape-mismatch"
 
