@@ -31,7 +31,7 @@ from ddpcheck.explain.families import (
     device,
     formation,
     ibfallback,
-    network,
+    netcontext,
     slurm,
     watchdog,
     windows,
@@ -184,7 +184,7 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
         else:
             records.extend(read_text(name, text))
     records = globalranks.apply(records, texts)
-    found.extend(firstfailure.refine(ibfallback.refine(network.refine(
+    found.extend(firstfailure.refine(ibfallback.refine(netcontext.refine(
         watchdog.refine(_match(records, patterns), records), records), records), records))
     found = windows.windows_nccl(found, records)
     notes: list[str] = []

@@ -8,24 +8,15 @@ misc/socket.cc (NCCL_SOCKET_IFNAME set to ..., no socket interface found).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-from dataclasses import replace
-
 from ddpcheck.cluster.lifecycle import HOSTNAME_LOOPBACK
 from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
-from ddpcheck.cluster.userjob import ENDPOINT_NOT_RECOGNISED
 from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
-from ddpcheck.explain.causality import SYMPTOM, Explained
 from ddpcheck.explain.codes import (
     HOSTNAME_UNRESOLVABLE,
-    NCCL_ERROR,
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
-from ddpcheck.explain.families import addresses, device, nccl, ncclresult
 from ddpcheck.explain.matching import pattern
-from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.spawn.mastercheck import MASTER_NOT_RANK0
 from ddpcheck.node.netprobe import ENDPOINT_BIND_FAILED, ENDPOINT_PORT_IN_USE
 
@@ -224,163 +215,3 @@ PATTERNS = [
                   "stopped by the launcher) or the network between the nodes dropped it; the "
                   "peer's own log says which"),
 ]
-
-
-IFNAME_SET = re.compile(r"NCCL_SOCKET_IFNAME set (?:by environment )?to")
-# The variable set by the job's own script as pasted beside its output: an assignment at the
-# start of a line ("NCCL_SOCKET_IFNAME=eth0 torchrun ...", an env listing, a "$ "/"+ "
-# prompt), after "export" (DeepSpeed's pdsh line "...; export NCCL_SOCKET_IFNAME=eno1; ...")
-# or "env". A value must follow; advice in prose ("set NCCL_SOCKET_IFNAME=eth0") is none.
-# Evidence that NCCL had a filter, read only for "no socket interface found": unlike NCCL's
-# INFO line it says nothing about NCCL_DEBUG, so no absent INFO line may be read beside it.
-SHELL_IFNAME = re.compile(r"(?:^\s*(?:[$#+>]\s*)?(?:export\s+)?|\bexport\s+|\benv\s+(?:\w+=\S*"
-                          r"\s+)*)NCCL_SOCKET_IFNAME=(?P<value>[^\s;'\"]+)")
-
-
-# NCCL misc/socket.cc ncclFindInterfaces: with NCCL_SOCKET_IFNAME unset it tries ib*, then
-# any interface but docker*/lo, then docker*, then lo, so "Bootstrap : no socket interface
-# found" means a filter the user set (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY) excluded them all.
-NO_INTERFACE = re.compile(r"no socket interface found|NET/Socket : no interface found")
-
-
-def _no_interface(e: Explained, ifname_set: bool) -> Explained:
-    """NCCL's interface search found nothing. With the variable in the log (NCCL's INFO line,
-    or the job's own export) it is the variable (cause). Without it, the same holds unless
-    NCCL_SOCKET_FAMILY (or a node with no IP interface at all, NVIDIA/nccl#210) excluded
-    them: socket-ifname-invalid shown as a symptom (explain abstains, naming the likely code
-    and where to look)."""
-    p = e.problem
-    if ifname_set:
-        return replace(e, problem=BAD_SOCKET_IFNAME.problem(
-            p.observed, ranks=p.ranks, hosts=p.hosts,
-            cause="NCCL_SOCKET_IFNAME names no interface of this node that has an address "
-                  "(NCCL finds at least lo when it is unset)"))
-    return replace(e, grade=SYMPTOM, problem=BAD_SOCKET_IFNAME.problem(
-        p.observed, ranks=p.ranks, hosts=p.hosts,
-        cause="NCCL found no interface for its bootstrap: unset, NCCL falls back to docker "
-              "and lo, so a filter set outside this log excludes every interface: most often "
-              "NCCL_SOCKET_IFNAME naming interfaces this node lacks (or that have no address), "
-              "else NCCL_SOCKET_FAMILY; the log does not show which value",
-        fix="look for NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY in the job's environment (env | "
-            "grep NCCL_, /etc/nccl.conf, ~/.nccl.conf, the launcher's scripts) and set it to an "
-            "interface that exists and reaches the other nodes (ip -4 addr), or unset it"))
-
-
-# DDP's parameter-count check (torch/csrc/distributed/c10d/comm.cpp via
-# _verify_param_shape_across_processes) exchanges the counts with a collective. A count of 0
-# is either a rank that really has no trainable parameter (PEFT/LoRA set up on one rank) or
-# the count lost in transit by NCCL (a P2P or network setting): with NCCL's own transport
-# lines in the log both remain, and the log cannot tell them apart.
-ZERO_PARAMS = re.compile(r"has (?:inconsistent )?0 params")
-NCCL_TRANSPORT = re.compile(r"NCCL (?:INFO|WARN) (?:NET/|Channel|Ring|Trees|P2P|Connected|"
-                            r"Bootstrap)|\bNCCL_(?:SOCKET_IFNAME|IB_\w+|P2P_\w+|NET\w*)=")
-
-
-def _zero_params(e: Explained, records: Sequence[Record]) -> Explained:
-    p = e.problem
-    if p.code != "ddp-model-mismatch" or not ZERO_PARAMS.search(p.observed) or not any(
-            NCCL_TRANSPORT.search(r.text) for r in records):
-        return e
-    return replace(e, problem=NCCL_ERROR.problem(
-        p.observed, ranks=p.ranks, hosts=p.hosts,
-        cause="a rank reported 0 parameters to DDP's first collective while NCCL's transport "
-              "is in the log: either that rank built no trainable parameter, or NCCL lost the "
-              "count in transit (a P2P or network setting); the log does not say which"))
-
-
-# torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py _create_tcp_store: the
-# agent hosts the store only when utils._matches_machine_hostname(endpoint host) is true;
-# otherwise it connects as a client. A node whose own log shows it timing out while
-# connecting to its *own* name or address, under the c10d backend, is the endpoint node
-# that did not recognise itself (an alias, a second NIC's address, a container's name).
-C10D_BACKEND = re.compile(r"c10d_rendezvous_backend|rdzv[_-]backend[= ]+c10d|"
-                          r"C10d rendezvous backend|dynamic_rendezvous")
-CONNECT_TARGET = re.compile(r"connect to \(?\[?(?P<host>[\w.:-]+?)\]?(?:, |:)(?P<port>\d+)")
-LOCAL_NAME = re.compile(r"^\s*host\s+: (?P<host>\S+)\s*$|\baddr=\[(?P<addr>[^\]]+)\]:\d+")
-LOOPBACK_NAMES = re.compile(r"^(?:localhost|127\.|::1$|::ffff:127\.)")
-# The same client wait on the endpoint node's own name follows an agent that did recognise
-# itself but could not bind the port (another process holds it): _create_tcp_store then
-# retries as a client. socket.cpp's bind warning (errno 98) tells that case apart.
-PORT_TAKEN = re.compile(r"\(errno: 98\b|EADDRINUSE|Address already in use")
-
-
-def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
-    p = e.problem
-    if p.code != "endpoint-unreachable" or not (m := CONNECT_TARGET.search(p.observed)):
-        return e
-    target = m["host"]
-    if LOOPBACK_NAMES.match(target) or not any(C10D_BACKEND.search(r.text) for r in records):
-        return e
-    local = {r.host for r in records if r.host}
-    local |= {n["host"] or n["addr"] for r in records if (n := LOCAL_NAME.search(r.text))}
-    if target not in local or any(PORT_TAKEN.search(r.text) for r in records):
-        return e
-    return replace(e, problem=ENDPOINT_NOT_RECOGNISED.problem(
-        f"{p.observed} | {target} is this node's own name or address, and its agent "
-        "connected to it as a client", ranks=p.ranks, hosts=p.hosts or (target,)))
-
-
-# A name lookup whose traceback shows the node looking up its own name: Python's socket
-# module (gethostbyname(gethostname()), getfqdn()) as torch's elastic agent
-# (agent/server/api.py _get_fq_hostname), accelerate and user scripts call it.
-OWN_NAME_LOOKUP = re.compile(r"gethostbyname\((?:socket\.)?gethostname\(\)\)|"
-                             r"getaddrinfo\((?:socket\.)?gethostname\(\)|getfqdn\(|"
-                             r"_get_fq_hostname")
-LOOKUP_FRAMES = 8  # lines of traceback above the gaierror that may hold the call
-
-
-def _own_name(e: Explained, records: Sequence[Record]) -> Explained:
-    p = e.problem
-    if p.code != "endpoint-unresolvable":
-        return e
-    f = e.first
-    if not any(r.source == f.source and 0 <= f.lineno - r.lineno <= LOOKUP_FRAMES
-               and OWN_NAME_LOOKUP.search(r.text) for r in records):
-        return e
-    return replace(e, problem=HOSTNAME_UNRESOLVABLE.problem(
-        f"{p.observed} | raised while the node looked up its own host name",
-        ranks=p.ranks, hosts=p.hosts))
-
-
-def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
-    ifname_set = any(IFNAME_SET.search(r.text) for r in records)
-    out = []
-    for e in found:
-        e = _own_name(_own_endpoint(_zero_params(e, records), records), records)
-        p = e.problem
-        if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE.search(p.observed):
-            e = _no_interface(e, ifname_set or any(SHELL_IFNAME.search(r.text)
-                                                   for r in records))
-        out.append(e)
-    out = addresses.gloo_wrapper(out)
-    out = ncclresult.quoted_tail(ncclresult.bootstrap_interface(out, records), records)
-    out = ncclresult.one_node_interfaces(out, records)
-    found = _conditions_yield(ncclresult.odd_family(out, ifname_set, records))
-    return device.shared_gpu(nccl.version_mismatch(found, records), records)
-
-
-# A setting read from a warning or an INFO line (gloo's loopback fallback, c10d's "[W ...]
-# cannot be retrieved", NCCL INFO "NET/Socket : Using [1]docker0") is a condition, printed
-# at start-up whether or not it matters. Next to a failure of its own kind (a CUDA error,
-# an OOM) it is not the cause: it yields, as a consequence would.
-CONDITION_CODES = frozenset({HOSTNAME_LOOPBACK.code, NCCL_WRONG_INTERFACE.code,
-                             HOSTNAME_UNRESOLVABLE.code, "nccl-net-plugin-unusable",
-                             "slurm-without-srun"})
-CONDITION_LINE = re.compile(r"Using the loopback|NET/Socket : Using|Bootstrap : Using|"
-                            r"^\s*\[\d+\](?:br-|veth|docker|virbr)|\[W[\s\d]|\bWarning:|"
-                            r"NCCL INFO|PossibleUserWarning|The `srun` command is available")
-# Problems that the conditions above can explain: failures to connect, wait or resolve.
-CONNECTION_CODES = frozenset({"endpoint-unreachable", "endpoint-refused", "peer-unreachable",
-                              "rendezvous-timeout", "collective-timeout", "nccl-error",
-                              "nccl-net-error", "unexplained", "rank-exited", "rank-killed",
-                              "endpoint-unresolvable", "slurm-job-cancelled",
-                              "rank-zero-only-step-timeout", "rank-never-joined",
-                              *CONDITION_CODES})
-
-
-def _conditions_yield(found: list[Explained]) -> list[Explained]:
-    other = any(e.root and e.problem.code not in CONNECTION_CODES for e in found)
-    if not other:
-        return found
-    return [replace(e, root=False) if e.problem.code in CONDITION_CODES
-            and CONDITION_LINE.search(e.first.text) else e for e in found]
