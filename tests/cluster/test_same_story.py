@@ -1,6 +1,6 @@
 """Every node tells the same story, in time: faults of a rank or of ddpcheck's own processes
 on one node reach every node's verdict (a stopped rank ending the run everywhere within
---probe-timeout + 15 s is tests/cluster/test_deadlines.py's, at the default timeout).
+--probe-timeout + 15 s is tests/cluster/test_deadlines.py's).
 
 Test side only: real launchers, torchrun and workers on namespace hosts.
 """
