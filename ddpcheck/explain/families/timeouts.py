@@ -183,6 +183,11 @@ def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
     else:
         return None
     busy = f"{hint.source}:{hint.lineno}: {hint.text.strip()[:160]}"
+    # where the cause is: the busy rank, when the line names one that was not waiting
+    # (otherwise the waiters stay named, as refine() gives them)
+    rank = 0 if why.startswith("a block rank 0") else hint.rank
+    waiting = {w.record.rank for w in seen}
     return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
         f"{why}: {busy}", cause=ALONE.format(what="the collective that timed out") +
-        f" ({why}: {busy})"), hint
+        f" ({why}: {busy})",
+        ranks=(rank,) if rank is not None and rank not in waiting else ()), hint

@@ -65,3 +65,15 @@ def test_a_clustering_long_before_the_timeout_decides_nothing():
     # "clustering" in other words is no faiss run
     assert first_cause("Clustering the embeddings ...", WD_24.format(r=1, s=9001)) == \
         "collective-timeout"
+
+
+def test_the_busy_rank_is_named_when_its_line_names_it_and_it_did_not_wait():
+    lines = ["[rank0]:Evaluating:  37%|###7      | 370/1000 [09:58<16:59]",
+             *(WD_24.format(r=r, s=41) for r in (1, 2, 3))]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.problems[0].code == "rank-zero-only-step-timeout" and e.problems[0].ranks == (0,)
+    # a waiter's own line names no busy rank: the waiters stay named
+    lines[0] = lines[0].replace("[rank0]", "[rank1]")
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.problems[0].code == "rank-zero-only-step-timeout"
+    assert e.problems[0].ranks == (1, 2, 3)
