@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 
 from ddpcheck.explain.causality import WARNING, Explained
-from ddpcheck.explain.families.ncclresult import inside_node, vias_by_file
+from ddpcheck.explain.families.ncclinterfaces import inside_node, vias_by_file
 from ddpcheck.explain.reader import Record
 from ddpcheck.node.ncclinfo import NCCL_SOCKET_FALLBACK
 

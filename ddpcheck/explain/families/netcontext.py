@@ -26,7 +26,7 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
-from ddpcheck.explain.families import addresses, device, nccl, ncclresult
+from ddpcheck.explain.families import addresses, device, nccl, ncclinterfaces, ncclresult
 from ddpcheck.explain.reader import Record
 from ddpcheck.explain.stores import RDZV_STORE
 
@@ -156,9 +156,9 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                                                    for r in records))
         out.append(e)
     out = addresses.gloo_wrapper(out)
-    out = ncclresult.quoted_tail(ncclresult.bootstrap_interface(out, records), records)
-    out = ncclresult.one_node_interfaces(out, records)
-    found = _conditions_yield(ncclresult.odd_family(out, ifname_set, records))
+    out = ncclresult.quoted_tail(ncclinterfaces.bootstrap_interface(out, records), records)
+    out = ncclinterfaces.one_node_interfaces(out, records)
+    found = _conditions_yield(ncclinterfaces.odd_family(out, ifname_set, records))
     return device.shared_gpu(nccl.version_mismatch(found, records), records)
 
 

@@ -116,7 +116,7 @@ def test_a_result_string_does_not_hide_a_cause_in_nccls_last_error_tail():
                        "9637888)") == "dev-shm-too-small"
 
 
-# --- the bootstrap's own interface (network.refine -> ncclresult.bootstrap_interface)
+# --- the bootstrap's own interface (netcontext.refine -> ncclinterfaces.bootstrap_interface)
 
 BOOT_FAIL = ("h:1:2 [2] NCCL INFO misc/socket.cc:567 -> 2",
              "h:1:2 [2] NCCL INFO misc/socket.cc:618 -> 2",
