@@ -70,17 +70,20 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
 
 
 def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """Each twin by the evidence in its own file: another job's or node's log beside it (a
+    healthy run launched with --rdzv-backend c10d) says nothing of this store."""
     if not any(e.problem.code in TWINS for e in found):
-        return found
-    texts = [r.text for r in records]
-    master = any(MASTER_STORE.search(t) for t in texts)
-    rdzv = any(RDZV_STORE.search(t) or RDZV_DEFAULT_PORT.search(t) for t in texts)
-    if rdzv:
         return found
     out = []
     for e in found:
         twin, needs_master = TWINS.get(e.problem.code, ("", False))
-        if not twin or (needs_master and not master) or NCCL_BIND.search(e.first.text):
+        if not twin or NCCL_BIND.search(e.first.text):
+            out.append(e)
+            continue
+        texts = [r.text for r in records if r.source == e.first.source]
+        master = any(MASTER_STORE.search(t) for t in texts)
+        rdzv = any(RDZV_STORE.search(t) or RDZV_DEFAULT_PORT.search(t) for t in texts)
+        if rdzv or (needs_master and not master):
             out.append(e)
             continue
         fix = "" if master else PORT_FIX if twin == "master-port-in-use" else ""

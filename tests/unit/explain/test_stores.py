@@ -65,3 +65,9 @@ def test_a_name_not_found_in_the_master_stores_frame_is_master_addr():
     assert first_cause(lines[0], tcp, *lines[2:]) == "master-addr-unresolvable"
     # no traceback says whose name: the rendezvous rule's reading stays
     assert first_cause(lines[-1]) != "master-addr-unresolvable"
+
+
+def test_another_files_c10d_rendezvous_says_nothing_of_this_files_store():
+    healthy = "+ torchrun --nproc_per_node=8 --rdzv_backend c10d --rdzv_endpoint=localhost:0 -m t\n"
+    e = explain_texts([("healthy.log", healthy), ("job.log", LISTEN.format(port=29500) + "\n")])
+    assert next(p for p in e.problems if not p.consequence_of).code == "master-port-in-use"
