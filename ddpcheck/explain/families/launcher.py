@@ -12,7 +12,13 @@ from __future__ import annotations
 import signal
 from collections.abc import Sequence
 
-from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, RANK_EXITED, RANK_KILLED, Problem
+from ddpcheck.diagnoses import (
+    DEV_SHM_TOO_SMALL,
+    LAUNCH_FAILED,
+    RANK_EXITED,
+    RANK_KILLED,
+    Problem,
+)
 from ddpcheck.explain.codes import (
     HOST_OOM,
     LAUNCHER_ENV_MISSING,
@@ -77,6 +83,18 @@ def combine_killed(hits: Sequence[Hit]) -> Problem:
 
 
 PATTERNS = [
+    # torch/distributed/run.py determine_local_world_size: --nproc-per-node is a number or
+    # one of gpu, cpu, xpu, auto (or a custom device's name); anything else stops torchrun
+    # before a worker starts.
+    pattern(LAUNCH_FAILED,
+            r"ValueError: Unsupported nproc_per_node value: (?P<value>.+?)\s*$",
+            "torchrun --nproc-per-node=<GPUs per node> ... (the launch line as the script "
+            "builds it: echo it before it runs)",
+            cause="torchrun got '{value}' for --nproc-per-node, which is neither a number nor "
+                  "gpu/cpu/xpu/auto: the launch script passed its arguments in the wrong order "
+                  "(a path or config where it expects the GPU count) or a variable was empty",
+            fix="pass the number of processes per node to --nproc-per-node (e.g. "
+                "--nproc-per-node=8), in the position the launch script expects it"),
     # c10d TCPStore (libtorch_cpu, torch 2.13: "use_libuv was requested but PyTorch was built
     # without libuv support, run with USE_LIBUV=0 to disable it."; 2.4 to 2.6 spell it
     # "was build"): the store torchrun and env:// create cannot start on such a build.

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
 from ddpcheck.explain.matching import pattern
-from ddpcheck.node.netprobe import ENDPOINT_REFUSED, ENDPOINT_UNREACHABLE, ENDPOINT_UNRESOLVABLE
+from ddpcheck.node.netprobe import (
+    ENDPOINT_NO_ROUTE,
+    ENDPOINT_REFUSED,
+    ENDPOINT_UNREACHABLE,
+    ENDPOINT_UNRESOLVABLE,
+)
 
 RDZV = "ddpcheck run --nodes N --stages rendezvous (on every node, same --rdzv-endpoint)"
 # Evidence the log alone cannot split: say which candidates remain.
@@ -23,6 +28,19 @@ PATTERNS = [
             r"client socket has timed out after \S+ while trying to connect to "
             r"\(?(?P<addr>[^)]+?)\)?\.?$",
             RDZV, cause=UNREACHABLE_CAUSE),
+    # c10d socket.cpp's connect, or Python's (torch 1.x store clients, scripts probing
+    # MASTER_ADDR), ending in EHOSTUNREACH (113) or ENETUNREACH (101): the kernel or a router
+    # answered that no route leads there, which a silent firewall never does.
+    pattern(ENDPOINT_NO_ROUTE,
+            r"failed to connect to (?P<addr>\S+?) \(errno: (?:113|101)\b|"
+            r"\[Errno (?:113|101)\] (?:No route to host|Network is unreachable)", RDZV,
+            cause="the kernel or a router answered that no route leads to {addr} (EHOSTUNREACH"
+                  " / ENETUNREACH): the address is on a network this node is not connected to "
+                  "(often a name that resolves to a management or admin network), or the host "
+                  "is down, or a firewall rejects with host-unreachable",
+            fix="set MASTER_ADDR (or --rdzv-endpoint) to an address on a network every node "
+                "has (ip -o addr; a name that resolves to the cluster network's address), or "
+                "fix the routing"),
     pattern(ENDPOINT_UNREACHABLE,
             r"client socket has failed to connect to (?:any network address of )?"
             r"\(?(?P<addr>[^ )]+(?:, \d+)?)\)?.*(?:errno: 110|Connection timed out|\.$)",

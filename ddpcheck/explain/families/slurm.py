@@ -65,6 +65,17 @@ PATTERNS = [
             # (a step's gres error is srun's step rejection above, not the job's)
             r"^(?!.*Unable to create step).*Invalid generic resource \(gres\) specification",
             "sinfo -o '%P %c %m %G' (what the partition's nodes offer)"),
+    # a site's job_submit plugin rejects through slurm.log_user, which sbatch prints as
+    # "sbatch: error: *** Error ..." lines before it gives up
+    pattern(SLURM_JOB_REJECTED,
+            r"^\s*(?:sbatch|salloc): error: \*+ ?(?P<site>Error.*?)\s*$",
+            "sbatch --test-only <script> (the site's checks, without queuing the job)",
+            cause="the cluster's own submit checks (a job_submit plugin) refused the job: "
+                  "{site}; such checks classify a job by what it requests (GPUs per node, "
+                  "partition, time)",
+            fix="request what the site's rules expect (the cluster's documentation; e.g. "
+                "--gpus-per-node=N instead of --gpus=N for a GPU partition) and check with "
+                "sbatch --test-only before submitting"),
 ]
 
 

@@ -78,3 +78,11 @@ def test_a_torch_build_without_libuv_is_named_with_use_libuv_0_in_both_spellings
         assert e.problems[0].code == "tcpstore-libuv-unavailable" and not e.undetermined
         assert "USE_LIBUV=0" in e.problems[0].fix
     assert first_cause("[I socket.cpp:1] using libuv backend for TCPStore") == "none"
+
+
+def test_torchrun_refusing_its_nproc_per_node_value_is_a_launch_failure():
+    assert first_cause("ValueError: Unsupported nproc_per_node value: "
+                       "./ckpts/vad_b2d_base.pth") == "launch-failed"  # dev bench2drivezoo-32
+    assert first_cause("  raise ValueError(f\"Unsupported nproc_per_node value: {x}\")",
+                       "ValueError: Unsupported nproc_per_node value: configs/train.yaml") == \
+        "launch-failed"

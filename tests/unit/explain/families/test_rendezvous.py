@@ -51,3 +51,19 @@ def test_pythons_own_gaierror_stays_the_endpoint():
 def test_pythons_connection_refused_is_a_refused_endpoint_symptom():
     assert _abstains_with("ConnectionRefusedError: [Errno 111] Connection refused",
                           "endpoint-refused")
+
+
+def test_no_route_to_the_master_or_endpoint_is_its_own_cause():
+    # recorded (dev qa5-uq-rcc-hpc-docs-2), then torch >= 2.3's wording, ENETUNREACH, Python's
+    assert first_cause("RuntimeError: The client socket has failed to connect to any network "
+                       "address of (bun003, 9901). The client socket has failed to connect to "
+                       "bun003.admin:9901 (errno: 113 - No route to host).") == \
+        "endpoint-no-route"
+    assert first_cause("torch.distributed.DistNetworkError: The client socket has failed to "
+                       "connect to [10.1.2.3]:29500 (errno: 101 - Network is unreachable).") == \
+        "endpoint-no-route"
+    assert first_cause("OSError: [Errno 113] No route to host") == "endpoint-no-route"
+    # a timeout is not a refusal of the route: the silent firewall stays unreachable
+    assert first_cause("RuntimeError: The client socket has failed to connect to any network "
+                       "address of (n1, 29500). The client socket has failed to connect to "
+                       "n1:29500 (errno: 110 - Connection timed out).") == "endpoint-unreachable"

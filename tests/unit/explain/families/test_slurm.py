@@ -111,3 +111,14 @@ def test_lightnings_srun_warning_yields_to_a_failure_of_another_kind():
     assert first_cause(warn, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
                        "2.00 GiB") == "cuda-out-of-memory"
     assert first_cause(warn) == "slurm-without-srun"
+
+
+def test_a_sites_submit_plugin_refusing_the_job_is_a_rejected_job():
+    recorded = ("sbatch: error: *** Error partition 'h200_courant' is not valid for this job",
+                "sbatch: error: *** Error: CPU job setup is not valid")  # dev outerloop-176
+    assert first_cause(*recorded) == "slurm-job-rejected"
+    assert first_cause("salloc: error: ***Error: jobs on gpu-a100 must request --gpus-per-node"
+                       ) == "slurm-job-rejected"
+    # sbatch's warnings are no rejection
+    assert first_cause("sbatch: warning: can't honor --ntasks-per-node set to 8") != \
+        "slurm-job-rejected"
