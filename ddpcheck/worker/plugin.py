@@ -292,8 +292,13 @@ class RankSession:
         later. A healthy rank has destroyed its group already (``pytest_sessionfinish``), and
         Python's own shutdown after it (torch's atexit handlers, freeing every module) took
         1.5-5 s per rank and tells nothing. Nothing is left to do: the rank file (each
-        record written and flushed on its own) holds this rank's whole story."""
+        record written and flushed on its own) holds this rank's whole story. A session that
+        did not run (a usage or collection error, exit status 2-5) ends as pytest ends it:
+        pytest prints its "ERROR: module or package not found" after unconfigure."""
         if self.world is None or self.exitstatus is None:
+            return
+        ran = self.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        if not (ran or self.blocked_by):
             return
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
