@@ -78,7 +78,7 @@ def _tee_consoles(records: list[Record], texts: dict[str, str]) -> list[Record]:
                 lines.add(i)
             else:
                 seen.add(int(m["rank"]) - int(m["local"]))
-        if len(seen) == 1 and (off := seen.pop()) and lines:
+        if len(seen) == 1 and lines and (off := next(iter(seen))) != 0:
             offset[src], local_lines[src] = off, lines
     if not offset:
         return records

@@ -58,9 +58,11 @@ GAVE_UP = re.compile(r"(?:timed out after \d+ms while trying to connect to|faile
 TWINS = {"endpoint-port-in-use": ("master-port-in-use", False),
          "endpoint-unresolvable": ("master-addr-unresolvable", True)}
 # Said when the log names neither store: torchrun's flag, and where the c10d port lives.
-PORT_FIX = ("stop the process holding the port (ss -ltnp | grep <port>), or pick another "
+PORT_FIX = ("stop the process holding the port (ss -ltnp | grep {port}), or pick another "
             "MASTER_PORT (torchrun --master-port, e.g. 29501); with --rdzv-backend=c10d the "
             "port is the one in --rdzv-endpoint")
+# The port the line names: socket.cpp's "[::]:29500 (errno: 98" and ">= 2.3 "port: 29500,".
+BOUND_PORT = re.compile(r":(?P<a>\d+) \(errno: 98\b|\bport: (?P<b>\d+)\b")
 
 
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -86,8 +88,11 @@ def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Exp
         if rdzv or (needs_master and not master):
             out.append(e)
             continue
-        fix = "" if master else PORT_FIX if twin == "master-port-in-use" else ""
         p = e.problem
+        port = BOUND_PORT.search(p.observed)
+        # the master's store seen: the catalogue's fix; neither store seen: both flags
+        fix = "" if master else PORT_FIX.format(port=(port["a"] or port["b"]) if port
+                                                else "<port>")
         out.append(replace(e, problem=load_catalogue()[twin].problem(
             p.observed, fix=fix, ranks=p.ranks, hosts=p.hosts)))
     return out

@@ -169,23 +169,22 @@ def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
     hint = next((r for r in reversed(records) if any(
         r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)
         and SOLO_STEP.search(r.text)), None)
-    if hint is not None:
-        why = "meanwhile"
+    if hint is not None:  # rank: the busy rank, where the line names it
+        why, rank = "meanwhile", hint.rank
     elif (hint := waiters.zero_first(records)) is not None:
-        why = "a block rank 0 runs first while the others wait in a barrier"
+        why, rank = "a block rank 0 runs first while the others wait in a barrier", 0
     elif (hint := next((r for r in waiters.last_lines(seen, records, HINT_WINDOW)
                         if SOLO_STEP.search(r.text) and not DONE.search(r.text)),
                        None)) is not None:
-        why = f"rank {hint.rank}'s last line, a step of its own under way"
+        why, rank = f"rank {hint.rank}'s last line, a step of its own under way", hint.rank
     elif (hint := waiters.busy_line(seen, records)) is not None:
         who = f"rank {hint.rank}" if hint.rank is not None else "a rank that did not time out"
-        why = f"{who} still printing while the others waited"
+        why, rank = f"{who} still printing while the others waited", hint.rank
     else:
         return None
     busy = f"{hint.source}:{hint.lineno}: {hint.text.strip()[:160]}"
-    # where the cause is: the busy rank, when the line names one that was not waiting
-    # (otherwise the waiters stay named, as refine() gives them)
-    rank = 0 if why.startswith("a block rank 0") else hint.rank
+    # where the cause is: the busy rank, when it was not waiting (otherwise the waiters stay
+    # named, as refine() gives them)
     waiting = {w.record.rank for w in seen}
     return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
         f"{why}: {busy}", cause=ALONE.format(what="the collective that timed out") +

@@ -29,7 +29,7 @@ def test_a_port_in_use_the_log_ties_to_no_store_is_the_master_port_torch_default
     assert first_cause("RuntimeError: Address already in use") == "master-port-in-use"
     # which flag sets it is not known: the fix names both
     fix = _problem(LISTEN.format(port=29500)).fix
-    assert "--master-port" in fix and "--rdzv-endpoint" in fix
+    assert "--master-port" in fix and "--rdzv-endpoint" in fix and "grep 29500" in fix
 
 
 def test_the_c10d_rendezvous_in_the_log_keeps_the_endpoint_port():
