@@ -20,8 +20,14 @@ NEXT = "ddpcheck run --stages checkpoint --checkpoint-dir DIR --checkpoint-size 
 
 PATTERNS = [
     # never a shared-memory line, whichever family reads it first: /dev/shm, NCCL's segments
-    # (/dev/shm/nccl-*), torch's (</torch_...>) are dev-shm-too-small
-    pattern(DISK_FULL, r"^(?!.*(?:/dev/shm|shared memory|\bshm|torch_\d))(?:.*?)"
+    # (/dev/shm/nccl-*), torch's (</torch_...>) are dev-shm-too-small.
+    # Who else prints ENOSPC (Linux inotify(7), inotify_add_watch(2)): the per-user inotify
+    # watch limit (fs.inotify.max_user_watches) is reported as ENOSPC too; file watchers in
+    # the job (watchdog, used by wandb, and others) name it: "OSError: [Errno 28] inotify
+    # watch limit reached", "inotify_add_watch(...) failed: No space left on device".
+    # Those lines are no full disk.
+    pattern(DISK_FULL, r"^(?!.*(?:/dev/shm|shared memory|\bshm|torch_\d|inotify|"
+            r"watch limit|file watchers))(?:.*?)"
             r"(?:No space left on device|\[Errno 28\]|\bENOSPC\b|"
             r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b)", NEXT),
     pattern(DISK_FULL, r"PytorchStreamWriter failed writing file .*file write failed|"

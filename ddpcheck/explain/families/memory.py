@@ -34,11 +34,26 @@ PATTERNS = [
             r"Out of memory: Kill(?:ed)? process|Killed process \d+ \(\S+\) total-vm|"
             r"oom_reaper: reaped process|Memory cgroup out of memory|invoked oom-killer|"
             r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|"
-            r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b|\bOOMKilled\b|"
+            # (pybind11 turns a C++ std::bad_alloc into "MemoryError: std::bad_alloc": that
+            # one is read below, not here)
+            r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b(?!: std::bad_alloc)|"
+            r"\bOOMKilled\b|"
             # numpy's MemoryError subclass: "Unable to allocate 7.45 GiB for an array"
-            r"_ArrayMemoryError|Unable to allocate [\d.]+ [KMGTP]i?B for an array|"
-            # libstdc++'s allocation failure, as the terminate handler prints it
-            r"instance of 'std::bad_alloc'", NODE),
+            r"_ArrayMemoryError|Unable to allocate [\d.]+ [KMGTP]i?B for an array", NODE),
+    # libstdc++'s allocation failure, as the terminate handler prints it ("terminate called
+    # after throwing an instance of 'std::bad_alloc'") or pybind11 re-raises it
+    # ("MemoryError: std::bad_alloc"). Who else prints it: operator new throws it for a size
+    # no allocator can give, also with RAM to spare: a length field read from a peer that is
+    # not what the reader expects (a store or gloo peer of another torch build, another
+    # program on the port) asks for gigabytes at once. Threads show it at start-up, before
+    # any memory was used (pytorch/pytorch#62029, #64990 with c10d rendezvous). A symptom:
+    # shown, never named as host-out-of-memory on its own.
+    # (group_by keeps it a problem of its own: a cause-grade OOM line elsewhere stays cause)
+    pattern(HOST_OOM, r"(?:instance of '|MemoryError: )(?P<alloc>std::bad_alloc)", NODE,
+            grade="symptom", group_by="alloc",
+            cause="a C++ allocation failed (std::bad_alloc): host RAM ran out, or a size read "
+                  "from a peer or a file was garbage (a torch version mismatch between nodes, "
+                  "another program answering on the store's port)"),
     # SIGKILL without the kernel's or Slurm's word for it: most often the OOM killer (a hint)
     pattern(HOST_OOM,
             r"DataLoader worker \(pid \d+\) is killed by signal: Killed|"
@@ -51,7 +66,10 @@ PATTERNS = [
             fix="raise ulimit -n (e.g. 65536), or torch.multiprocessing.set_sharing_strategy"
                 "('file_system'); fewer DataLoader workers"),
     pattern(DEV_SHM_UNWRITABLE,
-            r"shm_open.*Permission denied|/dev/shm\S*.*(?:Permission denied|Read-only file)",
+            r"shm_open.*Permission denied|/dev/shm\S*.*(?:Permission denied|Read-only file)|"
+            # MapAllocator.cpp's shm_open failing with EACCES (torch 2.13: errno after the name)
+            r"unable to open shared memory object <[^>]*> in read-write mode:\s*"
+            r"(?:Permission denied|Read-only file system)",
             NODE),
     pattern(DEV_SHM_TOO_SMALL,
             # torch/csrc/DataLoader.cpp: SIGBUS in a worker, "DataLoader worker (pid N) is
@@ -59,7 +77,20 @@ PATTERNS = [
             # shared memory. Please try to raise your shared memory limit."
             r"(?i)unexpected bus error encountered in worker|insufficient shared memory|"
             r"workers are out of shared memory|"
-            r"unable to (?:write to|open shared memory object) .*torch_|"
+            # aten/src/ATen/MapAllocator.cpp, torch's shared-memory tensors (/torch_<pid>_..):
+            # write(fd, "", 1) after ftruncate ("unable to write to file <NAME>", torch 2.x
+            # adds ": <strerror> (<errno>)") and posix_fallocate (torch 2.x "unable to
+            # allocate shared memory(shm) for file <NAME>:No space left on device (28)")
+            # fail on a full tmpfs with ENOSPC; another errno after the name is another cause.
+            r"unable to (?:write to file|allocate shared memory\(shm\) for file) <[^>]*torch_"
+            r"[^>]*>(?:\s*$|:\s*No space left on device)|"
+            # shm_open ("unable to open shared memory object <NAME> in read-write mode", torch
+            # 2.13 libtorch_cpu adds ": <strerror> (<errno>)") fails with EMFILE (24, the
+            # open-file limit: read above), EACCES (13: dev-shm-unwritable), ENOENT (2, the
+            # segment already gone); ENOSPC only when tmpfs's inodes run out. The errno
+            # decides; without one (older torch) the line names no cause and no rule reads it.
+            r"unable to open shared memory object <[^>]*> in read-write mode:\s*"
+            r"No space left on device|"
             r"/dev/shm\S*:? No space left on device|"
             # Python's OSError puts the path after the message
             r"No space left on device: '/dev/shm", NODE,

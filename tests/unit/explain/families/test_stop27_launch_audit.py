@@ -1,0 +1,99 @@
+"""Stop-27 audit of the launcher, memory, filesystem, wrapper and traceback rules: each line
+as its producer prints it (source cited), with the other causes that print it and a near miss.
+"""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+
+
+def _undetermined(*lines: str) -> bool:
+    return explain_texts([("job.log", "\n".join(lines) + "\n")]).undetermined
+
+
+# aten/src/ATen/MapAllocator.cpp (torch 2.13 libtorch_cpu: the errno after the name; older
+# releases print the name alone): shm_open, write and posix_fallocate of torch's segments.
+SHM_OPEN = ("RuntimeError: unable to open shared memory object </torch_18741_1594148461> in "
+            "read-write mode")
+
+
+def test_torch_shm_open_is_decided_by_its_errno():
+    # EMFILE: the open-file limit (DataLoader's file_descriptor sharing), not /dev/shm, and
+    # not NCCL's segment line either
+    assert first_cause(SHM_OPEN + ": Too many open files (24)") == "open-file-limit"
+    assert first_cause(SHM_OPEN + ": Permission denied (13)") == "dev-shm-unwritable"
+    assert first_cause(SHM_OPEN + ": No space left on device (28)") == "dev-shm-too-small"
+    # ENOENT, or no errno (older torch, where EMFILE is the usual reason): no cause named
+    assert first_cause(SHM_OPEN + ": No such file or directory (2)") == "unexplained"
+    assert first_cause(SHM_OPEN) == "unexplained"
+
+
+def test_torch_shm_write_and_fallocate_on_a_full_dev_shm():
+    assert first_cause("RuntimeError: unable to write to file </torch_1394_2747491098>") == \
+        "dev-shm-too-small"
+    assert first_cause("RuntimeError: unable to write to file </torch_1394_2747491098>: No "
+                       "space left on device (28)") == "dev-shm-too-small"
+    # torch 2.x posix_fallocate (no space after the colon, as MapAllocator.cpp formats it)
+    assert first_cause("RuntimeError: unable to allocate shared memory(shm) for file "
+                       "</torch_2234_3422_0>:No space left on device (28)") == \
+        "dev-shm-too-small"
+    # near miss: another errno after the name is another cause
+    assert first_cause("RuntimeError: unable to write to file </torch_1394_2747491098>: Bad "
+                       "address (14)") == "unexplained"
+
+
+def test_nccl_segment_out_of_fds_stays_nccls():
+    # NCCL >= 2.23 misc/shmutils.cc, quoted by torch after "Last error:"
+    assert first_cause("Last error:", "Error while creating shared memory segment "
+                       "/dev/shm/nccl-ab (size 9637888), error: Too many open files (24)") == \
+        "nccl-error"
+
+
+def test_bad_alloc_is_a_symptom_not_the_oom_killer():
+    # libstdc++'s terminate handler; pybind11's "MemoryError: std::bad_alloc" (torch elastic
+    # c10d, pytorch/pytorch#64990): a garbage size from a peer prints it with RAM to spare
+    bad = ("terminate called after throwing an instance of 'std::bad_alloc'",
+           "  what():  std::bad_alloc")
+    assert first_cause(*bad) == "host-out-of-memory"
+    assert _undetermined(*bad)
+    assert _undetermined("MemoryError: std::bad_alloc")
+    # Python's own MemoryError stays cause-grade, and a kernel OOM line beside bad_alloc wins
+    assert first_cause("MemoryError") == "host-out-of-memory"
+    assert not _undetermined("MemoryError")
+    assert not _undetermined(*bad, "Out of memory: Killed process 1234 (python) "
+                             "total-vm:1kB, anon-rss:1kB")
+
+
+def test_inotify_watch_limit_is_no_full_disk():
+    # inotify_add_watch(2) returns ENOSPC for fs.inotify.max_user_watches; watchdog says so
+    assert first_cause("OSError: [Errno 28] inotify watch limit reached") != "disk-full"
+    assert first_cause("OSError: [Errno 28] No space left on device: '/ckpt/step_100.pt'") == \
+        "disk-full"
+
+
+# Lightning's device parser and accelerator connector (lightning_fabric/utilities/
+# device_parser.py _sanitize_gpu_ids; accelerator_connector.py)
+def test_lightning_asking_for_more_gpus_than_the_node_shows():
+    assert first_cause("lightning_fabric.utilities.exceptions.MisconfigurationException: You "
+                       "requested gpu: [0, 1, 2, 3]",
+                       " But your machine only has: [0, 1]") == "invalid-device-ordinal"
+    assert first_cause("pytorch_lightning.utilities.exceptions.MisconfigurationException: You "
+                       "requested GPUs: [0, 1] But your machine only has: [0]") == \
+        "invalid-device-ordinal"
+    # near miss: the first line alone does not say what the node has
+    assert first_cause("pytorch_lightning.utilities.exceptions.MisconfigurationException: You "
+                       "requested GPUs: [0]") == "unexplained"
+
+
+def test_lightning_seeing_no_gpu_is_a_hint_of_cuda_unusable():
+    assert first_cause("MisconfigurationException: You requested GPUs: [0]",
+                       " But your machine only has: []") == "cuda-unusable"
+    assert first_cause("lightning_fabric.utilities.exceptions.MisconfigurationException: "
+                       "`CUDAAccelerator` can not run on your system since the accelerator is "
+                       "not available. The following accelerator(s) is available and can be "
+                       "passed into `accelerator` argument of `Trainer`: ['cpu'].") == \
+        "cuda-unusable"
+    # near miss: Apple's MPS is not CUDA
+    assert first_cause("MisconfigurationException: `MPSAccelerator` can not run on your "
+                       "system since the accelerator is not available.") != "cuda-unusable"
