@@ -106,7 +106,10 @@ PATTERNS = [
     # cuBLAS's CUBLAS_STATUS_ALLOC_FAILED ("Resource allocation failed inside the cuBLAS
     # library. This is usually caused by a cudaMalloc() failure", cuBLAS docs): creating a
     # handle on a full GPU
-    pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError|"
+    # (not ray.exceptions.OutOfMemoryError, Ray's host-RAM monitor killing a worker, nor
+    # Java's: host-out-of-memory, memory.py)
+    pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|"
+            r"(?<!ray\.exceptions\.)(?<!java\.lang\.)OutOfMemoryError|"
             r"CUBLAS_STATUS_ALLOC_FAILED",
             "ddpcheck run --stages node (GPU memory in use by other processes)"),
 ]

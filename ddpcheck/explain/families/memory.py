@@ -39,7 +39,18 @@ PATTERNS = [
             r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b(?!: std::bad_alloc)|"
             r"\bOOMKilled\b|"
             # numpy's MemoryError subclass: "Unable to allocate 7.45 GiB for an array"
-            r"_ArrayMemoryError|Unable to allocate [\d.]+ [KMGTP]i?B for an array", NODE),
+            r"_ArrayMemoryError|Unable to allocate [\d.]+ [KMGTP]i?B for an array|"
+            # Slurm's job state for a step the cgroup OOM-killed (src/common/
+            # slurm_protocol_defs.c job_state_string JOB_OOM), as seff and sacct print it
+            # ("State: OUT_OF_MEMORY (exit code 0)", sacct's column cuts it to OUT_OF_ME+)
+            r"\bOUT_OF_ME(?:MORY\b|\+)|"
+            # Ray's memory monitor (Ray >= 2.2, python/ray/exceptions.py OutOfMemoryError,
+            # raylet node_manager.cc) kills a worker before the kernel does: 2.2-2.54 "Task
+            # was killed due to the node running low on memory.", 2.55+ "N worker(s) were
+            # killed due to the node running low on memory."; torch's CUDA OOM is another
+            # class (device.py leaves ray.exceptions.OutOfMemoryError to this rule)
+            r"killed due to the node running low on memory|"
+            r"ray\.exceptions\.OutOfMemoryError", NODE),
     # libstdc++'s allocation failure, as the terminate handler prints it ("terminate called
     # after throwing an instance of 'std::bad_alloc'") or pybind11 re-raises it
     # ("MemoryError: std::bad_alloc"). Who else prints it: operator new throws it for a size

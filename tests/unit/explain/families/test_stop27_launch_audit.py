@@ -97,3 +97,39 @@ def test_lightning_seeing_no_gpu_is_a_hint_of_cuda_unusable():
     # near miss: Apple's MPS is not CUDA
     assert first_cause("MisconfigurationException: `MPSAccelerator` can not run on your "
                        "system since the accelerator is not available.") != "cuda-unusable"
+
+
+def test_the_local_rank_argument_names_both_launchers_that_pass_it():
+    # argparse; torch.distributed.launch and deepspeed/launcher/launch.py both append it
+    e = explain_texts([("job.log", "train.py: error: unrecognized arguments: --local_rank=0\n"
+                        "[2023-05-15 13:14:32,960] [ERROR] [launch.py:434:sigkill_handler] "
+                        "['/usr/bin/python', '-u', 'train.py', '--local_rank=0'] exits with "
+                        "return code = 2\n")])
+    first, echo = e.problems
+    assert first.code == "local-rank-arg-unread" and "--no_local_rank" in first.fix
+    # DeepSpeed's positive return code is the worker's own exit: a consequence
+    assert echo.code == "rank-exited" and echo.consequence_of == "local-rank-arg-unread"
+    # near miss: an unrecognised argument of another name is not the launcher's
+    assert first_cause("train.py: error: unrecognized arguments: --lr=0.1") != \
+        "local-rank-arg-unread"
+
+
+def test_rays_memory_monitor_is_host_memory_not_cuda():
+    # python/ray/exceptions.py OutOfMemoryError: Ray 2.2-2.54, and 2.55+ wording
+    assert first_cause("ray.exceptions.OutOfMemoryError: Task was killed due to the node "
+                       "running low on memory.") == "host-out-of-memory"
+    assert first_cause("ray.exceptions.OutOfMemoryError: 2 worker(s) were killed due to the "
+                       "node running low on memory.") == "host-out-of-memory"
+    # near miss: torch's own OutOfMemoryError is the GPU's
+    assert first_cause("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 "
+                       "MiB") == "cuda-out-of-memory"
+    assert first_cause("torch.cuda.OutOfMemoryError: Tried to allocate 2 GiB") == \
+        "cuda-out-of-memory"
+
+
+def test_slurms_out_of_memory_state():
+    # src/common/slurm_protocol_defs.c job_state_string(JOB_OOM), as seff and sacct print it
+    assert first_cause("State: OUT_OF_MEMORY (exit code 0)") == "host-out-of-memory"
+    assert first_cause("12345.0          python  OUT_OF_ME+      0:125") == "host-out-of-memory"
+    # near miss: another state
+    assert first_cause("State: TIMEOUT (exit code 0)") != "host-out-of-memory"
