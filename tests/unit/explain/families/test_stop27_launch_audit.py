@@ -133,3 +133,40 @@ def test_slurms_out_of_memory_state():
     assert first_cause("12345.0          python  OUT_OF_ME+      0:125") == "host-out-of-memory"
     # near miss: another state
     assert first_cause("State: TIMEOUT (exit code 0)") != "host-out-of-memory"
+
+
+def test_the_port_in_use_on_macos_and_windows():
+    # c10d socket.cpp prints the OS's errno and text: EADDRINUSE is 48 on macOS, Windows'
+    # WSAEADDRINUSE is 10048 (its FormatMessage text); Python's OSError alike
+    for line in ("[W socket.cpp:426] [c10d] The server socket has failed to bind to "
+                 "[::]:29500 (errno: 48 - Address already in use).",
+                 "RuntimeError: The server socket has failed to listen on any local network "
+                 "address. The server socket has failed to bind to 0.0.0.0:29500 (errno: 10048 "
+                 "- Only one usage of each socket address (protocol/network address/port) is "
+                 "normally permitted.).",
+                 "OSError: [WinError 10048] Only one usage of each socket address "
+                 "(protocol/network address/port) is normally permitted",
+                 "OSError: [Errno 48] Address already in use"):
+        assert first_cause(line) == "master-port-in-use", line
+    e = explain_texts([("job.log", "[W socket.cpp:426] [c10d] The server socket has failed to "
+                        "bind to [::]:29511 (errno: 48 - Address already in use).\n")])
+    assert "grep 29511" in e.problems[0].fix
+    # near miss: macOS's EADDRNOTAVAIL (49) is not a port in use
+    assert first_cause("OSError: [Errno 49] Can't assign requested address") != \
+        "master-port-in-use"
+
+
+def test_own_name_lookups_on_macos_and_windows():
+    # socket.cpp's listen path with macOS's EAI_NONAME (8) and Windows' WSAHOST_NOT_FOUND
+    assert first_cause("The local network addresses cannot be retrieved (gai error: 8 - "
+                       "nodename nor servname provided, or not known)") == \
+        "hostname-unresolvable"
+    assert first_cause("RuntimeError: The local IPv4 network addresses cannot be retrieved "
+                       "(gai error: 11001 - No such host is known. )") == "hostname-unresolvable"
+    # the connect path (whose name: the master's, another node's) stays a symptom
+    assert _undetermined("[W socket.cpp:764] [c10d] The IPv6 network addresses of "
+                         "(my-mac.local, 54517) cannot be retrieved (gai error: 8 - nodename "
+                         "nor servname provided, or not known).")
+    # near miss: another gai code is not "no such name"
+    assert first_cause("The local network addresses cannot be retrieved (gai error: -25 - "
+                       "x)") != "hostname-unresolvable"
