@@ -33,6 +33,16 @@ PATTERNS = [
             r"Exceeded (?:job|step) memory limit(?! at some point)|"
             r"Out of memory: Kill(?:ed)? process|Killed process \d+ \(\S+\) total-vm|"
             r"oom_reaper: reaped process|Memory cgroup out of memory|invoked oom-killer|"
+            # mm/oom_kill.c dump_oom_summary (kernel >= 4.19): "oom-kill:constraint=
+            # CONSTRAINT_MEMCG,nodemask=(null),...,task=python,pid=123,uid=1000"
+            r"\boom-kill:constraint=|"
+            # systemd-oomd (src/oom/oomd.c, Ubuntu >= 22.04 and Fedora by default) kills a
+            # whole cgroup on memory pressure or swap use before the kernel would: "Killed
+            # /user.slice/... due to memory pressure for /user.slice/... being 60.13% >
+            # 50.00% for > 20s with reclaim activity", "Killed ... due to memory used (N) /
+            # total (M) and swap used ...", "systemd-oomd killed 19 process(es) in this unit."
+            r"Killed \S+ due to memory (?:pressure for|used \()|"
+            r"systemd-oomd killed \d+ process|"
             r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|"
             # (pybind11 turns a C++ std::bad_alloc into "MemoryError: std::bad_alloc": that
             # one is read below, not here)

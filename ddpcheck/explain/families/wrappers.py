@@ -17,10 +17,15 @@ Runs inside ``ddpcheck explain`` (a pure reader of log lines). Sources:
   `` But your machine only has: [0, 1]`` (1.x: ``You requested GPUs: [0]``). Its accelerator
   connector (1.7-2.x) raises ``CUDAAccelerator can not run on your system since the
   accelerator is not available`` (1.6: ``GPUAccelerator``) when torch sees no GPU at all.
+- Lightning (``lightning_fabric/utilities/distributed.py`` ``_init_dist_connection``, its DDP
+  and FSDP strategies) and NeMo's Megatron strategy check ``torch.distributed.is_available()``
+  first: ``RuntimeError: torch.distributed is not available. Cannot initialize distributed
+  process group``, where torch itself would fail on a missing ``init_process_group``.
 """
 
 from __future__ import annotations
 
+from ddpcheck.diagnoses import BACKEND_UNAVAILABLE
 from ddpcheck.explain.codes import INVALID_DEVICE_ORDINAL
 from ddpcheck.explain.matching import pattern
 from ddpcheck.launcher.spawn.mastercheck import MASTER_PORT_IN_USE
@@ -79,4 +84,17 @@ PATTERNS = [
             fix="python -c 'import torch; print(torch.version.cuda, "
                 "torch.cuda.is_available())' on the node: install a CUDA build of torch for "
                 "its driver, or run on a GPU node with CUDA_VISIBLE_DEVICES unset"),
+    # Who else prints it: only that check, i.e. a torch built without the distributed
+    # package (USE_DISTRIBUTED=0: some macOS, Windows < 1.7 and embedded/ARM builds).
+    pattern(BACKEND_UNAVAILABLE,
+            r"torch\.distributed is not available\. Cannot initialize distributed process "
+            r"group", "ddpcheck run --backend gloo (works on every torch build with "
+            "torch.distributed)",
+            cause="this torch build has no torch.distributed at all "
+                  "(torch.distributed.is_available() is False: built with USE_DISTRIBUTED=0, "
+                  "as some macOS, old Windows and embedded/ARM wheels are), so Lightning cannot "
+                  "start any process group",
+            fix="install an official torch wheel for the platform (pip install torch; python -c "
+                "'import torch.distributed as d; print(d.is_available())' must print True), or "
+                "train on one device without a distributed strategy"),
 ]

@@ -170,3 +170,26 @@ def test_own_name_lookups_on_macos_and_windows():
     # near miss: another gai code is not "no such name"
     assert first_cause("The local network addresses cannot be retrieved (gai error: -25 - "
                        "x)") != "hostname-unresolvable"
+
+
+def test_lightning_on_a_torch_without_distributed():
+    # lightning_fabric/utilities/distributed.py _init_dist_connection
+    assert first_cause("RuntimeError: torch.distributed is not available. Cannot initialize "
+                       "distributed process group") == "backend-unavailable"
+    # near miss: a line saying it is already initialised is no failure
+    assert first_cause("torch.distributed is already initialized. Exiting early") == "none"
+
+
+def test_the_kernels_and_systemd_oomd_kill_summaries():
+    # mm/oom_kill.c dump_oom_summary (>= 4.19)
+    assert first_cause("[ 812.3] oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,"
+                       "mems_allowed=0-1,oom_memcg=/slurm/uid_1/job_2,task_memcg=/slurm/uid_1/"
+                       "job_2/step_0,task=python,pid=4242,uid=1000") == "host-out-of-memory"
+    # systemd src/oom/oomd.c log_notice
+    assert first_cause("Sep 21 09:15:58 node1 systemd-oomd[581]: Killed /user.slice/"
+                       "user-1000.slice/user@1000.service/app.slice/run-r25.scope due to memory "
+                       "pressure for /user.slice/user-1000.slice/user@1000.service being "
+                       "86.80% > 50.00% for > 20s with reclaim activity") == "host-out-of-memory"
+    # near miss: a process killed for another reason
+    assert first_cause("Killed /user.slice/run-r25.scope due to user request") != \
+        "host-out-of-memory"
