@@ -193,3 +193,23 @@ def test_the_kernels_and_systemd_oomd_kill_summaries():
     # near miss: a process killed for another reason
     assert first_cause("Killed /user.slice/run-r25.scope due to user request") != \
         "host-out-of-memory"
+
+
+SEMLOCK_TB = ("Traceback (most recent call last):",
+              '  File "train.py", line 10, in <module>',
+              "    q = mp.Queue()",
+              '  File "/usr/lib/python3.10/multiprocessing/synchronize.py", line 57, in __init__',
+              "    sl = self._semlock = _multiprocessing.SemLock(")
+
+
+def test_a_semaphore_that_dev_shm_cannot_hold_is_no_full_disk():
+    # CPython Lib/multiprocessing/synchronize.py: sem_open writes its file in /dev/shm
+    assert first_cause(*SEMLOCK_TB, "OSError: [Errno 28] No space left on device") == \
+        "dev-shm-too-small"
+    # Python 3.11 prints a caret line between
+    assert first_cause(*SEMLOCK_TB, "                         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+                       "OSError: [Errno 28] No space left on device") == "dev-shm-too-small"
+    # near misses: ENOSPC without the SemLock frame, or a path's ENOSPC after another error
+    assert first_cause("OSError: [Errno 28] No space left on device") == "disk-full"
+    assert first_cause(*SEMLOCK_TB, "OSError: [Errno 38] Function not implemented") == \
+        "unexplained"
