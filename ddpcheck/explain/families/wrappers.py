@@ -21,11 +21,16 @@ Runs inside ``ddpcheck explain`` (a pure reader of log lines). Sources:
   and FSDP strategies) and NeMo's Megatron strategy check ``torch.distributed.is_available()``
   first: ``RuntimeError: torch.distributed is not available. Cannot initialize distributed
   process group``, where torch itself would fail on a missing ``init_process_group``.
+- DeepSpeed's launcher (``deepspeed/launcher/runner.py`` ``main``), before it starts a
+  worker: with a hostfile it ssh-es to the first host (``RuntimeError: Using hostfile at
+  /job/hostfile but host=worker-1 was not reachable via ssh. If you are running with a single
+  node please remove /job/hostfile or setup passwordless ssh.``); without one it counts the
+  local GPUs (``RuntimeError: Unable to proceed, no GPU resources available``).
 """
 
 from __future__ import annotations
 
-from ddpcheck.diagnoses import BACKEND_UNAVAILABLE
+from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, LAUNCH_FAILED
 from ddpcheck.explain.codes import INVALID_DEVICE_ORDINAL
 from ddpcheck.explain.matching import pattern
 from ddpcheck.launcher.spawn.mastercheck import MASTER_PORT_IN_USE
@@ -97,4 +102,27 @@ PATTERNS = [
             fix="install an official torch wheel for the platform (pip install torch; python -c "
                 "'import torch.distributed as d; print(d.is_available())' must print True), or "
                 "train on one device without a distributed strategy"),
+    # Who else prints it: only that check; its ssh runs with BatchMode and stderr dropped, so
+    # the line does not say why (no key, host down, name unknown, port 22 closed).
+    pattern(LAUNCH_FAILED,
+            r"Using hostfile at (?P<hostfile>\S+) but host=(?P<host>\S+) was not reachable "
+            r"via ssh",
+            "ssh -o BatchMode=yes <host> hostname (from the node that runs deepspeed)",
+            cause="the deepspeed launcher starts the other nodes' workers over ssh (pdsh), and "
+                  "a non-interactive ssh to {host}, the first host of {hostfile}, failed: no "
+                  "passwordless key, the host down or its name unknown here, or port 22 "
+                  "closed; no worker was started",
+            fix="make 'ssh -o BatchMode=yes {host} hostname' work from this node (ssh keys, "
+                "the name in /etc/hosts); on one node remove the hostfile; or start each "
+                "node yourself (deepspeed --no_ssh --node_rank=N, or torchrun)"),
+    # torch.cuda.device_count() == 0 (or the accelerator's): the same causes as Lightning's
+    # empty list, so a hint
+    pattern(CUDA_UNUSABLE, r"Unable to proceed, no GPU resources available",
+            "ddpcheck run --stages node (torch's CUDA on each node)", grade="hint",
+            cause="the deepspeed launcher counted no GPU on this node (torch.cuda.device_count() "
+                  "is 0): a CPU-only torch build, a driver older than torch's CUDA, "
+                  "CUDA_VISIBLE_DEVICES set empty, or a node without GPUs",
+            fix="python -c 'import torch; print(torch.version.cuda, "
+                "torch.cuda.is_available())' on the node: install a CUDA build of torch for "
+                "its driver, or run on a GPU node with CUDA_VISIBLE_DEVICES unset"),
 ]

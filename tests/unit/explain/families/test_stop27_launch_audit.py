@@ -213,3 +213,16 @@ def test_a_semaphore_that_dev_shm_cannot_hold_is_no_full_disk():
     assert first_cause("OSError: [Errno 28] No space left on device") == "disk-full"
     assert first_cause(*SEMLOCK_TB, "OSError: [Errno 38] Function not implemented") == \
         "unexplained"
+
+
+def test_deepspeeds_launcher_before_any_worker():
+    # deepspeed/launcher/runner.py main
+    e = explain_texts([("job.log", "RuntimeError: Using hostfile at /job/hostfile but "
+                        "host=worker-1 was not reachable via ssh. If you are running with a "
+                        "single node please remove /job/hostfile or setup passwordless ssh.\n")])
+    assert e.problems[0].code == "launch-failed" and "worker-1" in e.problems[0].fix
+    assert first_cause("RuntimeError: Unable to proceed, no GPU resources available") == \
+        "cuda-unusable"
+    # near miss: a host named in the hostfile that answers is no failure
+    assert first_cause("[INFO] [runner.py:555:main] Using IP address of 10.0.0.2 for node "
+                       "worker-1") == "none"
