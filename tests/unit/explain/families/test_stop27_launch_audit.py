@@ -226,3 +226,14 @@ def test_deepspeeds_launcher_before_any_worker():
     # near miss: a host named in the hostfile that answers is no failure
     assert first_cause("[INFO] [runner.py:555:main] Using IP address of 10.0.0.2 for node "
                        "worker-1") == "none"
+
+
+def test_torchs_invalid_device_id_is_a_hint():
+    # torch/cuda/__init__.py get_device_properties: index >= device_count() or negative
+    assert first_cause("AssertionError: Invalid device id") == "invalid-device-ordinal"
+    assert not _undetermined("AssertionError: Invalid device id")  # a hint answers alone
+    # a cause-grade line beside it wins (the local rank never set)
+    assert first_cause("AssertionError: Invalid device id", "ValueError: environment "
+                       "variable RANK expected, but not set") == "launcher-env-missing"
+    # near miss: another assertion
+    assert first_cause("AssertionError: Invalid device type") != "invalid-device-ordinal"
