@@ -80,6 +80,13 @@ PATTERNS = [
             r"DataLoader worker \(pid \d+\) is killed by signal: Killed|"
             r"exit(?:ed with)? code:? 137\b|exit status:? 137\b|exitcode:? 137\b", NODE,
             grade="hint"),
+    # ENFILE's strerror ("Too many open files in system", errno 23) is the kernel's
+    # system-wide file table (fs.file-max), not the process's ulimit -n (EMFILE, 24)
+    pattern(OPEN_FILE_LIMIT, r"Too many open files in system", NODE,
+            cause="the node's system-wide file table is full (ENFILE: fs.file-max), not this "
+                  "process's limit: all processes on the node together hold too many files",
+            fix="compare sysctl fs.file-nr with fs.file-max on the node: raise fs.file-max, "
+                "or stop the process holding the files (lsof -n shows them)"),
     # torch's file_system / file_descriptor sharing: tensors cross as fds or /dev/shm files
     pattern(OPEN_FILE_LIMIT, r"Too many open files|received 0 items of ancdata", NODE,
             cause="DataLoader workers share tensors through file descriptors and ran past "

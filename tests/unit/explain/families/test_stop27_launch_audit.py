@@ -237,3 +237,11 @@ def test_torchs_invalid_device_id_is_a_hint():
                        "variable RANK expected, but not set") == "launcher-env-missing"
     # near miss: another assertion
     assert first_cause("AssertionError: Invalid device type") != "invalid-device-ordinal"
+
+
+def test_the_system_wide_file_table_is_not_ulimit():
+    # strerror(ENFILE) "Too many open files in system" vs strerror(EMFILE)
+    e = explain_texts([("job.log", "OSError: [Errno 23] Too many open files in system\n")])
+    assert e.problems[0].code == "open-file-limit" and "file-max" in e.problems[0].fix
+    e = explain_texts([("job.log", "OSError: [Errno 24] Too many open files\n")])
+    assert e.problems[0].code == "open-file-limit" and "file-max" not in e.problems[0].fix
