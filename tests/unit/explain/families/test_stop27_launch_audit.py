@@ -245,3 +245,11 @@ def test_the_system_wide_file_table_is_not_ulimit():
     assert e.problems[0].code == "open-file-limit" and "file-max" in e.problems[0].fix
     e = explain_texts([("job.log", "OSError: [Errno 24] Too many open files\n")])
     assert e.problems[0].code == "open-file-limit" and "file-max" not in e.problems[0].fix
+
+
+def test_only_ddpchecks_own_codes_are_its_report_blocks():
+    # ddpcheck's report (report/text.py render_problem): "FAIL  <code>  ..."
+    assert first_cause("FAIL  master-port-in-use   rank 0; node n1") == "master-port-in-use"
+    # near miss: a test runner's summary with the same prefix (Jest prints "FAIL  <file>")
+    # (was read as a problem coded "unit": a confident answer; now the failure words alone)
+    assert first_cause("FAIL  unit   3 tests failed") == "unexplained"
