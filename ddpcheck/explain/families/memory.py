@@ -46,7 +46,7 @@ PATTERNS = [
             r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|"
             # (pybind11 turns a C++ std::bad_alloc into "MemoryError: std::bad_alloc": that
             # one is read below, not here)
-            r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b(?!: std::bad_alloc)|"
+            r"^\s*MemoryError\b(?!: std::bad_alloc)|"
             r"\bOOMKilled\b|"
             # numpy's MemoryError subclass: "Unable to allocate 7.45 GiB for an array"
             r"_ArrayMemoryError|Unable to allocate [\d.]+ [KMGTP]i?B for an array|"
@@ -61,6 +61,18 @@ PATTERNS = [
             # class (device.py leaves ray.exceptions.OutOfMemoryError to this rule)
             r"killed due to the node running low on memory|"
             r"ray\.exceptions\.OutOfMemoryError", NODE),
+    # Python's OSError for ENOMEM ("[Errno 12] Cannot allocate memory"): fork() of a large
+    # parent under the kernel's commit limit (DataLoader workers, subprocess), a cgroup limit,
+    # and also mmap() past vm.max_map_count (65530 mappings by default: many memory-mapped
+    # dataset files or shared tensors) or ulimit -v, with RAM to spare. A hint.
+    pattern(HOST_OOM, r"\[Errno 12\] Cannot allocate memory", NODE, grade="hint",
+            cause="a system call failed with ENOMEM: most often host RAM or the kernel's commit "
+                  "limit ran out (fork of a large process for DataLoader workers, a cgroup "
+                  "limit); also mmap past vm.max_map_count (many memory-mapped files) or "
+                  "ulimit -v",
+            fix="lower host RAM per rank (fewer DataLoader workers, mmap / low_cpu_mem_usage), "
+                "raise the job's memory limit; if free shows RAM to spare, check sysctl "
+                "vm.max_map_count (raise it, e.g. 262144) and ulimit -v"),
     # libstdc++'s allocation failure, as the terminate handler prints it ("terminate called
     # after throwing an instance of 'std::bad_alloc'") or pybind11 re-raises it
     # ("MemoryError: std::bad_alloc"). Who else prints it: operator new throws it for a size

@@ -253,3 +253,13 @@ def test_only_ddpchecks_own_codes_are_its_report_blocks():
     # near miss: a test runner's summary with the same prefix (Jest prints "FAIL  <file>")
     # (was read as a problem coded "unit": a confident answer; now the failure words alone)
     assert first_cause("FAIL  unit   3 tests failed") == "unexplained"
+
+
+def test_enomem_is_a_hint_of_host_memory():
+    # Python OSError(ENOMEM): fork under the commit limit, and mmap past vm.max_map_count
+    e = explain_texts([("job.log", "OSError: [Errno 12] Cannot allocate memory\n")])
+    assert e.problems[0].code == "host-out-of-memory" and "max_map_count" in e.problems[0].fix
+    # a cause-grade line of another kind beside it wins
+    assert first_cause("OSError: [Errno 12] Cannot allocate memory",
+                       "OSError: [Errno 28] No space left on device: '/ckpt/a.pt'") == \
+        "disk-full"
