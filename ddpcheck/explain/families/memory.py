@@ -65,7 +65,11 @@ PATTERNS = [
     # parent under the kernel's commit limit (DataLoader workers, subprocess), a cgroup limit,
     # and also mmap() past vm.max_map_count (65530 mappings by default: many memory-mapped
     # dataset files or shared tensors) or ulimit -v, with RAM to spare. A hint.
-    pattern(HOST_OOM, r"\[Errno 12\] Cannot allocate memory", NODE, grade="hint",
+    # (torch's MapAllocator.cpp prints the same ENOMEM for its shared tensors: "unable to
+    # mmap 4096 bytes from file </torch_1_2_3>: Cannot allocate memory (12)")
+    pattern(HOST_OOM, r"\[Errno 12\] Cannot allocate memory|"
+            r"unable to mmap \d+ bytes from file <[^>]*>: Cannot allocate memory", NODE,
+            grade="hint",
             cause="a system call failed with ENOMEM: most often host RAM or the kernel's commit "
                   "limit ran out (fork of a large process for DataLoader workers, a cgroup "
                   "limit); also mmap past vm.max_map_count (many memory-mapped files) or "

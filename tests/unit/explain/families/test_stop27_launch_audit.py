@@ -263,3 +263,9 @@ def test_enomem_is_a_hint_of_host_memory():
     assert first_cause("OSError: [Errno 12] Cannot allocate memory",
                        "OSError: [Errno 28] No space left on device: '/ckpt/a.pt'") == \
         "disk-full"
+    # aten MapAllocator.cpp's mmap of a shared tensor, same errno
+    assert first_cause("RuntimeError: unable to mmap 4096 bytes from file </torch_12_345_6>: "
+                       "Cannot allocate memory (12)") == "host-out-of-memory"
+    # near miss: another errno of the same mmap
+    assert first_cause("RuntimeError: unable to mmap 4096 bytes from file </torch_12_345_6>: "
+                       "Bad file descriptor (9)") != "host-out-of-memory"
