@@ -62,7 +62,8 @@ PORT_FIX = ("stop the process holding the port (ss -ltnp | grep {port}), or pick
             "MASTER_PORT (torchrun --master-port, e.g. 29501); with --rdzv-backend=c10d the "
             "port is the one in --rdzv-endpoint")
 # The port the line names: socket.cpp's "[::]:29500 (errno: 98" and ">= 2.3 "port: 29500,".
-BOUND_PORT = re.compile(r":(?P<a>\d+) \(errno: 98\b|\bport: (?P<b>\d+)\b")
+# (errno 48 on macOS, 10048 WSAEADDRINUSE on Windows: network.py)
+BOUND_PORT = re.compile(r":(?P<a>\d+) \(errno: (?:98|48|10048)\b|\bport: (?P<b>\d+)\b")
 
 
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:

@@ -28,6 +28,16 @@ PATTERNS = [
     # device ordinal in trainer.py:195", Ultralytics)
     pattern(INVALID_DEVICE_ORDINAL, r"(?i)invalid device ordinal",
             "ddpcheck run --stages node,placement --nproc-per-node N"),
+    # torch/cuda/__init__.py get_device_properties (1.x to 2.13; DataParallel and scripts
+    # call it): "AssertionError: Invalid device id" for an index >= device_count() and for a
+    # negative one, i.e. also a local rank left at its -1 default (no launcher set it): a
+    # hint. (can_device_access_peer's "Invalid peer device id" is the same check.)
+    pattern(INVALID_DEVICE_ORDINAL, r"AssertionError: Invalid (?:peer )?device id\b",
+            "ddpcheck run --stages node,placement --nproc-per-node N", grade="hint",
+            cause="torch.cuda.get_device_properties got a GPU index this process does not see: "
+                  "one >= the visible GPU count (more ranks than GPUs, CUDA_VISIBLE_DEVICES, a "
+                  "global rank used as the device), or a negative one (a --local_rank / "
+                  "LOCAL_RANK left at its -1 default because no launcher set it)"),
     # Xid codes: NVIDIA's "XID Errors" table (48 DBE, 63/64 row remapping, 94/95 contained /
     # uncontained ECC; 79 fallen off the bus), as the kernel log prints them.
     pattern(GPU_ECC_ERROR,
@@ -106,7 +116,10 @@ PATTERNS = [
     # cuBLAS's CUBLAS_STATUS_ALLOC_FAILED ("Resource allocation failed inside the cuBLAS
     # library. This is usually caused by a cudaMalloc() failure", cuBLAS docs): creating a
     # handle on a full GPU
-    pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError|"
+    # (not ray.exceptions.OutOfMemoryError, Ray's host-RAM monitor killing a worker, nor
+    # Java's: host-out-of-memory, memory.py)
+    pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|"
+            r"(?<!ray\.exceptions\.)(?<!java\.lang\.)OutOfMemoryError|"
             r"CUBLAS_STATUS_ALLOC_FAILED",
             "ddpcheck run --stages node (GPU memory in use by other processes)"),
 ]

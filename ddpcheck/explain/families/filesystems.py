@@ -12,18 +12,57 @@ when those families' rules are left out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, Problem
 from ddpcheck.explain.causality import HINT
 from ddpcheck.explain.codes import DISK_FULL
-from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.matching import Hit, default_combine, observed_lines, pattern, where
 
 NEXT = "ddpcheck run --stages checkpoint --checkpoint-dir DIR --checkpoint-size SIZE"
+# Who else prints a bare "OSError: [Errno 28] No space left on device": CPython's
+# multiprocessing (Lib/multiprocessing/synchronize.py SemLock.__init__, "sl = self._semlock =
+# _multiprocessing.SemLock(") creates each lock and queue semaphore with sem_open, which glibc
+# writes as a file in /dev/shm: a full /dev/shm fails it with ENOSPC and no path. The frame's
+# code line right above the error (then Python 3.11's caret line) tells it apart.
+SEMLOCK = r"(?P<semlock>_multiprocessing\.SemLock\()"
+MAX_GAP = 3
+
+
+def combine_disk(hits: Sequence[Hit]) -> Problem | None:
+    """disk-full, except an ENOSPC raised right under multiprocessing's SemLock frame (a full
+    /dev/shm); a SemLock frame above anything else is no failure of its own."""
+    frames = {(h.record.source, h.record.lineno) for h in hits
+              if h.match.groupdict().get("semlock")}
+    errors = [h for h in hits if not h.match.groupdict().get("semlock")]
+    # sem_open's error names no path: "OSError: [Errno 28] No space left on device"
+    shm = [h for h in errors if h.record.text.rstrip().endswith("No space left on device")
+           and any((h.record.source, h.record.lineno - gap) in frames
+                   for gap in range(1, MAX_GAP + 1))]
+    if shm:
+        return DEV_SHM_TOO_SMALL.problem(
+            f"multiprocessing could not create a semaphore: {observed_lines(shm)}",
+            cause="multiprocessing's locks and queues are POSIX semaphores, files in /dev/shm "
+                  "(sem_open): ENOSPC there is /dev/shm full or too small (containers default "
+                  "to 64 MB), not the disk",
+            **where(shm))
+    rest = [h for h in errors if h not in shm]
+    return default_combine(rest) if rest else None
+
 
 PATTERNS = [
     # never a shared-memory line, whichever family reads it first: /dev/shm, NCCL's segments
-    # (/dev/shm/nccl-*), torch's (</torch_...>) are dev-shm-too-small
-    pattern(DISK_FULL, r"^(?!.*(?:/dev/shm|shared memory|\bshm|torch_\d))(?:.*?)"
+    # (/dev/shm/nccl-*), torch's (</torch_...>) are dev-shm-too-small.
+    # Who else prints ENOSPC (Linux inotify(7), inotify_add_watch(2)): the per-user inotify
+    # watch limit (fs.inotify.max_user_watches) is reported as ENOSPC too; file watchers in
+    # the job (watchdog, used by wandb, and others) name it: "OSError: [Errno 28] inotify
+    # watch limit reached", "inotify_add_watch(...) failed: No space left on device".
+    # Those lines are no full disk.
+    pattern(DISK_FULL, r"^(?!.*(?:/dev/shm|shared memory|\bshm|torch_\d|inotify|"
+            r"watch limit|file watchers))(?:.*?)"
             r"(?:No space left on device|\[Errno 28\]|\bENOSPC\b|"
-            r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b)", NEXT),
+            r"Disk quota exceeded|\[Errno 122\]|\bEDQUOT\b)|" + SEMLOCK, NEXT,
+            combine=combine_disk),
     pattern(DISK_FULL, r"PytorchStreamWriter failed writing file .*file write failed|"
             r"inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+", NEXT, grade=HINT,
             cause="torch.save could not finish writing (a short write): most often the "

@@ -112,9 +112,19 @@ PATTERNS = [
             "torchrun --nproc-per-node N your_script.py (torchrun sets the variables)"),
     # argparse's own message (lmy98129/VLPD#6, skycrapers/TecoGAN-PyTorch#31): every local
     # rank prints it, then the agent reports the exit code 2 as a consequence.
+    # Who else passes the argument: torch.distributed.launch (without --use-env; since 2.0
+    # spelt --local-rank=N) and DeepSpeed's launcher (deepspeed/launcher/launch.py appends
+    # --local_rank=N unless --no_local_rank): the line is the same, so the fix names both.
     pattern(LOCAL_RANK_ARG_UNREAD, r"error: unrecognized arguments:.*--local[-_]rank",
             "python -m torch.distributed.launch --nproc-per-node N -m ddpcheck.worker "
-            "(ddpcheck's per-rank process reads --local-rank, as a script must)"),
+            "(ddpcheck's per-rank process reads --local-rank, as a script must)",
+            cause="the launcher appends --local_rank=N (--local-rank=N from torch 2.0) to the "
+                  "script's arguments: python -m torch.distributed.launch without --use-env, "
+                  "or the deepspeed launcher; the script's argument parser does not declare it",
+            fix="declare it (parser.add_argument('--local_rank', '--local-rank', type=int, "
+                "default=0)) or stop the launcher passing it: torchrun instead of "
+                "torch.distributed.launch, deepspeed --no_local_rank; read LOCAL_RANK from "
+                "the environment"),
     pattern(RANK_KILLED,
             r"failed \(exitcode: (?P<code>-\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)",
             NEXT, combine=combine_killed, grade="hint"),
@@ -143,7 +153,10 @@ PATTERNS = [
             r"failed \(exitcode: (?P<code>[1-9]\d*)\) local_rank: (?P<lr>\d+)|"
             r"process \d+ terminated with exit code [1-9]|"
             r"srun: error: \S+: tasks? [\d,-]+: Exited with exit code [1-9]|"
-            r"returned non-zero exit status [1-9]", NEXT,
+            r"returned non-zero exit status [1-9]|"
+            # DeepSpeed's launcher (deepspeed/launcher/launch.py sigkill_handler): "[...]
+            # exits with return code = 1" after a worker's own error
+            r"exits with return code = [1-9]", NEXT,
             root=False),
     # stop24 dev: the agent's line as users paste it, cut or wrapped after "local_rank"
     # (api.py prints "failed (exitcode: -9) local_rank: 0 (pid: N) of binary: ..."); the

@@ -33,17 +33,76 @@ PATTERNS = [
             r"Exceeded (?:job|step) memory limit(?! at some point)|"
             r"Out of memory: Kill(?:ed)? process|Killed process \d+ \(\S+\) total-vm|"
             r"oom_reaper: reaped process|Memory cgroup out of memory|invoked oom-killer|"
+            # mm/oom_kill.c dump_oom_summary (kernel >= 4.19): "oom-kill:constraint=
+            # CONSTRAINT_MEMCG,nodemask=(null),...,task=python,pid=123,uid=1000"
+            r"\boom-kill:constraint=|"
+            # systemd-oomd (src/oom/oomd.c, Ubuntu >= 22.04 and Fedora by default) kills a
+            # whole cgroup on memory pressure or swap use before the kernel would: "Killed
+            # /user.slice/... due to memory pressure for /user.slice/... being 60.13% >
+            # 50.00% for > 20s with reclaim activity", "Killed ... due to memory used (N) /
+            # total (M) and swap used ...", "systemd-oomd killed 19 process(es) in this unit."
+            r"Killed \S+ due to memory (?:pressure for|used \()|"
+            r"systemd-oomd killed \d+ process|"
             r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)|"
-            r"\[Errno 12\] Cannot allocate memory|^\s*MemoryError\b|\bOOMKilled\b|"
+            # (pybind11 turns a C++ std::bad_alloc into "MemoryError: std::bad_alloc": that
+            # one is read below, not here)
+            r"^\s*MemoryError\b(?!: std::bad_alloc)|"
+            r"\bOOMKilled\b|"
             # numpy's MemoryError subclass: "Unable to allocate 7.45 GiB for an array"
             r"_ArrayMemoryError|Unable to allocate [\d.]+ [KMGTP]i?B for an array|"
-            # libstdc++'s allocation failure, as the terminate handler prints it
-            r"instance of 'std::bad_alloc'", NODE),
+            # Slurm's job state for a step the cgroup OOM-killed (src/common/
+            # slurm_protocol_defs.c job_state_string JOB_OOM), as seff and sacct print it
+            # ("State: OUT_OF_MEMORY (exit code 0)", sacct's column cuts it to OUT_OF_ME+)
+            r"\bOUT_OF_ME(?:MORY\b|\+)|"
+            # Ray's memory monitor (Ray >= 2.2, python/ray/exceptions.py OutOfMemoryError,
+            # raylet node_manager.cc) kills a worker before the kernel does: 2.2-2.54 "Task
+            # was killed due to the node running low on memory.", 2.55+ "N worker(s) were
+            # killed due to the node running low on memory."; torch's CUDA OOM is another
+            # class (device.py leaves ray.exceptions.OutOfMemoryError to this rule)
+            r"killed due to the node running low on memory|"
+            r"ray\.exceptions\.OutOfMemoryError", NODE),
+    # Python's OSError for ENOMEM ("[Errno 12] Cannot allocate memory"): fork() of a large
+    # parent under the kernel's commit limit (DataLoader workers, subprocess), a cgroup limit,
+    # and also mmap() past vm.max_map_count (65530 mappings by default: many memory-mapped
+    # dataset files or shared tensors) or ulimit -v, with RAM to spare. A hint.
+    # (torch's MapAllocator.cpp prints the same ENOMEM for its shared tensors: "unable to
+    # mmap 4096 bytes from file </torch_1_2_3>: Cannot allocate memory (12)")
+    pattern(HOST_OOM, r"\[Errno 12\] Cannot allocate memory|"
+            r"unable to mmap \d+ bytes from file <[^>]*>: Cannot allocate memory", NODE,
+            grade="hint",
+            cause="a system call failed with ENOMEM: most often host RAM or the kernel's commit "
+                  "limit ran out (fork of a large process for DataLoader workers, a cgroup "
+                  "limit); also mmap past vm.max_map_count (many memory-mapped files) or "
+                  "ulimit -v",
+            fix="lower host RAM per rank (fewer DataLoader workers, mmap / low_cpu_mem_usage), "
+                "raise the job's memory limit; if free shows RAM to spare, check sysctl "
+                "vm.max_map_count (raise it, e.g. 262144) and ulimit -v"),
+    # libstdc++'s allocation failure, as the terminate handler prints it ("terminate called
+    # after throwing an instance of 'std::bad_alloc'") or pybind11 re-raises it
+    # ("MemoryError: std::bad_alloc"). Who else prints it: operator new throws it for a size
+    # no allocator can give, also with RAM to spare: a length field read from a peer that is
+    # not what the reader expects (a store or gloo peer of another torch build, another
+    # program on the port) asks for gigabytes at once. Threads show it at start-up, before
+    # any memory was used (pytorch/pytorch#62029, #64990 with c10d rendezvous). A symptom:
+    # shown, never named as host-out-of-memory on its own.
+    # (group_by keeps it a problem of its own: a cause-grade OOM line elsewhere stays cause)
+    pattern(HOST_OOM, r"(?:instance of '|MemoryError: )(?P<alloc>std::bad_alloc)", NODE,
+            grade="symptom", group_by="alloc",
+            cause="a C++ allocation failed (std::bad_alloc): host RAM ran out, or a size read "
+                  "from a peer or a file was garbage (a torch version mismatch between nodes, "
+                  "another program answering on the store's port)"),
     # SIGKILL without the kernel's or Slurm's word for it: most often the OOM killer (a hint)
     pattern(HOST_OOM,
             r"DataLoader worker \(pid \d+\) is killed by signal: Killed|"
             r"exit(?:ed with)? code:? 137\b|exit status:? 137\b|exitcode:? 137\b", NODE,
             grade="hint"),
+    # ENFILE's strerror ("Too many open files in system", errno 23) is the kernel's
+    # system-wide file table (fs.file-max), not the process's ulimit -n (EMFILE, 24)
+    pattern(OPEN_FILE_LIMIT, r"Too many open files in system", NODE,
+            cause="the node's system-wide file table is full (ENFILE: fs.file-max), not this "
+                  "process's limit: all processes on the node together hold too many files",
+            fix="compare sysctl fs.file-nr with fs.file-max on the node: raise fs.file-max, "
+                "or stop the process holding the files (lsof -n shows them)"),
     # torch's file_system / file_descriptor sharing: tensors cross as fds or /dev/shm files
     pattern(OPEN_FILE_LIMIT, r"Too many open files|received 0 items of ancdata", NODE,
             cause="DataLoader workers share tensors through file descriptors and ran past "
@@ -51,7 +110,10 @@ PATTERNS = [
             fix="raise ulimit -n (e.g. 65536), or torch.multiprocessing.set_sharing_strategy"
                 "('file_system'); fewer DataLoader workers"),
     pattern(DEV_SHM_UNWRITABLE,
-            r"shm_open.*Permission denied|/dev/shm\S*.*(?:Permission denied|Read-only file)",
+            r"shm_open.*Permission denied|/dev/shm\S*.*(?:Permission denied|Read-only file)|"
+            # MapAllocator.cpp's shm_open failing with EACCES (torch 2.13: errno after the name)
+            r"unable to open shared memory object <[^>]*> in read-write mode:\s*"
+            r"(?:Permission denied|Read-only file system)",
             NODE),
     pattern(DEV_SHM_TOO_SMALL,
             # torch/csrc/DataLoader.cpp: SIGBUS in a worker, "DataLoader worker (pid N) is
@@ -59,7 +121,20 @@ PATTERNS = [
             # shared memory. Please try to raise your shared memory limit."
             r"(?i)unexpected bus error encountered in worker|insufficient shared memory|"
             r"workers are out of shared memory|"
-            r"unable to (?:write to|open shared memory object) .*torch_|"
+            # aten/src/ATen/MapAllocator.cpp, torch's shared-memory tensors (/torch_<pid>_..):
+            # write(fd, "", 1) after ftruncate ("unable to write to file <NAME>", torch 2.x
+            # adds ": <strerror> (<errno>)") and posix_fallocate (torch 2.x "unable to
+            # allocate shared memory(shm) for file <NAME>:No space left on device (28)")
+            # fail on a full tmpfs with ENOSPC; another errno after the name is another cause.
+            r"unable to (?:write to file|allocate shared memory\(shm\) for file) <[^>]*torch_"
+            r"[^>]*>(?:\s*$|:\s*No space left on device)|"
+            # shm_open ("unable to open shared memory object <NAME> in read-write mode", torch
+            # 2.13 libtorch_cpu adds ": <strerror> (<errno>)") fails with EMFILE (24, the
+            # open-file limit: read above), EACCES (13: dev-shm-unwritable), ENOENT (2, the
+            # segment already gone); ENOSPC only when tmpfs's inodes run out. The errno
+            # decides; without one (older torch) the line names no cause and no rule reads it.
+            r"unable to open shared memory object <[^>]*> in read-write mode:\s*"
+            r"No space left on device|"
             r"/dev/shm\S*:? No space left on device|"
             # Python's OSError puts the path after the message
             r"No space left on device: '/dev/shm", NODE,

@@ -200,8 +200,10 @@ PATTERNS = [
     # share, or a regression (NVIDIA/nccl#1589: 2.23 fixed by 2.21.5).
     # A system limit rather than the transport: the open-files limit (EMFILE) on NCCL's
     # shared-memory files, sockets or CUDA IPC handles ("Too many open files", 2.23+ errno)
+    # (not torch's own "unable to open shared memory object </torch_..> in read-write mode:
+    # Too many open files (24)", aten MapAllocator.cpp: DataLoader tensors, open-file-limit)
     pattern(NCCL_ERROR, r"NCCL WARN .*Too many open files|^\s*(?:Last error:\s*)?.*shared "
-            r"memory.*Too many open files", NODE,
+            r"memory(?! object <[^>]*torch_).*Too many open files", NODE,
             cause="NCCL ran out of file descriptors (the open-files limit, ulimit -n): each "
                   "peer connection, shared-memory segment and IPC handle holds one",
             fix="raise the limit for the job (ulimit -n 65536; Slurm/systemd LimitNOFILE; "

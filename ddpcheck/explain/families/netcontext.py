@@ -104,7 +104,8 @@ LOOPBACK_NAMES = re.compile(r"^(?:localhost|127\.|::1$|::ffff:127\.)")
 # The same client wait on the endpoint node's own name follows an agent that did recognise
 # itself but could not bind the port (another process holds it): _create_tcp_store then
 # retries as a client. socket.cpp's bind warning (errno 98) tells that case apart.
-PORT_TAKEN = re.compile(r"\(errno: 98\b|EADDRINUSE|Address already in use")
+PORT_TAKEN = re.compile(r"\(errno: (?:98|48|10048)\b|EADDRINUSE|Address already in use|"
+                        r"Only one usage of each socket address")
 
 
 def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:

@@ -28,6 +28,12 @@ IFACE_NAME = (r"\^?(?:eth|en[opsx]?|ib|bond|lo|docker|br|veth|wl|em|hsn|team|vla
               r"[\w-]*(?:\.\d+)?")
 HOSTS = "ddpcheck run --nodes N (check-in resolves every node's name and address)"
 
+# getaddrinfo's "no such name" / "try again" codes as socket.cpp prints them ("gai error: N
+# - <gai_strerror>"): glibc EAI_NONAME -2, EAI_AGAIN -3, EAI_NODATA -5; macOS EAI_NONAME 8
+# ("nodename nor servname provided, or not known"); Windows WSAHOST_NOT_FOUND 11001,
+# WSATRY_AGAIN 11002, WSANO_DATA 11004 (localised text, so by number).
+GAI_NO_NAME = r"(?:-[235]\b|8 - nodename nor servname|1100[124]\b)"
+
 PATTERNS = [
     # c10d's warning (torch/csrc/distributed/c10d/socket.cpp) and gloo's fallback
     # (ProcessGroupGloo.cpp createDefaultDevice): the host name resolves to nothing usable.
@@ -76,7 +82,7 @@ PATTERNS = [
     # a DNS server that did not answer. The line does not say whose name: a symptom.
     pattern(HOSTNAME_UNRESOLVABLE,
             r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved "
-            r"\(gai error: -[235]", HOSTS, grade="symptom",
+            r"\(gai error: " + GAI_NO_NAME, HOSTS, grade="symptom",
             cause="this node could not resolve {host}, the address it dials (MASTER_ADDR or the "
                   "rendezvous endpoint): this node's own name missing from /etc/hosts, another "
                   "node's name (torchrun advertises the rank-0 node's FQDN) missing from this "
@@ -85,7 +91,8 @@ PATTERNS = [
             r"rp != nullptr\. Unable to find address for:|"
             # socket.cpp's listen path: "The local IPv6 network addresses cannot be retrieved
             # (gai error: -2 - Name or service not known)" (the node's own name)
-            r"The local (?:IPv[46] )?network addresses cannot be retrieved \(gai error: -[235]|"
+            r"The local (?:IPv[46] )?network addresses cannot be retrieved \(gai error: "
+            + GAI_NO_NAME + "|"
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
     # c10d's reverse lookup of a peer (socket.cpp): healthy jobs print it too (a symptom).
     # socket.cpp prints it with C10D_WARNING ("[W1124 08:52:25.68 socket.cpp:207] [c10d] The
@@ -140,6 +147,12 @@ PATTERNS = [
     pattern(ENDPOINT_PORT_IN_USE,
             r"failed to (?:bind to|listen on) (?P<addr>\S+) \(errno: 98|EADDRINUSE|"
             r"RuntimeError: Address already in use|\[Errno 98\] Address already in use|"
+            # the same bind on macOS (EADDRINUSE is 48 there: socket.cpp "(errno: 48 - Address
+            # already in use)", Python "[Errno 48]") and on Windows (WSAEADDRINUSE 10048,
+            # whose FormatMessage text socket.cpp and Python's [WinError 10048] print)
+            r"\(errno: 48 - Address already in use|\[Errno 48\] Address already in use|"
+            r"\(errno: 10048\b|\[WinError 10048\]|"
+            r"Only one usage of each socket address \(protocol/network address/port\)|"
             # NCCL misc/socket.cc SYSCHECK on bind (a fixed NCCL_COMM_ID port)
             r"Call to bind failed ?: ?Address already in use", RDZV),
     pattern(ENDPOINT_BIND_FAILED,

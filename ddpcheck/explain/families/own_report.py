@@ -5,16 +5,21 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ddpcheck.diagnoses import CATALOGUE, Diagnosis, Problem
+from ddpcheck.diagnoses import Diagnosis, Problem, load_catalogue
 from ddpcheck.explain.matching import Hit, Pattern, observed_lines, where
 
 NEXT = "the same ddpcheck run command again after the fix"
 OWN = Diagnosis("ddpcheck-report", "a problem block of a ddpcheck run report", "", "")
 
 
-def combine(hits: Sequence[Hit]) -> Problem:
+def combine(hits: Sequence[Hit]) -> Problem | None:
+    """The block's own problem. Who else prints "FAIL  <word> ...": test runners (Jest's
+    "FAIL  src/app.test.js", other harnesses' summaries); only a code of ddpcheck's catalogue
+    is ddpcheck's block, any other word is no failure read here."""
     code = hits[0].match["code"]
-    d = CATALOGUE.get(code, OWN)
+    d = load_catalogue().get(code)
+    if d is None:
+        return None
     return Problem(code, d.summary, observed_lines(hits), d.cause, d.fix,
                    stage=hits[0].match["stage"] or "", **where(hits))
 
