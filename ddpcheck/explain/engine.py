@@ -18,6 +18,7 @@ from typing import Any
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
 from ddpcheck.explain import codes, failures, firstfailure, globalranks, prefilter, tracebacks
 from ddpcheck.explain.causality import (
+    CAUSE,
     HINT,
     SYMPTOM,
     UNDETERMINED,
@@ -240,7 +241,8 @@ def _match(records: list[Record], patterns: Sequence[Pattern]) -> list[Explained
                 break
     out = []
     for hits in groups.values():
-        pat = hits[0].pattern
+        lead = min(hits, key=lambda h: GRADE_ORDER.index(_grade(h)))
+        pat = lead.pattern
         problem = (pat.combine or default_combine)(hits)
         if problem is None:  # the pattern's own check found no failure in these lines
             continue
@@ -248,15 +250,20 @@ def _match(records: list[Record], patterns: Sequence[Pattern]) -> list[Explained
                                  and any(s in problem.cause[:8] for s in ECHO_SIGNALS))
         first = min((h.record for h in hits), key=lambda r: r.order)
         out.append(Explained(problem, first, root, pat.next_run, _evidence(hits),
-                             _grade(hits)))
+                             _grade(lead)))
     return out
 
 
-def _grade(hits: Sequence[Hit]) -> str:
-    """The pattern's grade; a cause or hint that only warning or INFO lines show is a
-    warning."""
-    grade = hits[0].pattern.grade
-    if grade != SYMPTOM and all(WARNING_LINE.search(h.record.text) for h in hits):
+# Several patterns of one code can hit one log: a hint's wording (no errno, a bare signal)
+# and the cause's own words. The strongest line leads the problem, whichever came first:
+# a hint before the cause-grade line no longer makes the whole problem a hint.
+GRADE_ORDER = (CAUSE, HINT, WARNING, SYMPTOM)
+
+
+def _grade(hit: Hit) -> str:
+    """The hit's pattern's grade; a cause or hint on a warning or INFO line is a warning."""
+    grade = hit.pattern.grade
+    if grade != SYMPTOM and WARNING_LINE.search(hit.record.text):
         return WARNING
     return grade
 

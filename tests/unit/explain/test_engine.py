@@ -55,3 +55,21 @@ def test_a_healthy_log_added_beside_a_case_never_gives_another_cause(cases):
     wrong = [(c.id, name) for name, text in noises for c in cases
              if perturb.outcome(perturb.with_noise(c, (name, text)), c.cause) == "wrong"]
     assert wrong == []
+
+
+def test_a_hint_before_the_cause_grade_line_of_its_code_does_not_make_the_problem_a_hint():
+    from ddpcheck.diagnoses import RANK_KILLED
+    from ddpcheck.explain.causality import CAUSE, HINT
+    from ddpcheck.explain.engine import _match
+    from ddpcheck.explain.matching import pattern
+    from ddpcheck.explain.reader import record
+
+    hint = pattern(RANK_KILLED, r"bare hint line", "next", grade=HINT)
+    cause = pattern(RANK_KILLED, r"cause in its own words", "next")
+    records = [record("log", 1, "E1124 10:00:01 bare hint line"),
+               record("log", 2, "E1124 10:00:02 cause in its own words")]
+    (found,) = _match(records, [hint, cause])
+    assert found.grade == CAUSE
+    assert found.first.lineno == 1  # still the first line of the problem in time
+    (alone,) = _match(records[:1], [hint, cause])
+    assert alone.grade == HINT
