@@ -95,6 +95,22 @@ PATTERNS = [
                   "(a path or config where it expects the GPU count) or a variable was empty",
             fix="pass the number of processes per node to --nproc-per-node (e.g. "
                 "--nproc-per-node=8), in the position the launch script expects it"),
+    # CPython Modules/main.c pymain_run_file_obj (2.7 to 3.13: "%ls: can't open file %R:
+    # [Errno %d] %s"): the interpreter the launcher started cannot open the script it was
+    # given. Nothing else prints it; every rank of the node prints it, then torchrun reports
+    # exit code 2 as a consequence.
+    pattern(LAUNCH_FAILED,
+            r"python[\d.]*(?:\.exe)?: can't open file ['\"](?P<path>.+?)['\"]: "
+            r"\[Errno (?P<errno>\d+)\]",
+            "srun --nodes=N --ntasks-per-node=1 ls -l <script> (does each node see the "
+            "script at that path?)",
+            cause="the Python interpreter the launcher started could not open the training "
+                  "script {path} on this node (errno {errno}): the path is relative to another "
+                  "working directory, or the file is not on this node's filesystem (a copy on "
+                  "the login node only, a shared filesystem not mounted here)",
+            fix="give the script as an absolute path on a filesystem every node mounts (ls -l "
+                "{path} on each node), or cd to its directory in the job script before the "
+                "launcher"),
     # c10d TCPStore (libtorch_cpu, torch 2.13: "use_libuv was requested but PyTorch was built
     # without libuv support, run with USE_LIBUV=0 to disable it."; 2.4 to 2.6 spell it
     # "was build"): the store torchrun and env:// create cannot start on such a build.

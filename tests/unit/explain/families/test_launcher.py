@@ -86,3 +86,15 @@ def test_torchrun_refusing_its_nproc_per_node_value_is_a_launch_failure():
     assert first_cause("  raise ValueError(f\"Unsupported nproc_per_node value: {x}\")",
                        "ValueError: Unsupported nproc_per_node value: configs/train.yaml") == \
         "launch-failed"
+
+
+def test_the_interpreter_that_cannot_open_the_script_is_a_launch_failure():
+    # CPython Modules/main.c pymain_run_file_obj: "%ls: can't open file %R: [Errno %d] %s"
+    line = ("/usr/bin/python3: can't open file '/home/u/train.py': "
+            "[Errno 2] No such file or directory")
+    assert first_cause(line, "failed (exitcode: 2) local_rank: 0 (pid: 141) of binary: "
+                       "/usr/bin/python3") == "launch-failed"
+    assert first_cause("C:\\Python311\\python.exe: can't open file 'C:\\\\x\\\\t.py': "
+                       "[Errno 13] Permission denied") == "launch-failed"
+    # near miss: a script's own message about another file is not the interpreter's
+    assert first_cause("warning: can't open file 'cache.bin', rebuilding it") != "launch-failed"
