@@ -11,7 +11,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ddpcheck.diagnoses import BACKEND_UNAVAILABLE, CUDA_VISIBLE_DEVICES_INVALID, DUPLICATE_DEVICE
+from ddpcheck.diagnoses import (
+    BACKEND_UNAVAILABLE,
+    CPU_ONLY_TORCH,
+    CUDA_VISIBLE_DEVICES_INVALID,
+    DUPLICATE_DEVICE,
+    Problem,
+)
 from ddpcheck.explain.causality import HINT, Explained
 from ddpcheck.explain.codes import (
     CUDA_OOM,
@@ -19,19 +25,46 @@ from ddpcheck.explain.codes import (
     GPU_ECC_ERROR,
     INVALID_DEVICE_ORDINAL,
 )
-from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.explain.reader import Record
 from ddpcheck.node.gpustate import CUDA_UNUSABLE, GPU_LOST
+from ddpcheck.node.nvlinkfabric import NVLINK_DOWN
+from ddpcheck.node.xid import CATALOGUE_URL, GPU_XID, NVLINK5_FATAL, XIDS
 
 PATTERNS = [
     # cudaErrorInvalidDevice's string; wrappers re-print it in their own case ("CUDA Invalid
     # device ordinal in trainer.py:195", Ultralytics)
     pattern(INVALID_DEVICE_ORDINAL, r"(?i)invalid device ordinal",
             "ddpcheck run --stages node,placement --nproc-per-node N"),
+    # The same failure in other producers' words: the error's names (cudaErrorInvalidDevice,
+    # the driver API's CUDA_ERROR_INVALID_DEVICE, HIP's hipErrorInvalidDevice, printed bare by
+    # CuPy, Numba and JAX), and torch/cuda/__init__.py get_device_properties /
+    # get_device_name / can_device_access_peer (torch 1.x to 2.13): "AssertionError: Invalid
+    # device id" for an index not below device_count(). Nothing else raises that assertion.
+    pattern(INVALID_DEVICE_ORDINAL,
+            r"\b(?:cudaErrorInvalidDevice|CUDA_ERROR_INVALID_DEVICE|hipErrorInvalidDevice)\b|"
+            r"AssertionError: Invalid (?:peer )?device id\b",
+            "ddpcheck run --stages node,placement --nproc-per-node N"),
+    # ATen/cuda/CUDAContext.cpp getDeviceProperties (torch 1.5-2.x): AT_ASSERT(device >= 0 &&
+    # device < num_gpus, "device=", device, ", num_gpus=", num_gpus), wrapped by torch.cuda's
+    # lazy init as "CUDA call failed lazily at initialization with error: ...". Who else
+    # prints it: an index past the GPUs torch counted (the ordinal), but also a count of 0
+    # (CUDA_VISIBLE_DEVICES changed after torch counted, CUDA failed to start) and a GPU the
+    # driver lists that CUDA cannot open; DeviceIndex is int8_t, so the numbers are often
+    # blank. A hint: a line that names the cause outranks it.
+    pattern(INVALID_DEVICE_ORDINAL,
+            r"device >= 0 && device < num_gpus INTERNAL ASSERT FAILED",
+            "ddpcheck run --stages node,placement --nproc-per-node N", grade=HINT,
+            cause="a rank asked torch for a GPU index not below the GPUs torch counted: more "
+                  "ranks per node than GPUs, the device taken from the global RANK, or "
+                  "CUDA_VISIBLE_DEVICES set after torch counted the GPUs (torch's own check; "
+                  "a count of 0 means CUDA saw no GPU at all)"),
     # Xid codes: NVIDIA's "XID Errors" table (48 DBE, 63/64 row remapping, 94/95 contained /
     # uncontained ECC; 79 fallen off the bus), as the kernel log prints them.
+    # (cudaErrorECCUncorrectable's name too, as CuPy / Numba print it)
     pattern(GPU_ECC_ERROR,
-            r"(?i)uncorrectable ECC error|NVRM: Xid \([^)]*\): (?:48|63|64|94|95)\b",
+            r"(?i)uncorrectable ECC error|NVRM: Xid \([^)]*\): (?:48|63|64|94|95)\b|"
+            r"cudaErrorECCUncorrectable|CUDA_ERROR_ECC_UNCORRECTABLE",
             "ddpcheck run --stages node (GPU health per node)"),
     # the driver's message may wrap ("NVRM: GPU ... has / NVRM: fallen off the bus"), and
     # nvidia-smi cannot get a handle for a GPU that stopped answering
@@ -40,22 +73,49 @@ PATTERNS = [
     # timeout / GSP error, NVIDIA's Xid catalogue: reset the GPU)
     pattern(GPU_LOST, r"NVRM: Xid \([^)]*\): (?:79|119|120)\b|fallen off the bus|"
             r"Unable to determine the device handle for GPU\S*: (?:Unknown Error|GPU is lost)|"
-            r"GPU is lost\. Reboot the system|GPU requires reset",
+            r"GPU is lost\. Reboot the system|GPU requires reset|"
+            # NVML's NVML_ERROR_GPU_IS_LOST as pynvml raises it (nvml.py: NVMLError_GPUIsLost,
+            # message "GPU is lost"), e.g. from DCGM exporters or torch.cuda's NVML queries
+            r"NVMLError_GPUIsLost",
             "ddpcheck run --stages node (GPU health per node)"),
+    # The other Xids that NVIDIA's Xid catalogue ties to the GPU or its driver, not to the
+    # program (ddpcheck/node/xid.py, the run's own catalogue: 61/62 micro-controller, 74
+    # NVLink; NVLink 5's 144-150 when the driver calls them Fatal). Xid 13/31/43/45 are the
+    # program's own faults (an illegal access, a killed process) and stay unread here.
+    pattern(GPU_XID, r"NVRM: Xid \([^)]*\): (?P<xid>" + "|".join(
+                str(x) for x, m in XIDS.items() if m.fault == "node"
+                and x not in (48, 63, 64, 79, 94, 95, 119, 120)) + r")\b|"
+            r"NVRM: Xid \([^)]*\): (?P<xid5>14[4-9]|150)\b.*\bFatal\b",
+            "ddpcheck run --stages node (GPU health per node)", combine=lambda hits: _xid(hits)),
+    # CUDA's own word for an NVLink fault: cudaErrorNvlinkUncorrectable (220; the runtime's
+    # and driver's strings "uncorrectable NVLink error (was) detected during the execution").
+    pattern(NVLINK_DOWN, r"uncorrectable NVLink error (?:was )?detected|"
+            r"cudaErrorNvlinkUncorrectable|CUDA_ERROR_NVLINK_UNCORRECTABLE",
+            "ddpcheck run --stages node (NVLink state per GPU)"),
     # c10/cuda: cudaErrorNoDevice with GPUs installed means CUDA_VISIBLE_DEVICES hides them
     # cudaErrorSystemNotReady (802), CUDA runtime API: "the system is not yet ready to start
     # any CUDA work ... all required driver daemons are actively running" (Fabric Manager).
     pattern(FABRIC_MANAGER_NOT_READY,
             r"system not yet initialized|cudaErrorSystemNotReady|CUDA error(?: code)?:? 802\b|"
             r"runtime error \(802\)", "ddpcheck run --stages node (GPU and NVLink fabric state)"),
+    # (HIP's hipErrorNoDevice is "no ROCm-capable device is detected", hip_error.cpp)
     pattern(CUDA_VISIBLE_DEVICES_INVALID,
-            r"No CUDA GPUs are available|no CUDA-capable device is detected",
+            r"No CUDA GPUs are available|no (?:CUDA|ROCm)-capable device is detected",
             "ddpcheck run --stages node (compares torch's GPUs with nvidia-smi)",
             cause="CUDA found no device: CUDA_VISIBLE_DEVICES is empty or names GPUs that do "
                   "not exist on this node (or the job was given no GPU: --gres=gpu:N)"),
     pattern(CUDA_UNUSABLE, r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
             "ddpcheck run --stages node"),
-    pattern(CUDA_UNUSABLE, r"no kernel image is available for execution on the device",
+    # cudaErrorNoKernelImageForDevice (209); HIP's hipErrorNoBinaryForGpu ("Unable to find
+    # code object for all current devices", ROCm builds without the GPU's gfx target); torch's
+    # own start-up warnings for it (torch/cuda/__init__.py _check_cubins, 1.x-2.x: "<GPU>
+    # with CUDA capability sm_120 is not compatible with the current PyTorch installation";
+    # _warn_unsupported_code, 2.8+: "Your installed torch==X does not include kernels for this
+    # GPU"): warnings, which yield to a failure of another kind (engine _grade).
+    pattern(CUDA_UNUSABLE, r"no kernel image is available for execution on the device|"
+            r"hipErrorNoBinaryForGpu|Unable to find code object for all current devices|"
+            r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation|"
+            r"does not include kernels for this GPU",
             "ddpcheck run --stages node",
             cause="this torch build has no kernels for the GPU's architecture (a wheel built "
                   "for other compute capabilities, e.g. an old torch on a new GPU)",
@@ -91,13 +151,50 @@ PATTERNS = [
             r"system has unsupported display driver / cuda driver combination|"
             r"forward compatibility was attempted on non supported HW|"
             r"Found no NVIDIA driver on your system|CUDA driver initialization failed|"
-            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+            r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver|"
+            # nvidia-smi/NVML after a driver upgrade without a reboot (NVML_ERROR_LIB_RM_
+            # VERSION_MISMATCH); the CUDA runtime's cudaErrorStubLibrary (34, CUDA >= 11.1:
+            # the toolkit's stub libcuda loaded instead of the driver's)
+            r"Failed to initialize NVML: Driver/library version mismatch|"
+            r"CUDA driver is a stub library",
             "ddpcheck run --stages node",
             cause="the NVIDIA kernel driver is missing, not loaded, or of another version than "
                   "the user-space CUDA driver (libcuda) the job loads (a driver upgrade without "
                   "a reboot, or a container's compat libraries on an unsupported GPU)",
             fix="load / reinstall the NVIDIA driver matching libcuda (reboot after an "
                 "upgrade); nvidia-smi must work on the node before the job starts"),
+    # A driver older than torch's CUDA, in the words of c10/cuda/CUDAFunctions.cpp
+    # device_count_impl (cudaErrorInsufficientDriver with a driver present, torch 1.x-2.x:
+    # "The NVIDIA driver on your system is too old (found version 11040)"), of the runtime
+    # for a kernel whose PTX the driver cannot JIT (cudaErrorUnsupportedPtxVersion 222: "the
+    # provided PTX was compiled with an unsupported toolchain.", a toolkit newer than the
+    # driver) and for an API the driver lacks (cudaErrorCallRequiresNewerDriver 36, CUDA >=
+    # 11.1: "API call is not supported in the installed CUDA driver"). Each is the driver's
+    # age; the runtime API's error list names no other cause.
+    pattern(CUDA_UNUSABLE,
+            r"The NVIDIA driver on your system is too old|"
+            r"PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion|"
+            r"API call is not supported in the installed CUDA driver|"
+            r"cudaErrorCallRequiresNewerDriver",
+            "ddpcheck run --stages node",
+            cause="the NVIDIA driver is older than the CUDA this torch (or an extension's "
+                  "kernels) was built with",
+            fix="upgrade the NVIDIA driver, or install a torch build for the driver's CUDA "
+                "(nvidia-smi shows it; pip install torch --index-url "
+                "https://download.pytorch.org/whl/cuXYZ)"),
+    # c10/cuda/CUDAFunctions.cpp, cudaErrorUnknown from cudaGetDeviceCount: "CUDA unknown error
+    # - this may be due to an incorrectly set up environment, e.g. changing env variable
+    # CUDA_VISIBLE_DEVICES after program start" (often as torch's "CUDA initialization:"
+    # warning). CUDA says nothing more: the variable changed after start, the nvidia-uvm module
+    # not loaded (after a suspend or a driver reload), /dev/nvidia* not reachable. A hint.
+    pattern(CUDA_UNUSABLE, r"CUDA unknown error - this may be due to an incorrectly set up",
+            "ddpcheck run --stages node", grade=HINT,
+            cause="CUDA could not start and said only 'unknown error': CUDA_VISIBLE_DEVICES "
+                  "changed after the program started, the nvidia-uvm kernel module is not "
+                  "loaded (modprobe nvidia-uvm), or the process cannot open /dev/nvidia*"),
+    # torch/cuda/__init__.py _lazy_init: a CPU-only torch asked for CUDA
+    pattern(CPU_ONLY_TORCH, r"Torch not compiled with CUDA enabled",
+            "ddpcheck run --stages node"),
     pattern(BACKEND_UNAVAILABLE,
             r"Distributed package doesn't have (?P<b>NCCL|MPI|Gloo|UCC) built in",
             "ddpcheck run --backend gloo (works on every torch build)"),
@@ -106,10 +203,25 @@ PATTERNS = [
     # cuBLAS's CUBLAS_STATUS_ALLOC_FAILED ("Resource allocation failed inside the cuBLAS
     # library. This is usually caused by a cudaMalloc() failure", cuBLAS docs): creating a
     # handle on a full GPU
+    # (the error's names too: cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY,
+    # hipErrorOutOfMemory, as CuPy / Numba / HIP print them)
     pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError|"
-            r"CUBLAS_STATUS_ALLOC_FAILED",
+            r"CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|"
+            r"hipErrorOutOfMemory",
             "ddpcheck run --stages node (GPU memory in use by other processes)"),
 ]
+
+
+def _xid(hits: Sequence[Hit]) -> Problem:
+    """A node-fault Xid, named and actioned as NVIDIA's catalogue (and ddpcheck run) does."""
+    m = hits[0].match
+    xid = int(m["xid"] or m["xid5"])
+    meaning = XIDS.get(xid, NVLINK5_FATAL)
+    return GPU_XID.problem(
+        observed_lines(hits),
+        cause=f"NVIDIA's Xid catalogue: Xid {xid} is '{meaning.name}', a fault of the GPU or "
+              "its driver, not of the program",
+        fix=f"drain the node; {meaning.action} ({CATALOGUE_URL})", **where(hits))
 
 
 # c10/cuda/CUDACachingAllocator.cpp (torch >= 2.1) lists every process on the GPU in its OOM

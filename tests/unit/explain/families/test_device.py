@@ -148,3 +148,132 @@ def test_cublas_alloc_failure_is_gpu_memory_and_other_cublas_errors_are_not():
     assert first_cause("RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling "
                        "`cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb)`") != \
         "cuda-out-of-memory"
+
+
+# --- stop 27 audit: the same causes in other producers' and versions' words
+
+def test_torch_asserting_an_invalid_device_id_is_the_ordinal():
+    # torch/cuda/__init__.py get_device_properties (1.x-2.13): index not below device_count()
+    assert first_cause('  File "/x/torch/cuda/__init__.py", line 469, in get_device_properties',
+                       "    raise AssertionError(\"Invalid device id\")",
+                       "AssertionError: Invalid device id") == "invalid-device-ordinal"
+    # the driver API's and HIP's names for it, as CuPy / HIP print them
+    assert first_cause("cupy_backends.cuda.api.runtime.CUDARuntimeError: "
+                       "cudaErrorInvalidDevice: invalid device ordinal") == \
+        "invalid-device-ordinal"
+    assert first_cause("RuntimeError: HIP error: hipErrorInvalidDevice") == \
+        "invalid-device-ordinal"
+    # near miss: a user's own message about a device id
+    assert first_cause("ValueError: Invalid device id in config: gpu") != \
+        "invalid-device-ordinal"
+
+
+def test_atens_device_count_assertion_is_an_ordinal_hint():
+    # ATen/cuda/CUDAContext.cpp getDeviceProperties AT_ASSERT, wrapped by torch.cuda lazy init
+    line = ("RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED at "
+            "\"../aten/src/ATen/cuda/CUDAContext.cpp\":50, please report a bug to PyTorch. "
+            "device=1, num_gpus=")
+    e = explain_texts([("r.log", line + "\n")])
+    assert e.problems[0].code == "invalid-device-ordinal" and not e.undetermined
+    # a line that names its cause outranks the hint
+    assert first_cause(line, "RuntimeError: The NVIDIA driver on your system is too old "
+                       "(found version 10010).") == "cuda-unusable"
+
+
+def test_a_driver_too_old_in_torchs_and_the_runtimes_words_is_cuda_unusable():
+    for line in (
+            # c10/cuda/CUDAFunctions.cpp device_count_impl
+            "RuntimeError: The NVIDIA driver on your system is too old (found version 11040). "
+            "Please update your GPU driver by downloading and installing a new version from "
+            "the URL: http://www.nvidia.com/Download/index.aspx",
+            # cudaErrorUnsupportedPtxVersion (222), as torch >= 2.1 prints it
+            "torch.AcceleratorError: CUDA error: the provided PTX was compiled with an "
+            "unsupported toolchain.",
+            # cudaErrorCallRequiresNewerDriver (36)
+            "RuntimeError: CUDA error: API call is not supported in the installed CUDA driver",
+            # cudaErrorStubLibrary (34)
+            "RuntimeError: CUDA error: CUDA driver is a stub library",
+            # nvidia-smi after a driver upgrade without a reboot
+            "Failed to initialize NVML: Driver/library version mismatch"):
+        e = explain_texts([("r.log", line + "\n")])
+        assert e.problems[0].code == "cuda-unusable" and not e.undetermined, line
+    assert "driver" in first_fix("The NVIDIA driver on your system is too old (found version "
+                                 "11040).")
+    # near miss: a healthy driver banner
+    assert first_cause("NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2"
+                       ) == "none"
+
+
+def first_fix(*lines: str) -> str:
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    return e.problems[0].fix if e.problems else ""
+
+
+def test_a_gpu_arch_the_build_lacks_in_torchs_warning_and_hips_words():
+    warn = ("UserWarning: NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible "
+            "with the current PyTorch installation.")
+    assert first_cause(warn, "RuntimeError: CUDA error: no kernel image is available for "
+                       "execution on the device") == "cuda-unusable"
+    assert first_cause("\"hipErrorNoBinaryForGpu: Unable to find code object for all current "
+                       "devices!\"") == "cuda-unusable"
+    # the warning alone is a condition (a warning grade), and a failure of another kind wins
+    assert first_cause(warn, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                       "2.00 GiB") == "cuda-out-of-memory"
+
+
+def test_cuda_unknown_error_at_start_is_a_cuda_unusable_hint():
+    # c10/cuda/CUDAFunctions.cpp, cudaErrorUnknown from cudaGetDeviceCount
+    line = ("RuntimeError: CUDA unknown error - this may be due to an incorrectly set up "
+            "environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. "
+            "Setting the available devices to be zero.")
+    e = explain_texts([("r.log", line + "\n")])
+    assert e.problems[0].code == "cuda-unusable" and "nvidia-uvm" in e.problems[0].cause
+    assert first_cause(line, "RuntimeError: CUDA error: invalid device ordinal") == \
+        "invalid-device-ordinal"
+
+
+def test_a_cpu_only_torch_asked_for_cuda():
+    assert first_cause('  File "/x/torch/cuda/__init__.py", line 310, in _lazy_init',
+                       '    raise AssertionError("Torch not compiled with CUDA enabled")',
+                       "AssertionError: Torch not compiled with CUDA enabled") == \
+        "cpu-only-torch-on-gpu-node"
+
+
+def test_rocm_and_error_name_wordings():
+    assert first_cause("RuntimeError: HIP error: no ROCm-capable device is detected") == \
+        "cuda-visible-devices-invalid"
+    assert first_cause("numba.cuda.cudadrv.driver.CudaAPIError: [2] Call to cuMemAlloc "
+                       "results in CUDA_ERROR_OUT_OF_MEMORY") == "cuda-out-of-memory"
+    assert first_cause("cupy_backends.cuda.api.runtime.CUDARuntimeError: "
+                       "cudaErrorECCUncorrectable: uncorrectable ECC error encountered") == \
+        "gpu-ecc-error"
+    assert first_cause("pynvml.nvml.NVMLError_GPUIsLost: GPU is lost") == "gpu-lost"
+
+
+def test_node_fault_xids_are_gpu_xid_errors_and_program_xids_are_not():
+    # NVIDIA's Xid catalogue via ddpcheck/node/xid.py: 74 NVLink, 62 micro-controller halt
+    for line, xid in (("[ 812.3] NVRM: Xid (PCI:0000:3b:00): 74, pid=4242, name=python, "
+                       "NVLink: fatal error detected on link 3(0x0, 0x0, 0x10000, 0x0, 0x0, "
+                       "0x0, 0x0)", 74),
+                      ("NVRM: Xid (PCI:0000:b1:00): 62, pid='<unknown>', name=<unknown>, "
+                       "2a0f8(1230) 00000000 00000000", 62),
+                      ("NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 "
+                       "(0x00000000 0x00000000)", 149)):
+        e = explain_texts([("kern.log", line + "\n")])
+        assert e.problems[0].code == "gpu-xid-error", line
+        assert f"Xid {xid}" in e.problems[0].cause and "xid-errors" in e.problems[0].fix
+    # Xid 13 (graphics engine exception) is the program's own fault; NVLink 5 nonfatal too
+    assert first_cause("NVRM: Xid (PCI:0000:3b:00): 13, pid=4242, Graphics Exception") != \
+        "gpu-xid-error"
+    assert first_cause("NVRM: Xid (PCI:0019:01:00): 149, NETIR Nonfatal XC0 i0 Link -1") != \
+        "gpu-xid-error"
+
+
+def test_cudas_uncorrectable_nvlink_error_is_nvlink_down():
+    # cudaErrorNvlinkUncorrectable (220), runtime and driver wordings
+    for line in ("RuntimeError: CUDA error: uncorrectable NVLink error was detected during the "
+                 "execution",
+                 "CUDA_ERROR_NVLINK_UNCORRECTABLE: uncorrectable NVLink error detected during "
+                 "the execution"):
+        assert first_cause(line) == "nvlink-down", line
+    assert first_cause("NVLink error counters: 0 replay errors") != "nvlink-down"
