@@ -167,7 +167,10 @@ TEARDOWN = re.compile(r"closing signal|death signal|exitcode|exit ?code|return ?
                       r"sigkill_handler|Killing subprocess|terminated with (?:signal|exit)|"
                       r"Signal \d+ \(SIG|Root Cause|^\s*Failures:|error_file|"
                       r"Job step aborted|forcing job termination|exited on signal|"
-                      r"non-zero exit|Terminating process \d+ via signal", re.IGNORECASE)
+                      r"non-zero exit|Terminating process \d+ via signal|"
+                      # slurmstepd req.c (20.11+), the step of a task that failed
+                      r"ON \S+ FAILED \(non-zero exit code or other failure mode\)",
+                      re.IGNORECASE)
 
 
 # torch's NCCL error text (ProcessGroupNCCL / NCCLUtils getNcclErrorDetailStr) puts NCCL's
