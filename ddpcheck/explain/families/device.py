@@ -98,16 +98,24 @@ PATTERNS = [
     pattern(FABRIC_MANAGER_NOT_READY,
             r"system not yet initialized|cudaErrorSystemNotReady|CUDA error(?: code)?:? 802\b|"
             r"runtime error \(802\)", "ddpcheck run --stages node (GPU and NVLink fabric state)"),
+    # Who else prints it: c10 device_count_ensure_non_zero raises it on cudaErrorNoDevice
+    # (CUDAFunctions.cpp), which CUDA returns whenever the process sees no GPU: the variable
+    # hides them, the job got no GPU (Slurm's cgroup hides /dev/nvidia*), a container started
+    # without GPUs. One fact, "this process sees no GPU", which the code and the cause below
+    # say; kept a cause (as a hint, a quoted source line of a notebook traceback outranked it).
     # (HIP's hipErrorNoDevice is "no ROCm-capable device is detected", hip_error.cpp)
     pattern(CUDA_VISIBLE_DEVICES_INVALID,
             r"No CUDA GPUs are available|no (?:CUDA|ROCm)-capable device is detected",
             "ddpcheck run --stages node (compares torch's GPUs with nvidia-smi)",
             cause="CUDA found no device: CUDA_VISIBLE_DEVICES is empty or names GPUs that do "
-                  "not exist on this node (or the job was given no GPU: --gres=gpu:N)"),
+                  "not exist on this node (or the job was given no GPU: --gres=gpu:N, or a "
+                  "container started without --gpus)"),
     pattern(CUDA_UNUSABLE, r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
             "ddpcheck run --stages node"),
-    # cudaErrorNoKernelImageForDevice (209); HIP's hipErrorNoBinaryForGpu ("Unable to find
-    # code object for all current devices", ROCm builds without the GPU's gfx target); torch's
+    # cudaErrorNoKernelImageForDevice (209): who else prints it: any binary without the GPU's
+    # architecture, torch's own kernels or an extension's (the cause names both); HIP's
+    # hipErrorNoBinaryForGpu ("Unable to find code object for all current devices", ROCm
+    # builds without the GPU's gfx target); torch's
     # own start-up warnings for it (torch/cuda/__init__.py _check_cubins, 1.x-2.x: "<GPU>
     # with CUDA capability sm_120 is not compatible with the current PyTorch installation";
     # _warn_unsupported_code, 2.8+: "Your installed torch==X does not include kernels for this
@@ -117,11 +125,13 @@ PATTERNS = [
             r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation|"
             r"does not include kernels for this GPU",
             "ddpcheck run --stages node",
-            cause="this torch build has no kernels for the GPU's architecture (a wheel built "
-                  "for other compute capabilities, e.g. an old torch on a new GPU)",
+            cause="this torch build (or a CUDA extension it loads: flash-attn, apex, xformers) "
+                  "has no kernels for the GPU's architecture (built for other compute "
+                  "capabilities, e.g. an old torch on a new GPU)",
             fix="install a torch build whose CUDA version supports the GPU (pip install torch "
-                "--index-url https://download.pytorch.org/whl/cuXYZ); torch.cuda."
-                "get_arch_list() lists what the build supports"),
+                "--index-url https://download.pytorch.org/whl/cuXYZ) and rebuild extensions "
+                "for it (TORCH_CUDA_ARCH_LIST); torch.cuda.get_arch_list() lists what the "
+                "build supports"),
     # cudaErrorDevicesUnavailable (46): CUDA >= 10 "CUDA-capable device(s) is/are busy or
     # unavailable", CUDA <= 9.2 "all CUDA-capable devices are busy or unavailable". The CUDA
     # runtime API's error list gives its causes: a GPU in exclusive-process (or prohibited)
@@ -175,7 +185,12 @@ PATTERNS = [
             r"The NVIDIA driver on your system is too old|"
             r"PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion|"
             r"API call is not supported in the installed CUDA driver|"
-            r"cudaErrorCallRequiresNewerDriver",
+            r"cudaErrorCallRequiresNewerDriver|"
+            # libnvidia-container's check of the image's NVIDIA_REQUIRE_CUDA against the host
+            # driver: "nvidia-container-cli: requirement error: unsatisfied condition:
+            # cuda>=12.8, please update your driver to a newer version, or use an earlier
+            # cuda container" (the container never starts)
+            r"requirement error: unsatisfied condition: cuda>=",
             "ddpcheck run --stages node",
             cause="the NVIDIA driver is older than the CUDA this torch (or an extension's "
                   "kernels) was built with",
@@ -187,7 +202,10 @@ PATTERNS = [
     # CUDA_VISIBLE_DEVICES after program start" (often as torch's "CUDA initialization:"
     # warning). CUDA says nothing more: the variable changed after start, the nvidia-uvm module
     # not loaded (after a suspend or a driver reload), /dev/nvidia* not reachable. A hint.
-    pattern(CUDA_UNUSABLE, r"CUDA unknown error - this may be due to an incorrectly set up",
+    # (torch <= 1.4 THC: "cuda runtime error (30) : unknown error at .../THCGeneral.cpp:50",
+    # the same cudaErrorUnknown from THCudaInit's device count)
+    pattern(CUDA_UNUSABLE, r"CUDA unknown error - this may be due to an incorrectly set up|"
+            r"cuda runtime error \(30\) : unknown error at \S*THCGeneral",
             "ddpcheck run --stages node", grade=HINT,
             cause="CUDA could not start and said only 'unknown error': CUDA_VISIBLE_DEVICES "
                   "changed after the program started, the nvidia-uvm kernel module is not "
@@ -205,7 +223,10 @@ PATTERNS = [
     # handle on a full GPU
     # (the error's names too: cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY,
     # hipErrorOutOfMemory, as CuPy / Numba / HIP print them)
+    # (torch <= 1.4 THC: "cuda runtime error (2) : out of memory at ...", "THCudaCheck FAIL
+    # file=... error=2 : out of memory")
     pattern(CUDA_OOM, r"(?:CUDA|HIP) out of memory|CUDA error: out of memory|OutOfMemoryError|"
+            r"cuda runtime error \(2\) : out of memory|\berror=2 : out of memory|"
             r"CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|"
             r"hipErrorOutOfMemory",
             "ddpcheck run --stages node (GPU memory in use by other processes)"),

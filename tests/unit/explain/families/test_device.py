@@ -277,3 +277,22 @@ def test_cudas_uncorrectable_nvlink_error_is_nvlink_down():
                  "the execution"):
         assert first_cause(line) == "nvlink-down", line
     assert first_cause("NVLink error counters: 0 replay errors") != "nvlink-down"
+
+
+def test_old_thc_and_container_wordings():
+    # torch <= 1.4 THC (aten/src/THC/THCGeneral.cpp, THCCachingAllocator)
+    assert first_cause("RuntimeError: cuda runtime error (2) : out of memory at "
+                       "/pytorch/aten/src/THC/THCCachingHostAllocator.cpp:278") == \
+        "cuda-out-of-memory"
+    assert first_cause("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu "
+                       "line=58 error=2 : out of memory") == "cuda-out-of-memory"
+    assert first_cause("RuntimeError: cuda runtime error (30) : unknown error at "
+                       "/pytorch/aten/src/THC/THCGeneral.cpp:50") == "cuda-unusable"
+    # a THC unknown error elsewhere (a kernel's) is not CUDA failing to start
+    assert first_cause("RuntimeError: cuda runtime error (30) : unknown error at "
+                       "/pytorch/aten/src/THC/generic/THCTensorMath.cu:35") != "cuda-unusable"
+    # libnvidia-container: the image needs a newer driver than the host's
+    assert first_cause("docker: Error response from daemon: failed to create shim task: OCI "
+                       "runtime create failed: nvidia-container-cli: requirement error: "
+                       "unsatisfied condition: cuda>=12.8, please update your driver to a newer "
+                       "version, or use an earlier cuda container: unknown.") == "cuda-unusable"
