@@ -25,7 +25,7 @@ from ddpcheck.explain.codes import (
     GPU_ECC_ERROR,
     INVALID_DEVICE_ORDINAL,
 )
-from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
+from ddpcheck.explain.matching import Hit, default_combine, observed_lines, pattern, where
 from ddpcheck.explain.reader import Record
 from ddpcheck.node.gpustate import CUDA_UNUSABLE, GPU_LOST
 from ddpcheck.node.nvlinkfabric import NVLINK_DOWN
@@ -45,6 +45,34 @@ PATTERNS = [
             r"\b(?:cudaErrorInvalidDevice|CUDA_ERROR_INVALID_DEVICE|hipErrorInvalidDevice)\b|"
             r"AssertionError: Invalid (?:peer )?device id\b",
             "ddpcheck run --stages node,placement --nproc-per-node N"),
+    # torch/serialization.py validate_cuda_device (1.x-2.13): a checkpoint saved from cuda:N
+    # loaded where the process sees N GPUs or fewer. Only torch.load prints it.
+    pattern(INVALID_DEVICE_ORDINAL,
+            r"Attempting to deserialize object on (?:a )?CUDA device (?P<idx>\d+) but "
+            r"torch\.cuda\.device_count\(\) is (?P<n>\d+)",
+            "ddpcheck run --stages node,placement --nproc-per-node N",
+            cause="torch.load restores tensors to the GPU they were saved from (cuda:{idx}), "
+                  "and this process sees {n} GPU(s)",
+            fix="torch.load(path, map_location=f'cuda:{{local_rank}}') (or map_location='cpu' "
+                "and move the model after)"),
+    # Lightning's device parser (lightning/fabric/utilities/device_parser.py
+    # _sanitize_gpu_ids; pytorch_lightning 1.x "You requested GPUs: [0, 1]\n But your machine
+    # only has: [0]"): Trainer(devices=...) asks for more GPUs than the process sees. An
+    # empty list ("only has: []") is no GPU at all (a CPU-only torch, no driver, none
+    # visible): several causes, left unread here.
+    # The message spans two lines: the exception's ("You requested gpu: [0, 1]") says a
+    # failure only with the list of the next ("But your machine only has: [0]").
+    *(pattern(INVALID_DEVICE_ORDINAL, regex,
+              "ddpcheck run --stages node,placement --nproc-per-node N",
+              combine=lambda hits: _lightning_gpus(hits),
+              cause="Lightning's Trainer asked for GPU indices that this process does not see "
+                    "(devices= larger than the GPUs CUDA_VISIBLE_DEVICES or srun's per-task "
+                    "binding leave it)",
+              fix="set Trainer(devices=) to the GPUs each process sees (one task per GPU under "
+                  "srun: devices=<--ntasks-per-node> with --gpus-per-node, not "
+                  "--gpus-per-task)")
+      for regex in (r"MisconfigurationException: You requested (?:gpu|GPUs): \[",
+                    r"But your machine only has: \[\d[\d, ]*\]")),
     # ATen/cuda/CUDAContext.cpp getDeviceProperties (torch 1.5-2.x): AT_ASSERT(device >= 0 &&
     # device < num_gpus, "device=", device, ", num_gpus=", num_gpus), wrapped by torch.cuda's
     # lazy init as "CUDA call failed lazily at initialization with error: ...". Who else
@@ -231,6 +259,16 @@ PATTERNS = [
             r"hipErrorOutOfMemory",
             "ddpcheck run --stages node (GPU memory in use by other processes)"),
 ]
+
+
+LIGHTNING_ASKED = re.compile(r"You requested (?:gpu|GPUs): \[")
+
+
+def _lightning_gpus(hits: Sequence[Hit]) -> Problem | None:
+    """Lightning's request is a failure only with a machine list that is not empty."""
+    if all(LIGHTNING_ASKED.search(h.record.text) for h in hits):
+        return None
+    return default_combine(hits)
 
 
 def _xid(hits: Sequence[Hit]) -> Problem:

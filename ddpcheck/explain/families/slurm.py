@@ -223,7 +223,9 @@ def _per_task_gpus(found: list[Explained], records: Sequence[Record]) -> list[Ex
         return found
     out = []
     for e in found:
-        if e.problem.code == INVALID_DEVICE_ORDINAL.code:
+        # (a checkpoint's saved device is torch.load's map_location, whatever the binding)
+        if e.problem.code == INVALID_DEVICE_ORDINAL.code and \
+                "deserialize" not in e.problem.observed:
             p = e.problem
             srun = SRUN_DEVICE_ORDINAL.problem(
                 f"{p.observed} | srun binds each task to its own GPUs: "

@@ -296,3 +296,33 @@ def test_old_thc_and_container_wordings():
                        "runtime create failed: nvidia-container-cli: requirement error: "
                        "unsatisfied condition: cuda>=12.8, please update your driver to a newer "
                        "version, or use an earlier cuda container: unknown.") == "cuda-unusable"
+
+
+def test_a_checkpoint_saved_on_a_gpu_the_process_does_not_see():
+    # torch/serialization.py validate_cuda_device
+    e = explain_texts([("r.log", "RuntimeError: Attempting to deserialize object on CUDA device "
+                        "3 but torch.cuda.device_count() is 1. Please use torch.load with "
+                        "map_location to map your storages to an existing device.\n")])
+    assert e.problems[0].code == "invalid-device-ordinal"
+    assert "map_location" in e.problems[0].fix and "cuda:3" in e.problems[0].cause
+    # under srun's per-task binding it stays torch.load's (map_location is the fix)
+    assert first_cause("#SBATCH --gpus-per-task=1", "RuntimeError: Attempting to deserialize "
+                       "object on CUDA device 3 but torch.cuda.device_count() is 1.") == \
+        "invalid-device-ordinal"
+    # the CPU-only form names no index: not this rule
+    assert first_cause("RuntimeError: Attempting to deserialize object on a CUDA device but "
+                       "torch.cuda.is_available() is False.") != "invalid-device-ordinal"
+
+
+def test_lightning_asking_for_more_gpus_than_the_process_sees():
+    # lightning/fabric/utilities/device_parser.py _sanitize_gpu_ids
+    lines = ("lightning.fabric.utilities.exceptions.MisconfigurationException: You requested "
+             "gpu: [0, 1]", " But your machine only has: [0]")
+    assert first_cause(*lines) == "invalid-device-ordinal"
+    # with srun's per-task binding in the script: that binding
+    assert first_cause("#SBATCH --ntasks-per-node=2", "#SBATCH --gpus-per-task=1", *lines) == \
+        "srun-device-ordinal"
+    # no GPU at all: several causes, not an ordinal
+    assert first_cause("pytorch_lightning.utilities.exceptions.MisconfigurationException: You "
+                       "requested GPUs: [0]", " But your machine only has: []") != \
+        "invalid-device-ordinal"
