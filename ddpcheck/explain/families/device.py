@@ -133,7 +133,7 @@ PATTERNS = [
     # say; kept a cause (as a hint, a quoted source line of a notebook traceback outranked it).
     # (HIP's hipErrorNoDevice is "no ROCm-capable device is detected", hip_error.cpp)
     pattern(CUDA_VISIBLE_DEVICES_INVALID,
-            r"No CUDA GPUs are available|no (?:CUDA|ROCm)-capable device is detected",
+            r"No (?:CUDA|HIP) GPUs are available|no (?:CUDA|ROCm)-capable device is detected",
             "ddpcheck run --stages node (compares torch's GPUs with nvidia-smi)",
             cause="CUDA found no device: CUDA_VISIBLE_DEVICES is empty or names GPUs that do "
                   "not exist on this node (or the job was given no GPU: --gres=gpu:N, or a "
@@ -201,6 +201,22 @@ PATTERNS = [
                   "a reboot, or a container's compat libraries on an unsupported GPU)",
             fix="load / reinstall the NVIDIA driver matching libcuda (reboot after an "
                 "upgrade); nvidia-smi must work on the node before the job starts"),
+    # ROCm: rocBLAS has no kernels for the GPU's gfx target (rocBLAS handle.cpp "rocBLAS
+    # error: Cannot read .../TensileLibrary.dat: ... for GPU arch : gfx1031"); "invalid device
+    # function" (cudaErrorInvalidDeviceFunction 98 / hipErrorInvalidDeviceFunction: "not
+    # compiled for the proper device architecture", also a kernel symbol a binary lacks) as a
+    # hint.
+    pattern(CUDA_UNUSABLE, r"rocBLAS error: Cannot read \S*TensileLibrary",
+            "ddpcheck run --stages node",
+            cause="this ROCm torch build has no rocBLAS kernels for the GPU's gfx target",
+            fix="install a torch ROCm build that supports the GPU, or (consumer GPUs of a "
+                "supported family) set HSA_OVERRIDE_GFX_VERSION to the supported target"),
+    pattern(CUDA_UNUSABLE, r"(?:CUDA|HIP) error: invalid device function",
+            "ddpcheck run --stages node", grade=HINT,
+            cause="a kernel has no code for this GPU's architecture (a torch or extension "
+                  "build for other compute capabilities / gfx targets)",
+            fix="install builds (torch and extensions) compiled for the GPU's architecture "
+                "(TORCH_CUDA_ARCH_LIST / PYTORCH_ROCM_ARCH when building)"),
     # A driver older than torch's CUDA, in the words of c10/cuda/CUDAFunctions.cpp
     # device_count_impl (cudaErrorInsufficientDriver with a driver present, torch 1.x-2.x:
     # "The NVIDIA driver on your system is too old (found version 11040)"), of the runtime

@@ -95,6 +95,19 @@ PATTERNS = [
                   "SLURM_MEM_PER_NODE (the allocation's and one the script exported)",
             fix="unset all but one before srun (e.g. unset SLURM_MEM_PER_CPU), or pass "
                 "srun --mem explicitly"),
+    # src/srun/allocate.c (17.02-26.05): srun given the id of a job that ended or never was
+    # (SLURM_JOB_ID inherited by a shell that outlived its allocation, or --jobid): "Slurm
+    # job %u has expired" / "Unable to confirm allocation for job %u: %m", then "Check
+    # SLURM_JOB_ID environment variable. Expired or invalid job %u". Only srun prints them.
+    pattern(ENV_INVALID,
+            r"srun: error: (?:Unable to confirm allocation for job \S+: |Slurm job \S+ has "
+            r"expired)|Check SLURM_JOB_ID environment variable\. Expired or invalid job",
+            "echo $SLURM_JOB_ID; squeue -j $SLURM_JOB_ID (inside the shell that ran srun)",
+            cause="srun ran with the SLURM_JOB_ID of a job that has ended or does not exist "
+                  "(a shell or tmux session that outlived its allocation, a copied "
+                  "environment, or --jobid of an old job)",
+            fix="run srun inside a live allocation (salloc / sbatch), or unset SLURM_JOB_ID "
+                "SLURM_JOBID so that srun allocates anew"),
     # srun --mpi names a plugin this cluster lacks, so no task starts: src/common/mpi.c /
     # slurm_mpi.c "cannot create mpi context for mpi/%s" (17.02-21.08), "MPI: Cannot create
     # context for %s" (22.05+, src/interfaces/mpi.c from 23.02), after src/common/plugin.c's

@@ -326,3 +326,15 @@ def test_lightning_asking_for_more_gpus_than_the_process_sees():
     assert first_cause("pytorch_lightning.utilities.exceptions.MisconfigurationException: You "
                        "requested GPUs: [0]", " But your machine only has: []") != \
         "invalid-device-ordinal"
+
+
+def test_rocm_builds_without_the_gpus_target():
+    assert first_cause("rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary"
+                       ".dat: Illegal seek for GPU arch : gfx1032") == "cuda-unusable"
+    e = explain_texts([("r.log", "RuntimeError: HIP error: invalid device function\n")])
+    assert e.problems[0].code == "cuda-unusable" and not e.undetermined
+    assert first_cause("RuntimeError: No HIP GPUs are available") == \
+        "cuda-visible-devices-invalid"
+    # near miss: a rocBLAS message about something else
+    assert first_cause("rocBLAS warning: No paths matched /opt/rocm/lib/rocblas/library/*gfx90a"
+                       ) != "cuda-unusable"

@@ -205,3 +205,14 @@ def test_an_invalid_ordinal_under_per_task_gpu_binding_is_srun_device_ordinal():
         "invalid-device-ordinal"
     # binding alone is no failure
     assert first_cause("srun --gpus-per-task=1 python train.py", "epoch 1 loss 0.3") == "none"
+
+
+def test_srun_with_the_id_of_an_ended_job_is_a_stale_scheduler_variable():
+    # src/srun/allocate.c (17.02-26.05)
+    for lines in (("srun: error: Unable to confirm allocation for job 4242: Invalid job id "
+                   "specified", "srun: Check SLURM_JOB_ID environment variable. Expired or "
+                   "invalid job 4242"),
+                  ("srun: error: Slurm job 4242 has expired",)):
+        assert first_cause(*lines) == "scheduler-env-invalid", lines
+    assert first_cause("srun: error: Unable to allocate resources: Invalid job id specified") \
+        == "slurm-job-rejected"
