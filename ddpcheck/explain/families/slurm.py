@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ddpcheck.explain.causality import HINT, WARNING, Explained
+from ddpcheck.explain.causality import HINT, SYMPTOM, WARNING, Explained
 from ddpcheck.explain.codes import (
     HOST_OOM,
     INVALID_DEVICE_ORDINAL,
@@ -62,7 +62,29 @@ PATTERNS = [
             fix="set Trainer(num_nodes=...) to #SBATCH --nodes and devices to "
                 "--ntasks-per-node (Lightning's --ntasks message: families/wrappers.py)"),
     # src/srun/launch.c: "Unable to create step for job %u: %m" (18.08-26.05); Slurm <= 17.11
-    # (src/srun/libsrun/launch.c) "Unable to create job step: %m"
+    # (src/srun/libsrun/launch.c) "Unable to create job step: %m". Who else prints it: %m is
+    # any slurm_errno string (src/common/slurm_errno.c); besides a layout the allocation
+    # cannot give, "Job/step already completing or completed" (ESLURM_ALREADY_DONE: the job
+    # had ended, its time limit or a cancellation is the story) and the controller's own
+    # failures ("Socket timed out on send/recv operation", "Zero Bytes were transmitted or
+    # received", "Unable to contact slurm controller (... failure)") are no layout.
+    pattern(SLURM_STEP_REJECTED,
+            r"srun: error: Unable to create (?:step for job \S+|job step): "
+            r"(?P<why>Job/step already completing or completed|Job has been cancelled)",
+            "sacct -j JOBID -o JobID,State,Elapsed,Timelimit,ExitCode", root=False,
+            grade=SYMPTOM,
+            cause="srun started a step after the job's allocation had ended ({why}): what "
+                  "ended the job (its time limit, a cancellation, the batch step's failure) "
+                  "comes first"),
+    pattern(SLURM_STEP_REJECTED,
+            r"srun: error: Unable to create (?:step for job \S+|job step): "
+            r"(?P<why>Socket timed out on send/recv operation|Zero Bytes were transmitted or "
+            r"received|Unable to contact slurm controller[^:]*)",
+            "sdiag; scontrol ping (is slurmctld answering?)",
+            cause="slurmctld did not answer srun's step request ({why}): an overloaded or "
+                  "unreachable controller, not the job's layout",
+            fix="retry the step (srun retries only some errors); if it repeats, ask the "
+                "admins (sdiag, slurmctld's log); many steps started at once overload it"),
     pattern(SLURM_STEP_REJECTED,
             r"srun: error: Unable to create (?:step for job \S+|job step): (?P<why>.+)$",
             "ddpcheck run --nodes N inside the same allocation (one srun task per node)",

@@ -216,3 +216,20 @@ def test_srun_with_the_id_of_an_ended_job_is_a_stale_scheduler_variable():
         assert first_cause(*lines) == "scheduler-env-invalid", lines
     assert first_cause("srun: error: Unable to allocate resources: Invalid job id specified") \
         == "slurm-job-rejected"
+
+
+def test_a_step_rejection_that_is_not_the_layout():
+    from ddpcheck.explain import explain_texts
+
+    # slurm_errno.c strings srun's %m can carry
+    e = explain_texts([("o.log", "srun: error: Unable to create step for job 4242: Socket timed "
+                        "out on send/recv operation\n")])
+    assert e.problems[0].code == "slurm-step-rejected" and "slurmctld" in e.problems[0].cause
+    # a step after the job ended: what ended it comes first
+    late = explain_texts([("o.log", "srun: error: Unable to create step for job 4242: Job/step "
+                           "already completing or completed\n")])
+    assert late.undetermined and "ended" in late.problems[0].cause
+    # the layout stays a layout
+    layout = explain_texts([("o.log", "srun: error: Unable to create step for job 4242: Memory "
+                             "required by task is not available\n")])
+    assert "layout" in layout.problems[0].cause and not layout.undetermined
