@@ -338,3 +338,11 @@ def test_rocm_builds_without_the_gpus_target():
     # near miss: a rocBLAS message about something else
     assert first_cause("rocBLAS warning: No paths matched /opt/rocm/lib/rocblas/library/*gfx90a"
                        ) != "cuda-unusable"
+
+
+def test_the_ordinals_error_name_is_not_the_device_functions():
+    # torch >= 2.4 appends "Search for `cudaError...'" to every CUDA error
+    assert first_cause("torch.AcceleratorError: CUDA error: invalid device function",
+                       "Search for `cudaErrorInvalidDeviceFunction' in https://docs.nvidia.com/"
+                       "cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.") \
+        == "cuda-unusable"
