@@ -9,19 +9,17 @@ from dataclasses import replace
 from ddpcheck.explain.causality import HINT, SYMPTOM, WARNING, Explained
 from ddpcheck.explain.codes import (
     HOST_OOM,
-    INVALID_DEVICE_ORDINAL,
     SLURM_JOB_CANCELLED,
     SLURM_JOB_REJECTED,
     SLURM_STEP_REJECTED,
     SLURM_WITHOUT_SRUN,
 )
-from ddpcheck.explain.families import formation
+from ddpcheck.explain.families import formation, slurmgpus
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.scheduler.contradictions import SHAPE_MISMATCH as JOB_SHAPE_MISMATCH
 from ddpcheck.scheduler.contradictions import TASKS_GPUS_MISMATCH
 from ddpcheck.scheduler.detect import ENV_INVALID
-from ddpcheck.scheduler.gpubinding import SRUN_DEVICE_ORDINAL
 
 PATTERNS = [
     # slurmstepd: "*** JOB 123 ON node1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
@@ -235,50 +233,13 @@ def _repeated_member(records: Sequence[Record]) -> Explained | None:
     return None
 
 
-# srun's per-task GPU binding as a command line, a batch script or an environment dump shows
-# it. srun(1) (21.08+): --gpus-per-task "will implicitly set --gpu-bind=per_task:<N>" (26.05:
-# --tres-bind=gres/gpu:per_task:<N>), --ntasks-per-gpu "--gpu-bind=single:<ntasks>"; srun
-# reads SLURM_GPUS_PER_TASK (sbatch's --gpus-per-task) as --gpus-per-task; any --gpu-bind but
-# none binds. The gres/gpu plugin then sets each task's CUDA_VISIBLE_DEVICES to its own GPUs
-# (scheduler/gpubinding.py), numbered from 0 inside the task.
-PER_TASK_GPUS = re.compile(
-    r"(?:^\s*#SBATCH\b|\b(?:srun|sbatch|salloc)\b).*?(?:--gpus-per-task[= ]\S|"
-    r"--ntasks-per-gpu[= ]\d|--gpu-bind[= ](?!(?:verbose,)?none\b)\w|"
-    r"--tres-bind[= ]\S*gres/gpu:(?!(?:verbose,)?none\b)\w)|"
-    r"\bSLURM_(?:GPUS_PER_TASK|NTASKS_PER_GPU)=\S")
-
-
-def _per_task_gpus(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
-    """An invalid device ordinal in a job whose srun binds each task to its own GPUs is that
-    binding (the index is LOCAL_RANK, the task sees only device 0)."""
-    if not any(e.problem.code == INVALID_DEVICE_ORDINAL.code for e in found):
-        return found
-    bind = next((r for r in records if PER_TASK_GPUS.search(r.text)), None)
-    if bind is None:
-        return found
-    out = []
-    for e in found:
-        # (a checkpoint's saved device is torch.load's map_location, whatever the binding)
-        if e.problem.code == INVALID_DEVICE_ORDINAL.code and \
-                "deserialize" not in e.problem.observed:
-            p = e.problem
-            srun = SRUN_DEVICE_ORDINAL.problem(
-                f"{p.observed} | srun binds each task to its own GPUs: "
-                f"{bind.text.strip()[:160]} [{bind.source}:{bind.lineno}]",
-                ranks=p.ranks, hosts=p.hosts)
-            if p.consequence_of:
-                srun = srun.where(consequence_of=p.consequence_of)
-            e = replace(e, problem=srun, evidence=(*e.evidence, f"{bind.source}:{bind.lineno}"))
-        out.append(e)
-    return out
-
-
 def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Explained]:
     """Kills after a Slurm cancellation are its consequences; a multi-node batch script
     whose launcher runs without srun (the wait that follows is its consequence); ranks that
     Lightning handed out twice; a step wait that ended; an invalid device ordinal under
     srun's per-task GPU binding."""
-    found = _per_task_gpus([e for e in found if not _step_started(e, records)], records)
+    found = slurmgpus.per_task_gpus([e for e in found if not _step_started(e, records)],
+                                    records)
     if not any(e.root and e.grade != WARNING  # a warning is no failure of its own
                and e.problem.code not in WAITED | {"rank-exited", "nccl-error"}
                for e in found) and (shape := _repeated_member(records)):
