@@ -138,6 +138,9 @@ def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) ->
     (frames under a header are the header's: only the header and the exception count)."""
     out: list[Record] = []
     open_: set[tuple[str, int | None]] = set()  # streams inside a traceback with its header
+    # streams whose last line was a frame, with the frame's indent: traceback.py prints the
+    # frame's source line under it, indented deeper ('  File ...' then '    raise X(...)')
+    framed: dict[tuple[str, int | None], int] = {}
     for r in records:
         stream = (r.source, r.rank)
         if TRACEBACK_START.search(r.text):
@@ -148,10 +151,17 @@ def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) ->
             if stream not in open_:
                 out.append(r)
                 open_.add(stream)  # one quote per headerless traceback
+            framed[stream] = _indent(r.text)
             continue
+        if _indent(r.text) > framed.pop(stream, len(r.text)):
+            continue  # the frame's source line: code, no failure ('    raise AssertionError(')
         if is_failure(r.text) and not not_an_error.search(r.text):  # the rarer test first
             out.append(r)
     return out
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
 
 
 # What launchers print of any worker's end, whatever ended it: torchrun (elastic
@@ -167,7 +177,10 @@ TEARDOWN = re.compile(r"closing signal|death signal|exitcode|exit ?code|return ?
                       r"sigkill_handler|Killing subprocess|terminated with (?:signal|exit)|"
                       r"Signal \d+ \(SIG|Root Cause|^\s*Failures:|error_file|"
                       r"Job step aborted|forcing job termination|exited on signal|"
-                      r"non-zero exit|Terminating process \d+ via signal", re.IGNORECASE)
+                      r"non-zero exit|Terminating process \d+ via signal|"
+                      # slurmstepd req.c (20.11+), the step of a task that failed
+                      r"ON \S+ FAILED \(non-zero exit code or other failure mode\)",
+                      re.IGNORECASE)
 
 
 # torch's NCCL error text (ProcessGroupNCCL / NCCLUtils getNcclErrorDetailStr) puts NCCL's

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ddpcheck.explain.causality import WARNING, Explained
+from ddpcheck.explain.causality import HINT, SYMPTOM, WARNING, Explained
 from ddpcheck.explain.codes import (
     HOST_OOM,
     SLURM_JOB_CANCELLED,
@@ -14,20 +14,24 @@ from ddpcheck.explain.codes import (
     SLURM_STEP_REJECTED,
     SLURM_WITHOUT_SRUN,
 )
-from ddpcheck.explain.families import formation
+from ddpcheck.explain.families import formation, slurmgpus
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.scheduler.contradictions import SHAPE_MISMATCH as JOB_SHAPE_MISMATCH
 from ddpcheck.scheduler.contradictions import TASKS_GPUS_MISMATCH
+from ddpcheck.scheduler.detect import ENV_INVALID
 
 PATTERNS = [
     # slurmstepd: "*** JOB 123 ON node1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
     # Not a root: a job that hangs (a rank that never joined, a node never started) ends this
     # way, so any other failure in the log comes first; it explains the kills that follow.
     # (Slurm <= 14 put the node last: "*** JOB 123 CANCELLED AT ... DUE TO TIME LIMIT on n1 ***")
+    # slurmstepd req.c (17.02-26.05) also prints "DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR
+    # DETAILS", "DUE TO JOB REQUEUE", "DUE TO TASK FAILURE" (srun killed the step after a task
+    # failed: that task's error is the cause) and, lower-case, "DUE to SIGNAL Terminated".
     pattern(SLURM_JOB_CANCELLED,
             r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?CANCELLED AT \S+"
-            r"(?P<why>(?: DUE TO [A-Z]+(?: [A-Z]+)*| BY \S+)?)",
+            r"(?P<why>(?: DUE (?:TO|to) [A-Z]+(?: [A-Z][A-Za-z]*)*| BY \S+)?)",
             "sacct -j JOBID -o JobID,State,Elapsed,Timelimit,ExitCode", root=False,
             cause="slurmstepd cancelled it{why}: the ranks' SIGTERM/SIGKILL that follow are "
                   "the scheduler's, not a crash"),
@@ -55,10 +59,88 @@ PATTERNS = [
                   "disagrees with the Slurm allocation (--nodes, --ntasks-per-node)",
             fix="set Trainer(num_nodes=...) to #SBATCH --nodes and devices to "
                 "--ntasks-per-node (Lightning's --ntasks message: families/wrappers.py)"),
+    # src/srun/launch.c: "Unable to create step for job %u: %m" (18.08-26.05); Slurm <= 17.11
+    # (src/srun/libsrun/launch.c) "Unable to create job step: %m". Who else prints it: %m is
+    # any slurm_errno string (src/common/slurm_errno.c); besides a layout the allocation
+    # cannot give, "Job/step already completing or completed" (ESLURM_ALREADY_DONE: the job
+    # had ended, its time limit or a cancellation is the story) and the controller's own
+    # failures ("Socket timed out on send/recv operation", "Zero Bytes were transmitted or
+    # received", "Unable to contact slurm controller (... failure)") are no layout.
     pattern(SLURM_STEP_REJECTED,
-            r"srun: error: Unable to create step for job \S+: (?P<why>.+)$",
+            r"srun: error: Unable to create (?:step for job \S+|job step): "
+            r"(?P<why>Job/step already completing or completed|Job has been cancelled)",
+            "sacct -j JOBID -o JobID,State,Elapsed,Timelimit,ExitCode", root=False,
+            grade=SYMPTOM,
+            cause="srun started a step after the job's allocation had ended ({why}): what "
+                  "ended the job (its time limit, a cancellation, the batch step's failure) "
+                  "comes first"),
+    pattern(SLURM_STEP_REJECTED,
+            r"srun: error: Unable to create (?:step for job \S+|job step): "
+            r"(?P<why>Socket timed out on send/recv operation|Zero Bytes were transmitted or "
+            r"received|Unable to contact slurm controller[^:]*)",
+            "sdiag; scontrol ping (is slurmctld answering?)",
+            cause="slurmctld did not answer srun's step request ({why}): an overloaded or "
+                  "unreachable controller, not the job's layout",
+            fix="retry the step (srun retries only some errors); if it repeats, ask the "
+                "admins (sdiag, slurmctld's log); many steps started at once overload it"),
+    pattern(SLURM_STEP_REJECTED,
+            r"srun: error: Unable to create (?:step for job \S+|job step): (?P<why>.+)$",
             "ddpcheck run --nodes N inside the same allocation (one srun task per node)",
             cause="srun asked for a layout the allocation cannot give: {why}"),
+    # src/srun/launch.c while the step waits for resources (the retry errnos, e.g. "Requested
+    # nodes are busy"): "Job %u step creation temporarily disabled, retrying (%s)" (20.11+;
+    # 19.05 without the reason, <= 18.08 "Job step creation temporarily disabled, retrying");
+    # then "Step created for StepId=..." once it starts. Without that line the step never
+    # started: other steps of the job hold the CPUs, memory or GPUs it asks for (steps are
+    # exclusive by default since 20.11). A hint: it is a wait, not a refusal.
+    pattern(SLURM_STEP_REJECTED,
+            r"srun: Job (?:\d+ )?step creation (?:temporarily|still) disabled, retrying"
+            r"(?: \((?P<why>[^)]*)\))?",
+            "ddpcheck run --nodes N inside the same allocation (one srun task per node)",
+            grade=HINT,
+            cause="srun's step waited for resources that other steps of the same job hold "
+                  "(another srun still running, or a step asking for all CPUs, memory or "
+                  "GPUs of the node)",
+            fix="let each srun ask for only its share (--exact, --mem / --gpus per step) or "
+                "--overlap to share the allocation; scontrol show job JOBID / squeue -s show "
+                "the steps holding it"),
+    # src/common/slurm_opt.c (21.08-26.05): srun refuses to start when the environment it
+    # inherits sets more than one memory option (the allocation's SLURM_MEM_PER_NODE and a
+    # SLURM_MEM_PER_CPU set by the script or a wrapper)
+    pattern(ENV_INVALID,
+            r"srun: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and SLURM_MEM_PER_NODE are "
+            r"mutually exclusive",
+            "env | grep SLURM_MEM (inside the job)",
+            cause="srun inherited more than one of SLURM_MEM_PER_CPU / SLURM_MEM_PER_GPU / "
+                  "SLURM_MEM_PER_NODE (the allocation's and one the script exported)",
+            fix="unset all but one before srun (e.g. unset SLURM_MEM_PER_CPU), or pass "
+                "srun --mem explicitly"),
+    # src/srun/allocate.c (17.02-26.05): srun given the id of a job that ended or never was
+    # (SLURM_JOB_ID inherited by a shell that outlived its allocation, or --jobid): "Slurm
+    # job %u has expired" / "Unable to confirm allocation for job %u: %m", then "Check
+    # SLURM_JOB_ID environment variable. Expired or invalid job %u". Only srun prints them.
+    pattern(ENV_INVALID,
+            r"srun: error: (?:Unable to confirm allocation for job \S+: |Slurm job \S+ has "
+            r"expired)|Check SLURM_JOB_ID environment variable\. Expired or invalid job",
+            "echo $SLURM_JOB_ID; squeue -j $SLURM_JOB_ID (inside the shell that ran srun)",
+            cause="srun ran with the SLURM_JOB_ID of a job that has ended or does not exist "
+                  "(a shell or tmux session that outlived its allocation, a copied "
+                  "environment, or --jobid of an old job)",
+            fix="run srun inside a live allocation (salloc / sbatch), or unset SLURM_JOB_ID "
+                "SLURM_JOBID so that srun allocates anew"),
+    # srun --mpi names a plugin this cluster lacks, so no task starts: src/common/mpi.c /
+    # slurm_mpi.c "cannot create mpi context for mpi/%s" (17.02-21.08), "MPI: Cannot create
+    # context for %s" (22.05+, src/interfaces/mpi.c from 23.02), after src/common/plugin.c's
+    # "Couldn't find the specified plugin name for mpi/%s looking at all files" (an error up
+    # to 22.05, debug since). Torch's launchers need no MPI plugin.
+    pattern(SLURM_STEP_REJECTED,
+            r"(?:MPI: Cannot create context|cannot create mpi context) for (?P<mpi>\S+)|"
+            r"srun: error: Couldn't (?:find|load) (?:the )?specified plugin name for "
+            r"(?P<mpi2>mpi/\S+)",
+            "srun --mpi=list (the MPI plugins this cluster has)",
+            cause="srun could not load its MPI plugin ({mpi}{mpi2}), so the step never started",
+            fix="pass srun --mpi=none (torchrun / torch.distributed need no MPI plugin) or one "
+                "that srun --mpi=list shows; check SLURM_MPI_TYPE and MpiDefault"),
     pattern(SLURM_JOB_REJECTED,
             r"(?:sbatch|salloc|srun): error: (?:Batch job submission failed|"
             r"Job submit/allocate failed|Unable to allocate resources): (?P<why>.+)$|"
@@ -77,6 +159,18 @@ PATTERNS = [
                 "--gpus-per-node=N instead of --gpus=N for a GPU partition) and check with "
                 "sbatch --test-only before submitting"),
 ]
+
+
+# srun's own line once a step that waited starts (src/srun/launch.c, 20.11+): the wait ended
+STEP_CREATED = re.compile(r"srun: Step created for ")
+STEP_WAIT = re.compile(r"step creation (?:temporarily|still) disabled")
+
+
+def _step_started(e: Explained, records: Sequence[Record]) -> bool:
+    """A step wait that a later 'Step created' line of the same file ended."""
+    return (e.problem.code == SLURM_STEP_REJECTED.code and bool(STEP_WAIT.search(e.first.text))
+            and any(STEP_CREATED.search(r.text) and r.source == e.first.source
+                    and r.order > e.first.order for r in records))
 
 
 # A batch script pasted into the log: its node count and its launch line.
@@ -142,7 +236,10 @@ def _repeated_member(records: Sequence[Record]) -> Explained | None:
 def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Explained]:
     """Kills after a Slurm cancellation are its consequences; a multi-node batch script
     whose launcher runs without srun (the wait that follows is its consequence); ranks that
-    Lightning handed out twice."""
+    Lightning handed out twice; a step wait that ended; an invalid device ordinal under
+    srun's per-task GPU binding."""
+    found = slurmgpus.per_task_gpus([e for e in found if not _step_started(e, records)],
+                                    records)
     if not any(e.root and e.grade != WARNING  # a warning is no failure of its own
                and e.problem.code not in WAITED | {"rank-exited", "nccl-error"}
                for e in found) and (shape := _repeated_member(records)):

@@ -148,3 +148,130 @@ def test_cublas_alloc_failure_is_gpu_memory_and_other_cublas_errors_are_not():
     assert first_cause("RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling "
                        "`cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb)`") != \
         "cuda-out-of-memory"
+
+
+# --- stop 27 audit: the same causes in other producers' and versions' words
+
+def test_torch_asserting_an_invalid_device_id_is_the_ordinal():
+    # torch/cuda/__init__.py get_device_properties (1.x-2.13): index not below device_count()
+    assert first_cause('  File "/x/torch/cuda/__init__.py", line 469, in get_device_properties',
+                       "    raise AssertionError(\"Invalid device id\")",
+                       "AssertionError: Invalid device id") == "invalid-device-ordinal"
+    # the driver API's and HIP's names for it, as CuPy / HIP print them
+    assert first_cause("cupy_backends.cuda.api.runtime.CUDARuntimeError: "
+                       "cudaErrorInvalidDevice: invalid device ordinal") == \
+        "invalid-device-ordinal"
+    assert first_cause("RuntimeError: HIP error: hipErrorInvalidDevice") == \
+        "invalid-device-ordinal"
+    # near miss: a user's own message about a device id
+    assert first_cause("ValueError: Invalid device id in config: gpu") != \
+        "invalid-device-ordinal"
+
+
+def test_atens_device_count_assertion_is_an_ordinal_hint():
+    # ATen/cuda/CUDAContext.cpp getDeviceProperties AT_ASSERT, wrapped by torch.cuda lazy init
+    line = ("RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED at "
+            "\"../aten/src/ATen/cuda/CUDAContext.cpp\":50, please report a bug to PyTorch. "
+            "device=1, num_gpus=")
+    e = explain_texts([("r.log", line + "\n")])
+    assert e.problems[0].code == "invalid-device-ordinal" and not e.undetermined
+    # a line that names its cause outranks the hint
+    assert first_cause(line, "RuntimeError: The NVIDIA driver on your system is too old "
+                       "(found version 10010).") == "cuda-unusable"
+
+
+def test_rocm_and_error_name_wordings():
+    assert first_cause("RuntimeError: HIP error: no ROCm-capable device is detected") == \
+        "cuda-visible-devices-invalid"
+    assert first_cause("numba.cuda.cudadrv.driver.CudaAPIError: [2] Call to cuMemAlloc "
+                       "results in CUDA_ERROR_OUT_OF_MEMORY") == "cuda-out-of-memory"
+    assert first_cause("cupy_backends.cuda.api.runtime.CUDARuntimeError: "
+                       "cudaErrorECCUncorrectable: uncorrectable ECC error encountered") == \
+        "gpu-ecc-error"
+    assert first_cause("pynvml.nvml.NVMLError_GPUIsLost: GPU is lost") == "gpu-lost"
+
+
+def test_node_fault_xids_are_gpu_xid_errors_and_program_xids_are_not():
+    # NVIDIA's Xid catalogue via ddpcheck/node/xid.py: 74 NVLink, 62 micro-controller halt
+    for line, xid in (("[ 812.3] NVRM: Xid (PCI:0000:3b:00): 74, pid=4242, name=python, "
+                       "NVLink: fatal error detected on link 3(0x0, 0x0, 0x10000, 0x0, 0x0, "
+                       "0x0, 0x0)", 74),
+                      ("NVRM: Xid (PCI:0000:b1:00): 62, pid='<unknown>', name=<unknown>, "
+                       "2a0f8(1230) 00000000 00000000", 62),
+                      ("NVRM: Xid (PCI:0019:01:00): 149, NETIR Fatal XC0 i0 Link -1 "
+                       "(0x00000000 0x00000000)", 149)):
+        e = explain_texts([("kern.log", line + "\n")])
+        assert e.problems[0].code == "gpu-xid-error", line
+        assert f"Xid {xid}" in e.problems[0].cause and "xid-errors" in e.problems[0].fix
+    # Xid 13 (graphics engine exception) is the program's own fault; NVLink 5 nonfatal too
+    assert first_cause("NVRM: Xid (PCI:0000:3b:00): 13, pid=4242, Graphics Exception") != \
+        "gpu-xid-error"
+    assert first_cause("NVRM: Xid (PCI:0019:01:00): 149, NETIR Nonfatal XC0 i0 Link -1") != \
+        "gpu-xid-error"
+
+
+def test_cudas_uncorrectable_nvlink_error_is_nvlink_down():
+    # cudaErrorNvlinkUncorrectable (220), runtime and driver wordings
+    for line in ("RuntimeError: CUDA error: uncorrectable NVLink error was detected during the "
+                 "execution",
+                 "CUDA_ERROR_NVLINK_UNCORRECTABLE: uncorrectable NVLink error detected during "
+                 "the execution"):
+        assert first_cause(line) == "nvlink-down", line
+    assert first_cause("NVLink error counters: 0 replay errors") != "nvlink-down"
+
+
+def test_old_thc_and_container_wordings():
+    # torch <= 1.4 THC (aten/src/THC/THCGeneral.cpp, THCCachingAllocator)
+    assert first_cause("RuntimeError: cuda runtime error (2) : out of memory at "
+                       "/pytorch/aten/src/THC/THCCachingHostAllocator.cpp:278") == \
+        "cuda-out-of-memory"
+    assert first_cause("THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu "
+                       "line=58 error=2 : out of memory") == "cuda-out-of-memory"
+    assert first_cause("RuntimeError: cuda runtime error (30) : unknown error at "
+                       "/pytorch/aten/src/THC/THCGeneral.cpp:50") == "cuda-unusable"
+    # a THC unknown error elsewhere (a kernel's) is not CUDA failing to start
+    assert first_cause("RuntimeError: cuda runtime error (30) : unknown error at "
+                       "/pytorch/aten/src/THC/generic/THCTensorMath.cu:35") != "cuda-unusable"
+    # libnvidia-container: the image needs a newer driver than the host's
+    assert first_cause("docker: Error response from daemon: failed to create shim task: OCI "
+                       "runtime create failed: nvidia-container-cli: requirement error: "
+                       "unsatisfied condition: cuda>=12.8, please update your driver to a newer "
+                       "version, or use an earlier cuda container: unknown.") == "cuda-unusable"
+
+
+def test_a_checkpoint_saved_on_a_gpu_the_process_does_not_see():
+    # torch/serialization.py validate_cuda_device
+    e = explain_texts([("r.log", "RuntimeError: Attempting to deserialize object on CUDA device "
+                        "3 but torch.cuda.device_count() is 1. Please use torch.load with "
+                        "map_location to map your storages to an existing device.\n")])
+    assert e.problems[0].code == "invalid-device-ordinal"
+    assert "map_location" in e.problems[0].fix and "cuda:3" in e.problems[0].cause
+    # under srun's per-task binding it stays torch.load's (map_location is the fix)
+    assert first_cause("#SBATCH --gpus-per-task=1", "RuntimeError: Attempting to deserialize "
+                       "object on CUDA device 3 but torch.cuda.device_count() is 1.") == \
+        "invalid-device-ordinal"
+    # the CPU-only form names no index: not this rule
+    assert first_cause("RuntimeError: Attempting to deserialize object on a CUDA device but "
+                       "torch.cuda.is_available() is False.") != "invalid-device-ordinal"
+
+
+def test_lightning_asking_for_more_gpus_than_the_process_sees():
+    # lightning/fabric/utilities/device_parser.py _sanitize_gpu_ids
+    lines = ("lightning.fabric.utilities.exceptions.MisconfigurationException: You requested "
+             "gpu: [0, 1]", " But your machine only has: [0]")
+    assert first_cause(*lines) == "invalid-device-ordinal"
+    # with srun's per-task binding in the script: that binding
+    assert first_cause("#SBATCH --ntasks-per-node=2", "#SBATCH --gpus-per-task=1", *lines) == \
+        "srun-device-ordinal"
+    # no GPU at all: several causes, not an ordinal
+    assert first_cause("pytorch_lightning.utilities.exceptions.MisconfigurationException: You "
+                       "requested GPUs: [0]", " But your machine only has: []") != \
+        "invalid-device-ordinal"
+
+
+def test_the_ordinals_error_name_is_not_the_device_functions():
+    # torch >= 2.4 appends "Search for `cudaError...'" to every CUDA error
+    assert first_cause("torch.AcceleratorError: CUDA error: invalid device function",
+                       "Search for `cudaErrorInvalidDeviceFunction' in https://docs.nvidia.com/"
+                       "cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.") \
+        == "cuda-unusable"

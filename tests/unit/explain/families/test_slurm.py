@@ -122,3 +122,97 @@ def test_a_sites_submit_plugin_refusing_the_job_is_a_rejected_job():
     # sbatch's warnings are no rejection
     assert first_cause("sbatch: warning: can't honor --ntasks-per-node set to 8") != \
         "slurm-job-rejected"
+
+
+# --- stop 27 audit: srun and slurmstepd in other Slurm versions' words (SchedMD/slurm)
+
+def test_old_srun_step_rejection_wording():
+    # Slurm <= 17.11 src/srun/libsrun/launch.c: "Unable to create job step: %m"
+    assert first_cause("srun: error: Unable to create job step: Requested node configuration "
+                       "is not available") == "slurm-step-rejected"
+    # 18.08+ "Unable to create step for job %u: %m"
+    assert first_cause("srun: error: Unable to create step for job 4242: More processors "
+                       "requested than permitted") == "slurm-step-rejected"
+    assert first_cause("srun: error: Unable to create option table") != "slurm-step-rejected"
+
+
+def test_a_step_that_waited_and_never_started_is_a_step_hint():
+    from ddpcheck.explain import explain_texts
+
+    waited = ("srun: Job 4242 step creation temporarily disabled, retrying (Requested nodes are "
+              "busy)")
+    e = explain_texts([("slurm-4242.out", waited + "\nslurmstepd: error: *** JOB 4242 ON n1 "
+                        "CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***\n")])
+    assert e.problems[0].code == "slurm-step-rejected" and not e.undetermined
+    assert "--overlap" in e.problems[0].fix
+    # 17.x / 19.05 wordings
+    assert first_cause("srun: Job step creation temporarily disabled, retrying") == \
+        "slurm-step-rejected"
+    # a wait that ended: srun 20.11+ says the step was created
+    assert first_cause(waited, "srun: Step created for StepId=4242.1", "epoch 1 loss 0.3") == \
+        "none"
+
+
+def test_srun_memory_variables_in_conflict():
+    # src/common/slurm_opt.c (21.08+)
+    assert first_cause("srun: fatal: SLURM_MEM_PER_CPU, SLURM_MEM_PER_GPU, and "
+                       "SLURM_MEM_PER_NODE are mutually exclusive.") == "scheduler-env-invalid"
+    assert first_cause("srun: fatal: --mem, --mem-per-cpu, and --mem-per-gpu are mutually "
+                       "exclusive.") != "scheduler-env-invalid"
+
+
+def test_a_missing_mpi_plugin_stops_the_step():
+    # src/interfaces/mpi.c (22.05+), src/common/mpi.c (17.02-21.08), src/common/plugin.c
+    for line in ("srun: error: MPI: Cannot create context for mpi/pmix_v4",
+                 "srun: error: cannot create mpi context for mpi/pmix",
+                 "srun: error: Couldn't find the specified plugin name for mpi/pmix looking at "
+                 "all files"):
+        assert first_cause(line) == "slurm-step-rejected", line
+    assert first_cause("srun: error: Couldn't find the specified plugin name for gres/gpu "
+                       "looking at all files") != "slurm-step-rejected"
+
+
+def test_newer_slurmstepd_cancellation_reasons():
+    from ddpcheck.explain import explain_texts
+
+    # slurmstepd req.c (17.02-26.05): lower-case "DUE to SIGNAL", TASK FAILURE, NODE FAILURE
+    for line, why in (("slurmstepd: error: *** STEP 4242.0 ON n1 CANCELLED AT "
+                       "2024-05-01T10:00:00 DUE to SIGNAL Terminated ***", "SIGNAL Terminated"),
+                      ("slurmstepd: error: *** STEP 4242.0 ON n1 CANCELLED AT "
+                       "2024-05-01T10:00:00 DUE TO TASK FAILURE ***", "TASK FAILURE"),
+                      ("slurmstepd: error: *** JOB 4242 ON n1 CANCELLED AT 2024-05-01T10:00:00 "
+                       "DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***", "NODE FAILURE")):
+        e = explain_texts([("slurm.out", line + "\n")])
+        assert e.problems[0].code == "slurm-job-cancelled" and why in e.problems[0].cause, line
+    # a step ended by a failed task is teardown: the task's own error is the cause
+    assert first_cause("RuntimeError: CUDA error: invalid device ordinal",
+                       "slurmstepd: error: *** STEP 4242.0 ON n1 FAILED (non-zero exit code or "
+                       "other failure mode) ***") == "invalid-device-ordinal"
+
+
+def test_srun_with_the_id_of_an_ended_job_is_a_stale_scheduler_variable():
+    # src/srun/allocate.c (17.02-26.05)
+    for lines in (("srun: error: Unable to confirm allocation for job 4242: Invalid job id "
+                   "specified", "srun: Check SLURM_JOB_ID environment variable. Expired or "
+                   "invalid job 4242"),
+                  ("srun: error: Slurm job 4242 has expired",)):
+        assert first_cause(*lines) == "scheduler-env-invalid", lines
+    assert first_cause("srun: error: Unable to allocate resources: Invalid job id specified") \
+        == "slurm-job-rejected"
+
+
+def test_a_step_rejection_that_is_not_the_layout():
+    from ddpcheck.explain import explain_texts
+
+    # slurm_errno.c strings srun's %m can carry
+    e = explain_texts([("o.log", "srun: error: Unable to create step for job 4242: Socket timed "
+                        "out on send/recv operation\n")])
+    assert e.problems[0].code == "slurm-step-rejected" and "slurmctld" in e.problems[0].cause
+    # a step after the job ended: what ended it comes first
+    late = explain_texts([("o.log", "srun: error: Unable to create step for job 4242: Job/step "
+                           "already completing or completed\n")])
+    assert late.undetermined and "ended" in late.problems[0].cause
+    # the layout stays a layout
+    layout = explain_texts([("o.log", "srun: error: Unable to create step for job 4242: Memory "
+                             "required by task is not available\n")])
+    assert "layout" in layout.problems[0].cause and not layout.undetermined
