@@ -41,6 +41,14 @@ CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capa
                        r"system not yet initialized|no kernel image is available|"
                        r"system has unsupported display driver")
 NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
+# Where the text of an NCCL WARN starts. NCCL's debug.cc prints "host:pid:tid [dev]
+# file:line NCCL WARN <text>" (only with NCCL_DEBUG set) and, from 2.13, always keeps the
+# last WARN's <text> (without that prefix) for ncclGetLastError; torch's NCCLUtils.cpp
+# getNcclErrorDetailStr (torch >= 2.0 built with NCCL >= 2.13) appends it to its exception
+# as "\nLast error:\n<text>": on a line of its own, on the same line where a paste joined
+# the lines, or after a literal "\n" where a wrapper printed the exception's repr. ("Last
+# error" holds the process's latest WARN, not the first: NCCL overwrites it at each WARN.)
+WARN_START = r"(?:NCCL WARN |^\s*|Last error:(?:\s|\\n)*)"
 # net_ib's async events that NCCL carries on through, by version: <= 2.19 "NET/IB : Got async
 # event : port active", 2.22 "NET/IB : mlx5_0:1 Got async event : GID table change", 2.23-2.26
 # "... Got async error event: LID change" (its "non-fatal" list), >= 2.28 "... Got non-fatal
@@ -55,27 +63,51 @@ PATTERNS = [
     # The errno NCCL's SYSCHECK prints before "Error while creating shared memory segment"
     # (include/checks.h "Call to %s failed : %s"; misc/shmutils.cc "failed to create shared
     # memory file ... error Permission denied"): /dev/shm is there but not writable.
-    # NCCL >= 2.23 appends the errno to the segment line itself; 2.19-2.22 create with
-    # mkstemp and, when it fails, extend the untouched template "/dev/shm/nccl-XXXXXX".
+    # NCCL >= 2.23 appends the errno to the segment line itself.
     pattern(DEV_SHM_UNWRITABLE,
-            r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)(?:Call to (?:shm_open|open|mkstemp) "
+            WARN_START + r"(?:Call to (?:shm_open|open|mkstemp) "
             r"failed ?: ?|Error: failed to create shared memory file .*|Error while creating "
-            r"shared memory segment .*error: )(?:Permission denied|Read-only file system)|"
-            r"failed to extend \S*nccl-XXXXXX to \d+ bytes", NODE),
+            r"shared memory segment .*error: )(?:Permission denied|Read-only file system)",
+            NODE),
+    # misc/shmutils.cc 2.12-2.21 call mkstemp without checking it and, when it fails, extend
+    # fd -1 under the untouched template: "failed to extend /dev/shm/nccl-XXXXXX to N bytes".
+    # mkstemp's errno is not printed: EACCES/EROFS (not writable), ENOENT (no /dev/shm), but
+    # also EMFILE (the open-files limit) print the same line: a hint.
+    pattern(DEV_SHM_UNWRITABLE, r"failed to extend \S*nccl-XXXXXX to \d+ bytes", NODE,
+            grade="hint",
+            cause="NCCL could not create its shared-memory file in /dev/shm (mkstemp failed, "
+                  "its errno unprinted): most often /dev/shm missing or not writable by the "
+                  "job's user; the open-files limit (ulimit -n) prints the same line"),
     # NCCL 2.7-2.11 include/shm.h, 2.12-2.2x misc/shmutils.cc, >= 2.27 os/linux.cc:
     # "Error while creating shared memory segment /dev/shm/nccl-X (size N)[, error: ...]",
     # "Error: failed to extend /dev/shm/nccl-X to N bytes[, error: No space left on device
-    # (28)]" (the NCCL user guide's own example of too little shared memory), SYSCHECK's
-    # "Call to posix_fallocate failed : No space left on device". Another errno on the line
-    # (>= 2.23: "Too many open files", "Cannot allocate memory") is another cause.
+    # (28)]" (2.22 on: the errno decides), SYSCHECK's "Call to posix_fallocate failed : No
+    # space left on device" (2.4-2.11), NCCL <= 2.3 include/shm.h "Unable to allocate shared
+    # memory (N bytes) : No space left on device" and torch's MapAllocator.cpp "unable to
+    # allocate shared memory(shm) for file </torch_...>: No space left on device (28)".
+    # Another errno on the line is another cause: "Interrupted system call" (a signal during
+    # posix_fallocate, NVIDIA/nccl#137), >= 2.23 "Too many open files", "Cannot allocate
+    # memory".
     pattern(DEV_SHM_TOO_SMALL,
             r"Error while creating shared memory segment .*error: No space left on device|"
-            r"failed to extend \S+ to \d+ bytes(?!.*error:? (?!No space left on device))|"
+            r"failed to extend \S+ to \d+ bytes, error: No space left on device|"
             r"Call to (?:posix_)?fallocate failed ?: ?No space left on device|"
             r"failed to create shared memory file .*No space left on device|"
-            r"unable to allocate shared memory", NODE,
+            r"[Uu]nable to allocate shared memory.*No space left on device", NODE,
             cause="/dev/shm is too small for NCCL's shared-memory transport or the "
                   "DataLoader workers (containers default to 64 MB)"),
+    # "failed to extend" without an errno (NCCL 2.12-2.21; the NCCL user guide's
+    # Troubleshooting gives it as its example of too little shared memory) is not always
+    # that: 2.12-2.18 extend with ftruncate, which never fails for lack of space on tmpfs (a
+    # full /dev/shm there ends in SIGBUS when the page is touched, see the Bus error hints),
+    # and 2.19-2.21's fallocate also fails with EINTR under a signal (2.22 retries it). The
+    # same for the allocation lines cut before their errno: a hint.
+    pattern(DEV_SHM_TOO_SMALL,
+            r"failed to extend (?!\S*nccl-XXXXXX)\S+ to \d+ bytes\s*$|"
+            r"[Uu]nable to allocate shared memory(?!.*:\s*\S)", NODE, grade="hint",
+            cause="NCCL could not extend its shared-memory file in /dev/shm (the errno is not "
+                  "printed by this NCCL version): most often /dev/shm too small (containers "
+                  "default to 64 MB); a signal interrupting the call prints the same line"),
     # The segment line without its errno (NCCL 2.7-2.22) follows a full /dev/shm ("failed to
     # extend", "posix_fallocate ... No space left") or one that is not writable ("Call to
     # shm_open/open failed : Permission denied"): alone it is a hint.
@@ -106,12 +138,33 @@ PATTERNS = [
                   "model, the caching allocator, or another process)"),
     pattern(NCCL_LIBRARY_MISMATCH, r"undefined symbol: nccl\w+|libnccl\S*: version `NCCL_",
             "ddpcheck run --stages node (reports the libnccl each rank loads)"),
-    # transport/p2p.cc (2.7 onwards): "failed to peer with device 1(=3b000): 217 peer access
-    # is not supported between these two devices" (711 cudaErrorTooManyPeers is a limit of
-    # how many peers one GPU maps, not unsupported P2P)
+    # transport/p2p.cc (2.7 onwards) and net.cc (2.12 on, "failed to peer with device 1: 217
+    # ...") print cudaDeviceEnablePeerAccess's error after the topology chose P2P: "failed to
+    # peer with device 1(=3b000): 217 peer access is not supported between these two devices".
+    # Only 217 (cudaErrorPeerAccessUnsupported, its string printed by NCCL's CUDACHECK on the
+    # lazy-peer IPC open and by any other CUDA caller alike) is unsupported P2P: 711
+    # cudaErrorTooManyPeers is a limit of how many peers one GPU maps, and the CUDA runtime
+    # documents that the call "may also return error codes from previous, asynchronous
+    # launches" (a 700 illegal address of an earlier kernel): other causes.
     pattern(NCCL_P2P_UNSUPPORTED,
             r"peer access is not supported between these two devices|"
-            r"failed to peer with device \d+(?:\(=\w+\))?: (?!711\b)", COLL),
+            r"failed to peer with device \d+(?:\(=\w+\))?: 217\b", COLL),
+    # NCCL's own version check (init.cc initTransportsRank, 2.23 onwards, after the first
+    # allgather of every rank's peer info; then ncclInvalidUsage): "Mismatched NCCL version
+    # detected : rank 1 version 22304 rank 0 version 22105"; and its RAS thread's (ras/ras.cc,
+    # 2.24 onwards) "NCCL version mismatch with remote peer 10.0.0.2<36475> (local: 22405,
+    # remote 22304)" (2.30: versions as strings). Nothing else prints them: the line names the
+    # cause. (Before 2.23 mixed versions show only as garbled bootstrap records: "Message
+    # truncated", an address "with family 0", read below as undetermined.)
+    pattern(NCCL_STACK_MISMATCH,
+            r"Mismatched NCCL version detected : rank \d+ version \d+ rank \d+ version \d+|"
+            r"NCCL version mismatch with remote peer \S+ \(local: ", COLL,
+            cause="the ranks run different NCCL versions (NCCL compared their version codes "
+                  "and stopped): another libnccl first on LD_LIBRARY_PATH, or another torch / "
+                  "nvidia-nccl-cu* wheel, on some nodes",
+            fix="install one NCCL everywhere (pip list | grep nccl and python -c 'import torch; "
+                "print(torch.cuda.nccl.version())' on every node); unset LD_LIBRARY_PATH "
+                "entries that carry another libnccl"),
     # A plugin that exists but cannot load (a missing symbol version, an undefined symbol);
     # "dlerror=libnccl-net.so: cannot open shared object file" is no plugin at all: benign.
     pattern(NCCL_NET_PLUGIN_UNUSABLE,
@@ -125,7 +178,7 @@ PATTERNS = [
     # (<= 2.19), "with status=12 opcode=" (2.20-2.2x), "with status=IBV_WC_RETRY_EXC_ERR(12)"
     # (2.30, also "NET/IB/GIN:").
     pattern(NCCL_NET_ERROR,
-            r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)NET/IB(?:/GIN)? ?: ?Got completion (?:from "
+            WARN_START + r"NET/IB(?:/GIN)? ?: ?Got completion (?:from "
             r"peer \S+ )?with (?:error |status=(?:\w+\()?)(?:12|13|5)\b",
             "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint"),
     # NCCL's user guide (troubleshooting, "Troubleshooting NCCL errors"): "NCCL WARN Call to
@@ -144,8 +197,8 @@ PATTERNS = [
     pattern(NCCL_NET_ERROR,
             r"NCCL WARN (?!" + BENIGN_IB + r")"
             r"(?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
-            r"^\s*(?:Last error:\s*)?(?!" + BENIGN_IB + r")NET/(?:IB|OFI) ?: .*(?:error|failed|"
-            r"[Uu]nable)|"
+            r"(?:^\s*|Last error:(?:\s|\\n)*)(?!" + BENIGN_IB + r")(?:NET/(?:IB|OFI) ?: .*(?:error|"
+            r"failed|[Uu]nable)|Call to ibv_\w+ failed)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
     # transport/nvls.cc creates NVLink SHARP multicast objects (cuMulticastCreate, cuMemMap):
@@ -165,8 +218,7 @@ PATTERNS = [
             fix="upgrade the NVIDIA driver, or install a torch build for an older CUDA "
                 "(pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"),
     # NCCL's own cross-rank check (init.cc): ranks called different collectives
-    pattern(COLLECTIVE_DESYNC, r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)Mismatched collective "
-            r"detected", COLL,
+    pattern(COLLECTIVE_DESYNC, WARN_START + r"Mismatched collective detected", COLL,
             cause="NCCL saw ranks call different collectives (or the same with another "
                   "count, type or root) at the same point: a rank skipped, added or "
                   "reordered one"),
@@ -200,7 +252,7 @@ PATTERNS = [
     # share, or a regression (NVIDIA/nccl#1589: 2.23 fixed by 2.21.5).
     # A system limit rather than the transport: the open-files limit (EMFILE) on NCCL's
     # shared-memory files, sockets or CUDA IPC handles ("Too many open files", 2.23+ errno)
-    pattern(NCCL_ERROR, r"NCCL WARN .*Too many open files|^\s*(?:Last error:\s*)?.*shared "
+    pattern(NCCL_ERROR, r"NCCL WARN .*Too many open files|" + WARN_START + r".*shared "
             r"memory.*Too many open files", NODE,
             cause="NCCL ran out of file descriptors (the open-files limit, ulimit -n): each "
                   "peer connection, shared-memory segment and IPC handle holds one",

@@ -1,0 +1,148 @@
+"""The stop-27 audit of the NCCL families: each line as NCCL's or torch's sources print it, in
+every version that prints it, with a near miss (see docs/explain-rules.md, "Audit of the NCCL
+families")."""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+
+SHM = "n:1:2 [0] misc/shmutils.cc:71 NCCL WARN "
+DUP = ("n:5:5 [1] init.cc:521 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA "
+       "device 1a000")
+TORCH = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+         "ProcessGroupNCCL.cpp:1275, unhandled system error (run with NCCL_DEBUG=INFO for "
+         "details), NCCL version 2.19.3")
+DETAIL = ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+          "or device error. ")
+
+
+def _graded(*lines: str) -> list[tuple[str, str]]:
+    e = explain_texts([("r.log", "\n".join(lines) + "\n")])
+    return [(x.problem.code, x.grade) for x in e.found if not x.problem.consequence_of]
+
+
+# --- /dev/shm: the errno decides, in every version's wording
+
+
+def test_allocation_lines_are_dev_shm_too_small_only_with_enospc():
+    # NCCL <= 2.3 include/shm.h: WARN("Unable to allocate shared memory (%d bytes) : %s")
+    assert first_cause("n:1:2 [0] NCCL WARN Unable to allocate shared memory (4214784 bytes) : "
+                       "No space left on device") == "dev-shm-too-small"
+    # torch aten MapAllocator.cpp (DataLoader's shared tensors): the same words, its own errno
+    assert first_cause("RuntimeError: unable to allocate shared memory(shm) for file "
+                       "</torch_2851_3211254458_0>: No space left on device (28)") == \
+        "dev-shm-too-small"
+    # near miss: a signal interrupting posix_fallocate (NVIDIA/nccl#137) is no full /dev/shm
+    assert first_cause("n:1:2 [0] NCCL WARN Unable to allocate shared memory (4214784 bytes) : "
+                       "Interrupted system call") != "dev-shm-too-small"
+    assert first_cause("RuntimeError: unable to allocate shared memory(shm) for file "
+                       "</torch_2851_3211254458_0>: Interrupted system call (4)") != \
+        "dev-shm-too-small"
+
+
+def test_failed_to_extend_reads_its_errno_and_without_one_is_a_hint():
+    # misc/shmutils.cc >= 2.22 (and os/linux.cc >= 2.27) print the errno: cause
+    assert _graded(SHM + "Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 bytes, error: "
+                         "No space left on device (28)") == [("dev-shm-too-small", "cause")]
+    # 2.12-2.21 print none: 2.12-2.18 use ftruncate (never ENOSPC on tmpfs), 2.19-2.21's
+    # fallocate also fails with EINTR: a hint that answers alone ...
+    bare = SHM + "Error: failed to extend /dev/shm/nccl-fjwOOB to 5967876 bytes"
+    assert _graded(bare) == [("dev-shm-too-small", "hint")]
+    # ... and gives way to a cause-grade line of another rank
+    e = explain_texts([("r.log", bare + "\n"), ("o.log", DUP + "\n")])
+    assert e.problems[0].code == "duplicate-device"
+    # near miss: another errno is another cause (the generic NCCL error, abstaining)
+    assert first_cause(SHM + "Error: failed to extend /dev/shm/nccl-a to 9637892 bytes, error: "
+                             "File too large (27)") == "nccl-error"
+
+
+def test_the_untouched_mkstemp_template_is_an_unwritable_dev_shm_hint():
+    # 2.12-2.21 extend fd -1 under "/dev/shm/nccl-XXXXXX" when mkstemp failed, errno unprinted
+    # (EACCES, EROFS, ENOENT, but also EMFILE)
+    line = SHM + "Error: failed to extend /dev/shm/nccl-XXXXXX to 9637888 bytes"
+    assert _graded(line) == [("dev-shm-unwritable", "hint")]
+    e = explain_texts([("r.log", line + "\n"), ("o.log", DUP + "\n")])
+    assert e.problems[0].code == "duplicate-device"
+    # the errno itself stays cause-grade (2.22+: "failed to create shared memory file")
+    assert _graded(SHM + "Error: failed to create shared memory file 0x7f12, error Permission "
+                         "denied (13)") == [("dev-shm-unwritable", "cause")]
+
+
+# --- P2P: only cudaErrorPeerAccessUnsupported is unsupported P2P
+
+
+def test_failed_to_peer_is_p2p_unsupported_only_for_error_217():
+    # transport/p2p.cc (2.7+) and transport/net.cc (2.12+, no bus id)
+    assert first_cause("n:1:2 [0] transport/p2p.cc:306 NCCL WARN failed to peer with device "
+                       "1(=3b000): 217 peer access is not supported between these two devices") \
+        == "nccl-p2p-unsupported"
+    assert first_cause("n:1:2 [0] transport/net.cc:302 NCCL WARN failed to peer with device 1: "
+                       "217") == "nccl-p2p-unsupported"
+    # near misses: an earlier kernel's sticky error, the peer-count limit
+    assert first_cause("n:1:2 [0] transport/p2p.cc:306 NCCL WARN failed to peer with device "
+                       "1(=3b000): 700 an illegal memory access was encountered") != \
+        "nccl-p2p-unsupported"
+    assert first_cause("n:1:2 [0] transport/p2p.cc:306 NCCL WARN failed to peer with device "
+                       "9(=db000): 711 peer mapping resources exhausted") != \
+        "nccl-p2p-unsupported"
+
+
+# --- NCCL's own version checks (no rule read them before)
+
+
+def test_nccls_own_version_checks_name_the_stack_mismatch():
+    # init.cc initTransportsRank (2.23+), ras/ras.cc (2.24+ codes, 2.30 strings)
+    for line in ("n:1:2 [1] init.cc:729 NCCL WARN Mismatched NCCL version detected : rank 0 "
+                 "version 22105 rank 1 version 22304",
+                 "n:1:9 [0] ras/ras.cc:430 NCCL WARN NCCL version mismatch with remote peer "
+                 "10.0.0.2<36475> (local: 22405, remote 22304)",
+                 "n:1:9 [0] ras/ras.cc:415 NCCL WARN NCCL version mismatch with remote peer "
+                 "10.0.0.2<36475> (local: 2.30.7, remote 2.29.3)"):
+        assert _graded(line) == [("nccl-stack-mismatch", "cause")], line
+    # torch quotes the WARN after "Last error:"; its summary is the consequence
+    assert first_cause("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1275, invalid usage "
+                       "(run with NCCL_DEBUG=WARN for details), NCCL version 2.23.4",
+                       "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+                       "Last error:", "Mismatched NCCL version detected : rank 1 version 22304 "
+                       "rank 0 version 22105") == "nccl-stack-mismatch"
+    # near misses: the ncclras client's protocol check (a tool, not the job), a version line
+    assert first_cause("NCCL RAS protocol version mismatch (NCCL: 2.27.7; RAS client: 1)!") != \
+        "nccl-stack-mismatch"
+    assert first_cause("n:1:2 [0] NCCL INFO NCCL version 2.18.1+cuda12.1") == "none"
+
+
+# --- torch's "Last error:" tail as users paste it
+
+
+def test_the_last_error_tail_is_read_on_a_joined_line_and_after_a_literal_newline():
+    # NCCLUtils.cpp getNcclErrorDetailStr: "...\nLast error:\n" + ncclGetLastError(NULL);
+    # a paste that joined the lines, or a wrapper printing repr(e) (literal "\n")
+    joined = f"{TORCH} {DETAIL}Last error: "
+    assert first_cause(joined + "Error while creating shared memory segment /dev/shm/nccl-a "
+                       "(size 9637888), error: No space left on device (28)") == \
+        "dev-shm-too-small"
+    assert _graded(joined + "NET/IB : Got completion from peer 10.0.0.2<4567> with error 12, "
+                   "opcode 0, len 0, vendor err 129") == [("nccl-net-error", "hint")]
+    assert first_cause(joined + "Call to ibv_modify_qp failed with error Connection timed out") \
+        == "nccl-net-error"
+    quoted = f"DistBackendError('{TORCH}\\n{DETAIL}\\nLast error:\\n"
+    assert first_cause(quoted + "Call to shm_open failed : Permission denied')") == \
+        "dev-shm-unwritable"
+    assert _graded(quoted + "socketStartConnect: Connect to 172.17.0.3<40123> failed : "
+                   "Software caused connection abort')") == [("nccl-wrong-interface", "hint")]
+    # near misses: an informational IB event quoted, the words outside torch's tail
+    assert first_cause(joined + "NET/IB : mlx5_2:1 Got async error event: LID change") != \
+        "nccl-net-error"
+    assert first_cause("see Last error handling: Mismatched collective detected docs") != \
+        "collective-desync"
+
+
+def test_the_last_error_tail_on_its_own_line_reads_ibverbs_failures():
+    assert first_cause(TORCH, DETAIL, "Last error:",
+                       "Call to ibv_modify_qp failed with error Connection timed out") == \
+        "nccl-net-error"
+    # near miss: the locked-memory limit keeps its own code
+    assert first_cause(TORCH, DETAIL, "Last error:",
+                       "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory") == \
+        "memlock-limit-too-low"
