@@ -186,9 +186,20 @@ PATTERNS = [
     # >= 2.18 misc/ibvwrap.cc adds the errno ("Call to ibv_reg_mr_iova2 failed with error
     # Cannot allocate memory"). "Bad address" is GPU memory without GPUDirect RDMA: not this.
     pattern(MEMLOCK_LIMIT_TOO_LOW,
-            r"Call to ibv_reg_mr\w* failed(?:\s*$| with error Cannot allocate memory)|"
-            r"Call to ibv_create_qp failed(?:\s*$| with error Cannot allocate memory)",
+            r"Call to ibv_(?:reg_mr\w*|create_qp) failed with error Cannot allocate memory",
             "ulimit -l (inside the job, on every node); ddpcheck run --stages collectives"),
+    # NCCL <= 2.16 misc/ibvwrap.cc IBV_PTR_CHECK prints no errno ("Call to ibv_reg_mr
+    # failed"), so the same line follows ENOMEM (memlock) and EFAULT (a GPU buffer the HCA
+    # cannot map: nvidia-peermem / dma-buf missing, an IOMMU) or EINVAL; ibv_create_qp fails
+    # with ENOMEM for the memlock limit and for the HCA's own QP resources, EINVAL for queue
+    # sizes beyond its caps: the user guide's memlock reading is the likely one, a hint.
+    pattern(MEMLOCK_LIMIT_TOO_LOW, r"Call to ibv_(?:reg_mr\w*|create_qp) failed\s*$",
+            "ulimit -l (inside the job, on every node); ddpcheck run --stages collectives",
+            grade="hint",
+            cause="NCCL could not register (pin) memory with the InfiniBand/RoCE HCA or create "
+                  "a queue pair, most often the locked-memory limit (ulimit -l) inside the job; "
+                  "this NCCL version prints no errno, and a GPU buffer the HCA cannot map "
+                  "(nvidia-peermem not loaded, an IOMMU) prints the same line"),
     # torch >= 2.0 quotes NCCL's last WARN after "Last error:" on a line of its own, without
     # the "NCCL WARN" prefix (the patterns above read that form too, so the tail of a hint
     # stays a hint) (ProcessGroupNCCL getNcclErrorDetailStr / ncclGetLastError)

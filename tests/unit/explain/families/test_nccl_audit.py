@@ -146,3 +146,56 @@ def test_the_last_error_tail_on_its_own_line_reads_ibverbs_failures():
     assert first_cause(TORCH, DETAIL, "Last error:",
                        "Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory") == \
         "memlock-limit-too-low"
+
+
+# --- InfiniBand: the errno decides the memlock reading; the network NCCL chose
+
+
+def test_ibverbs_registration_without_an_errno_is_a_memlock_hint():
+    # misc/ibvwrap.cc <= 2.16 IBV_PTR_CHECK: no errno; 2.17+ IBV_PTR_CHECK_ERRNO adds it
+    bare = "n:1:2 [0] misc/ibvwrap.cc:262 NCCL WARN Call to ibv_reg_mr failed"
+    assert _graded(bare) == [("memlock-limit-too-low", "hint")]
+    e = explain_texts([("r.log", bare + "\n"), ("o.log", DUP + "\n")])
+    assert e.problems[0].code == "duplicate-device"
+    assert _graded("n:1:2 [0] misc/ibvwrap.cc:298 NCCL WARN Call to ibv_create_qp failed") == \
+        [("memlock-limit-too-low", "hint")]
+    assert _graded("n:1:2 [0] misc/ibvwrap.cc:134 NCCL WARN Call to ibv_reg_mr_iova2 failed "
+                   "with error Cannot allocate memory") == [("memlock-limit-too-low", "cause")]
+    # near miss: EFAULT is a GPU buffer the HCA cannot map, not the memlock limit
+    assert first_cause("n:1:2 [0] misc/ibvwrap.cc:134 NCCL WARN Call to ibv_reg_mr_iova2 failed "
+                       "with error Bad address") == "nccl-net-error"
+
+
+def test_a_net_plugin_in_use_is_no_socket_fallback():
+    # init.cc "Using network %s" (2.7+): a plugin's network carries the traffic
+    hca = "node3:5:5 [0] NCCL INFO NCCL_IB_HCA set by environment to mlx5_0:1"
+    none = "node3:5:5 [0] NCCL INFO NET/IB : No device found."
+    assert first_cause(hca, none, "node3:5:5 [0] NCCL INFO Using network AWS Libfabric") == \
+        "none"
+    # near miss: NCCL naming its socket transport is the fallback itself
+    assert first_cause(hca, none, "node3:5:5 [0] NCCL INFO Using network Socket") == \
+        "nccl-socket-fallback"
+
+
+# --- NCCL's start-up conditions do not explain a failure of another producer
+
+
+def test_an_nccl_info_condition_does_not_explain_an_exception_no_rule_reads():
+    # net_socket.cc's interface list, NCCL's plugin loader: INFO lines a job prints at start-up
+    # whether or not it fails; their failures are NCCL's own (WARN, "NCCL error in:")
+    for condition in ("h:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> "
+                      "[1]docker0:172.17.0.1<0>",
+                      "h:1:1 [0] NCCL INFO NET/Plugin: Failed to find ncclNetPlugin symbol (>= "
+                      "v5). ncclNetPlugin symbols v4 and lower are not supported."):
+        for failure in (("Traceback (most recent call last):", '  File "train.py", line 3, in '
+                         "<module>", "ValueError: bad batch"),
+                        ("Segmentation fault (core dumped)",)):
+            e = explain_texts([("r.log", "\n".join((condition, *failure)) + "\n")])
+            assert e.undetermined and e.problems[0].code == "root-cause-ambiguous", failure
+    # near miss: gloo's loopback fallback is followed by its own unread connectFullMesh error,
+    # which it explains (a warning of another producer keeps the order rule)
+    assert first_cause("[rank8] Warning: Unable to resolve hostname to a (local) address. Using "
+                       "the loopback address as fallback. Manually set the network interface to "
+                       "bind to with GLOO_SOCKET_IFNAME.",
+                       "Traceback (most recent call last):",
+                       "RuntimeError: Gloo connectFullMesh failed ...") == "hostname-loopback"
