@@ -48,7 +48,11 @@ NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm
 # as "\nLast error:\n<text>": on a line of its own, on the same line where a paste joined
 # the lines, or after a literal "\n" where a wrapper printed the exception's repr. ("Last
 # error" holds the process's latest WARN, not the first: NCCL overwrites it at each WARN.)
-WARN_START = r"(?:NCCL WARN |^\s*|Last error:(?:\s|\\n)*)"
+# nccl-tests (common.h, built with NCCL >= 2.13) quote it on their own line: "host: Test NCCL
+# failure common.cu:958 'unhandled system error (run with NCCL_DEBUG=INFO for details) /
+# <text>'".
+TAIL_START = r"(?:^\s*|Last error:(?:\s|\\n)*|Test NCCL failure \S+ '[^']*? / )"
+WARN_START = r"(?:NCCL WARN |" + TAIL_START[3:]
 # net_ib's async events that NCCL carries on through, by version: <= 2.19 "NET/IB : Got async
 # event : port active", 2.22 "NET/IB : mlx5_0:1 Got async event : GID table change", 2.23-2.26
 # "... Got async error event: LID change" (its "non-fatal" list), >= 2.28 "... Got non-fatal
@@ -208,7 +212,7 @@ PATTERNS = [
     pattern(NCCL_NET_ERROR,
             r"NCCL WARN (?!" + BENIGN_IB + r")"
             r"(?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
-            r"(?:^\s*|Last error:(?:\s|\\n)*)(?!" + BENIGN_IB + r")(?:NET/(?:IB|OFI) ?: .*(?:error|"
+            + TAIL_START + r"(?!" + BENIGN_IB + r")(?:NET/(?:IB|OFI) ?: .*(?:error|"
             r"failed|[Uu]nable)|Call to ibv_\w+ failed)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),

@@ -199,3 +199,19 @@ def test_an_nccl_info_condition_does_not_explain_an_exception_no_rule_reads():
                        "bind to with GLOO_SOCKET_IFNAME.",
                        "Traceback (most recent call last):",
                        "RuntimeError: Gloo connectFullMesh failed ...") == "hostname-loopback"
+
+
+def test_nccl_tests_quote_the_last_warn_after_the_result_string():
+    # nccl-tests common.h (NCCL >= 2.13): "%s: Test NCCL failure %s:%d '%s / %s'" with
+    # ncclGetErrorString(res), ncclGetLastError(NULL)
+    head = "node1: Test NCCL failure common.cu:958 'unhandled system error (run with " \
+           "NCCL_DEBUG=INFO for details) / "
+    assert first_cause(head + "Call to shm_open failed : Permission denied'") == \
+        "dev-shm-unwritable"
+    assert first_cause(head + "Error: failed to extend /dev/shm/nccl-a to 9637892 bytes, "
+                       "error: No space left on device (28)'") == "dev-shm-too-small"
+    assert _graded(head + "socketStartConnect: Connect to 169.254.3.1<40123> failed : No "
+                   "route to host'") == [("nccl-wrong-interface", "hint")]
+    # near miss: an empty last error (no WARN was printed) leaves the result string alone
+    e = explain_texts([("r.log", head + "'\n")])
+    assert e.undetermined and e.problems[0].code == "nccl-error"
