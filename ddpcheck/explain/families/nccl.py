@@ -13,8 +13,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE, NCCL_LIBRARY_MISMATCH
-from ddpcheck.explain.causality import Explained
+from ddpcheck.diagnoses import (
+    BAD_SOCKET_IFNAME,
+    DEV_SHM_TOO_SMALL,
+    DUPLICATE_DEVICE,
+    NCCL_LIBRARY_MISMATCH,
+)
+from ddpcheck.explain.causality import HINT, Explained
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
     COLLECTIVE_SIZE_MISMATCH,
@@ -153,6 +158,18 @@ PATTERNS = [
     pattern(NCCL_P2P_UNSUPPORTED,
             r"peer access is not supported between these two devices|"
             r"failed to peer with device \d+(?:\(=\w+\))?: 217\b", COLL),
+    # bootstrap.cc (2.24 onwards) with NCCL_OOB_NET_ENABLE=1: the bootstrap's network device
+    # is picked by NCCL_OOB_NET_IFNAME, and "no device found matching [exactly ]X, verify
+    # NCCL_OOB_NET_IFNAME" / "no device found after excluding X, ..." says the filter the
+    # user set matched no device: the variable, in the line's own words.
+    pattern(BAD_SOCKET_IFNAME,
+            r"no device found (?:matching|after excluding) (?:exactly )?(?P<value>\S+), verify "
+            r"NCCL_OOB_NET_IFNAME", COLL,
+            cause="NCCL_OOB_NET_IFNAME ({value}) matches no network device NCCL found on this "
+                  "node (with NCCL_OOB_NET_ENABLE=1 the bootstrap uses that device)",
+            fix="set NCCL_OOB_NET_IFNAME to a device NCCL lists on every node (the 'NET/IB : "
+                "Using [0]mlx5_0:1/IB ...' or 'NET/Socket : Using [0]eth0' INFO line), or unset "
+                "NCCL_OOB_NET_ENABLE"),
     # NCCL's own version check (init.cc initTransportsRank, 2.23 onwards, after the first
     # allgather of every rank's peer info; then ncclInvalidUsage): "Mismatched NCCL version
     # detected : rank 1 version 22304 rank 0 version 22105"; and its RAS thread's (ras/ras.cc,
@@ -328,5 +345,9 @@ def version_mismatch(found: Sequence[Explained], records: Sequence[Record]) -> l
     problem = NCCL_STACK_MISMATCH.problem(
         "; ".join(f"NCCL {v} on {', '.join(hs)}" for v, hs in sorted(hosts.items())),
         hosts=tuple(sorted(by_host)))
+    # A hint: NCCL before 2.23 compares no versions, and nodes a patch release apart often
+    # run together; a job that then fails of something else (an OOM hours in) prints the same
+    # two version lines. From 2.23 NCCL says so itself ("Mismatched NCCL version detected",
+    # cause-grade above).
     return [Explained(problem, seen[0], True, COLL,
-                      tuple(f"{r.source}:{r.lineno}" for r in seen[:4])), *found]
+                      tuple(f"{r.source}:{r.lineno}" for r in seen[:4]), HINT), *found]

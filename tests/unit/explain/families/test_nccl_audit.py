@@ -215,3 +215,27 @@ def test_nccl_tests_quote_the_last_warn_after_the_result_string():
     # near miss: an empty last error (no WARN was printed) leaves the result string alone
     e = explain_texts([("r.log", head + "'\n")])
     assert e.undetermined and e.problems[0].code == "nccl-error"
+
+
+def test_nodes_printing_different_versions_are_a_hint_that_a_named_cause_outranks():
+    # init.cc "NCCL version 2.x.y+cudaA.B" per host: NCCL < 2.23 compares nothing, and nodes a
+    # patch release apart often run together
+    v1 = "node1:11:11 [0] NCCL INFO NCCL version 2.18.1+cuda12.1"
+    v2 = "node2:22:22 [0] NCCL INFO NCCL version 2.18.3+cuda12.1"
+    oom = ("node2:22:40 [0] NCCL WARN Cuda failure 'out of memory'")
+    assert first_cause(v1, v2, oom) == "cuda-out-of-memory"
+    # alone beside a garbled bootstrap record (the pre-2.23 symptom) it still answers
+    assert _graded(v1, "node2:22:22 [0] NCCL INFO NCCL version 2.14.3+cuda11.7",
+                   "node1:11:30 [0] bootstrap.cc:73 NCCL WARN Message truncated : received 48 "
+                   "bytes instead of 56")[0] == ("nccl-stack-mismatch", "hint")
+
+
+def test_nccl_oob_net_ifname_matching_no_device_is_the_variable():
+    # bootstrap.cc 2.24+ (NCCL_OOB_NET_ENABLE=1)
+    for line in ("h:1:2 [0] bootstrap.cc:577 NCCL WARN no device found matching exactly mlx5_9, "
+                 "verify NCCL_OOB_NET_IFNAME",
+                 "h:1:2 [0] bootstrap.cc:575 NCCL WARN no device found after excluding ib, "
+                 "verify NCCL_OOB_NET_IFNAME"):
+        assert _graded(line) == [("socket-ifname-invalid", "cause")], line
+    # near miss: NCCL's IB transport finding no HCA is no variable of the user's
+    assert first_cause("h:1:2 [0] NCCL INFO NET/IB : No device found.") == "none"
