@@ -236,7 +236,14 @@ PATTERNS = [
     # transport/nvls.cc creates NVLink SHARP multicast objects (cuMulticastCreate, cuMemMap):
     # a CUDA failure there is the NVSwitch fabric not set up for multicast (Fabric Manager
     # missing, of another version, or restarted); NCCL_NVLS_ENABLE=0 avoids NVLS.
-    pattern(FABRIC_MANAGER_NOT_READY, r"transport/nvls\.cc:\d+ NCCL WARN Cuda failure", COLL,
+    # Not every CUDA error there is the fabric: CUCHECK reports what cuGetErrorString says,
+    # and the driver API returns an earlier kernel's sticky fault (an illegal address, a
+    # launch failure, an ECC error) from any later call, and OOM (CUDA_OUT_OF_MEMORY) for
+    # NVLS's large buffers (read as cuda-out-of-memory above).
+    pattern(FABRIC_MANAGER_NOT_READY,
+            r"transport/nvls\.cc:\d+ NCCL WARN Cuda failure (?!.*(?:illegal (?:memory access|"
+            r"address|instruction)|unspecified launch failure|misaligned address|device-side "
+            r"assert|uncorrectable ECC|launch timed out|out of memory|fallen off the bus))", COLL,
             cause="NCCL's NVLS transport could not create NVLink SHARP multicast objects: the "
                   "NVSwitch fabric is not set up (NVIDIA Fabric Manager not running, not of "
                   "the driver's version, or restarted under live processes)",
@@ -269,11 +276,17 @@ PATTERNS = [
     # out-of-band exchange of fixed-size records disagreed, as between ranks on different
     # NCCL versions or connection setups of different collectives; net_socket.cc's data-path
     # "message truncated : receiving" (watchdog.py) names collective sizes itself.
+    # Its own words (2.12+: "... there may be a mismatch in collective sizes or environment
+    # settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks") name two causes, and a setting
+    # that sizes NCCL's chunks (NCCL_BUFFSIZE, NCCL_PROTO set on some nodes only) is not a
+    # collective of another size: a hint.
     pattern(COLLECTIVE_SIZE_MISMATCH,
             r"NET/Socket : (?:peer \S+ )?message truncated : receiving \d+ bytes instead of",
-            COLL, cause="a peer sent more bytes than this rank posted for the same step: the "
-                        "ranks ran different collectives, the same one with other sizes, or "
-                        "other NCCL_PROTO / NCCL_ALGO settings (net_socket.cc's own hint)"),
+            COLL, grade="hint",
+            cause="a peer sent more bytes than this rank posted for the same step: the ranks "
+                  "ran different collectives, the same one with other sizes, or other "
+                  "NCCL_PROTO / NCCL_ALGO / NCCL_BUFFSIZE settings (net_socket.cc's own "
+                  "hint)"),
     pattern(NCCL_ERROR, r"Message truncated : received \d+(?:,\d+)? bytes instead of", COLL,
             cause="NCCL's bootstrap received a record of another size than it expected: ranks "
                   "running different NCCL versions, or ranks setting up different "

@@ -239,3 +239,27 @@ def test_nccl_oob_net_ifname_matching_no_device_is_the_variable():
         assert _graded(line) == [("socket-ifname-invalid", "cause")], line
     # near miss: NCCL's IB transport finding no HCA is no variable of the user's
     assert first_cause("h:1:2 [0] NCCL INFO NET/IB : No device found.") == "none"
+
+
+def test_a_sticky_kernel_fault_reported_in_nvls_is_not_the_fabric():
+    # transport/nvls.cc CUCHECK (cudawrap.h: "Cuda failure '%s'" of cuGetErrorString)
+    assert first_cause("h:1:2 [0] transport/nvls.cc:76 NCCL WARN Cuda failure 'operation not "
+                       "supported'") == "fabric-manager-not-ready"
+    # near misses: an earlier kernel's fault returned by the next driver call; NVLS's buffers
+    # out of GPU memory
+    e = explain_texts([("r.log", "h:1:2 [0] transport/nvls.cc:76 NCCL WARN Cuda failure 'an "
+                        "illegal memory access was encountered'\n")])
+    assert e.problems[0].code != "fabric-manager-not-ready" and e.undetermined
+    assert first_cause("h:1:2 [0] transport/nvls.cc:76 NCCL WARN Cuda failure 2 'out of "
+                       "memory'") == "cuda-out-of-memory"
+
+
+def test_socket_data_truncation_is_a_size_mismatch_hint():
+    # net_socket.cc 2.12+ names sizes *or* settings (NCCL_PROTO, NCCL_ALGO) between ranks
+    line = ("n1:1:1 [0] transport/net_socket.cc:561 NCCL WARN NET/Socket : peer 10.0.0.2<4242> "
+            "message truncated : receiving 1048576 bytes instead of 65536. If you believe your "
+            "socket network is in a healthy state, there may be a mismatch in collective sizes "
+            "or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks")
+    assert _graded(line) == [("collective-size-mismatch", "hint")]
+    e = explain_texts([("r.log", line + "\n"), ("o.log", DUP + "\n")])
+    assert e.problems[0].code == "duplicate-device"
