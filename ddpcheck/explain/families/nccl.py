@@ -1,11 +1,9 @@
 """NCCL system and internal errors, read from their ``NCCL WARN`` lines.
 
-Line format "host:pid:tid [cudaDev] file:line NCCL WARN message" (NCCL src/debug.cc).
-Shared memory: misc/shmutils.cc ("Error while creating shared memory segment", "failed to
-extend ... No space left on device"; NCCL <= 2.11 include/shm.h's SYSCHECK "Call to
-posix_fallocate failed : No space left on device") means /dev/shm is too small (NCCL
-troubleshooting guide, "Shared memory"); an *attach* failure is not that and stays a plain
-nccl-error.
+Line format "host:pid:tid [cudaDev] file:line NCCL WARN message" (NCCL src/debug.cc), and the
+same text after torch's "Last error:" (``ncclresult.WARN_START``). Creating its shared-memory
+segment is ``ncclshm``'s; an *attach* failure is not a full /dev/shm and stays a plain
+nccl-error here.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from collections.abc import Sequence
 
 from ddpcheck.diagnoses import (
     BAD_SOCKET_IFNAME,
-    DEV_SHM_TOO_SMALL,
     DUPLICATE_DEVICE,
     NCCL_LIBRARY_MISMATCH,
 )
@@ -24,7 +21,6 @@ from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
     COLLECTIVE_SIZE_MISMATCH,
     CUDA_OOM,
-    DEV_SHM_UNWRITABLE,
     FABRIC_MANAGER_NOT_READY,
     MEMLOCK_LIMIT_TOO_LOW,
     NCCL_ERROR,
@@ -32,6 +28,8 @@ from ddpcheck.explain.codes import (
     NCCL_NET_PLUGIN_UNUSABLE,
     NCCL_P2P_UNSUPPORTED,
 )
+from ddpcheck.explain.families.ncclresult import TAIL_START, WARN_START
+from ddpcheck.explain.families.ncclshm import NODE
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.node.gpustate import CUDA_UNUSABLE
@@ -45,19 +43,6 @@ CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capa
                        r"is/are busy|all CUDA-capable devices are busy|uncorrectable ECC|"
                        r"system not yet initialized|no kernel image is available|"
                        r"system has unsupported display driver")
-NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
-# Where the text of an NCCL WARN starts. NCCL's debug.cc prints "host:pid:tid [dev]
-# file:line NCCL WARN <text>" (only with NCCL_DEBUG set) and, from 2.13, always keeps the
-# last WARN's <text> (without that prefix) for ncclGetLastError; torch's NCCLUtils.cpp
-# getNcclErrorDetailStr (torch >= 2.0 built with NCCL >= 2.13) appends it to its exception
-# as "\nLast error:\n<text>": on a line of its own, on the same line where a paste joined
-# the lines, or after a literal "\n" where a wrapper printed the exception's repr. ("Last
-# error" holds the process's latest WARN, not the first: NCCL overwrites it at each WARN.)
-# nccl-tests (common.h, built with NCCL >= 2.13) quote it on their own line: "host: Test NCCL
-# failure common.cu:958 'unhandled system error (run with NCCL_DEBUG=INFO for details) /
-# <text>'".
-TAIL_START = r"(?:^\s*|Last error:(?:\s|\\n)*|Test NCCL failure \S+ '[^']*? / )"
-WARN_START = r"(?:NCCL WARN |" + TAIL_START[3:]
 # net_ib's async events that NCCL carries on through, by version: <= 2.19 "NET/IB : Got async
 # event : port active", 2.22 "NET/IB : mlx5_0:1 Got async event : GID table change", 2.23-2.26
 # "... Got async error event: LID change" (its "non-fatal" list), >= 2.28 "... Got non-fatal
@@ -69,69 +54,6 @@ BENIGN_IB = (r"NET/IB ?: (?:\S+ )?(?:Got non-fatal async event|GID table changed
              r"reached|SRQ limit reached|communication established))")
 
 PATTERNS = [
-    # The errno NCCL's SYSCHECK prints before "Error while creating shared memory segment"
-    # (include/checks.h "Call to %s failed : %s"; misc/shmutils.cc "failed to create shared
-    # memory file ... error Permission denied"): /dev/shm is there but not writable.
-    # NCCL >= 2.23 appends the errno to the segment line itself.
-    pattern(DEV_SHM_UNWRITABLE,
-            WARN_START + r"(?:Call to (?:shm_open|open|mkstemp) "
-            r"failed ?: ?|Error: failed to create shared memory file .*|Error while creating "
-            r"shared memory segment .*error: )(?:Permission denied|Read-only file system)",
-            NODE),
-    # misc/shmutils.cc 2.12-2.21 call mkstemp without checking it and, when it fails, extend
-    # fd -1 under the untouched template: "failed to extend /dev/shm/nccl-XXXXXX to N bytes".
-    # mkstemp's errno is not printed: EACCES/EROFS (not writable), ENOENT (no /dev/shm), but
-    # also EMFILE (the open-files limit) print the same line: a hint.
-    pattern(DEV_SHM_UNWRITABLE, r"failed to extend \S*nccl-XXXXXX to \d+ bytes", NODE,
-            grade="hint",
-            cause="NCCL could not create its shared-memory file in /dev/shm (mkstemp failed, "
-                  "its errno unprinted): most often /dev/shm missing or not writable by the "
-                  "job's user; the open-files limit (ulimit -n) prints the same line"),
-    # NCCL 2.7-2.11 include/shm.h, 2.12-2.2x misc/shmutils.cc, >= 2.27 os/linux.cc:
-    # "Error while creating shared memory segment /dev/shm/nccl-X (size N)[, error: ...]",
-    # "Error: failed to extend /dev/shm/nccl-X to N bytes[, error: No space left on device
-    # (28)]" (2.22 on: the errno decides), SYSCHECK's "Call to posix_fallocate failed : No
-    # space left on device" (2.4-2.11), NCCL <= 2.3 include/shm.h "Unable to allocate shared
-    # memory (N bytes) : No space left on device" and torch's MapAllocator.cpp "unable to
-    # allocate shared memory(shm) for file </torch_...>: No space left on device (28)".
-    # Another errno on the line is another cause: "Interrupted system call" (a signal during
-    # posix_fallocate, NVIDIA/nccl#137), >= 2.23 "Too many open files", "Cannot allocate
-    # memory".
-    pattern(DEV_SHM_TOO_SMALL,
-            r"Error while creating shared memory segment .*error: No space left on device|"
-            r"failed to extend \S+ to \d+ bytes, error: No space left on device|"
-            r"Call to (?:posix_)?fallocate failed ?: ?No space left on device|"
-            r"failed to create shared memory file .*No space left on device|"
-            r"[Uu]nable to allocate shared memory.*No space left on device", NODE,
-            cause="/dev/shm is too small for NCCL's shared-memory transport or the "
-                  "DataLoader workers (containers default to 64 MB)"),
-    # "failed to extend" without an errno (NCCL 2.12-2.21; the NCCL user guide's
-    # Troubleshooting gives it as its example of too little shared memory) is not always
-    # that: 2.12-2.18 extend with ftruncate, which never fails for lack of space on tmpfs (a
-    # full /dev/shm there ends in SIGBUS when the page is touched, see the Bus error hints),
-    # and 2.19-2.21's fallocate also fails with EINTR under a signal (2.22 retries it). The
-    # same for the allocation lines cut before their errno: a hint.
-    pattern(DEV_SHM_TOO_SMALL,
-            r"failed to extend (?!\S*nccl-XXXXXX)\S+ to \d+ bytes\s*$|"
-            r"[Uu]nable to allocate shared memory(?!.*:\s*\S)", NODE, grade="hint",
-            cause="NCCL could not extend its shared-memory file in /dev/shm (the errno is not "
-                  "printed by this NCCL version): most often /dev/shm too small (containers "
-                  "default to 64 MB); a signal interrupting the call prints the same line"),
-    # The segment line without its errno (NCCL 2.7-2.22) follows a full /dev/shm ("failed to
-    # extend", "posix_fallocate ... No space left") or one that is not writable ("Call to
-    # shm_open/open failed : Permission denied"): alone it is a hint.
-    pattern(DEV_SHM_TOO_SMALL, r"Error while creating shared memory segment(?!.*error:)", NODE,
-            grade="hint", cause="NCCL could not create its shared-memory segment, most often "
-            "because /dev/shm is too small (containers default to 64 MB); a /dev/shm that is "
-            "not writable prints the same line (the WARN before it says which)"),
-    # SIGBUS in a DataLoader worker: most often /dev/shm, but a memory-mapped file truncated
-    # under it does it too, and torch says so only as "It is possible that ... out of shared
-    # memory" (_utils/signal_handling.py) / "This might be caused by insufficient shared
-    # memory" (csrc/DataLoader.cpp): a hint
-    pattern(DEV_SHM_TOO_SMALL, r"killed by signal: Bus error|Unexpected bus error encountered "
-            r"in worker", NODE, grade="hint",
-            cause="a DataLoader worker died of SIGBUS, most often a /dev/shm too small for its "
-                  "shared tensors (containers default to 64 MB)"),
     pattern(DUPLICATE_DEVICE,
             r"Duplicate GPU detected : rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device "
             r"(?P<dev>\w+)", "ddpcheck run --stages node,placement",

@@ -7,7 +7,8 @@ NCCL_SOCKET_IFNAME (NCCL's INFO line or its own export) when NCCL found no inter
 transport lines beside DDP's "0 params"; an endpoint the node could not reach that is its
 own name under the c10d backend; a name lookup of the node's own name; and warned
 conditions (loopback, docker bridges) that yield to a failure of another kind. It then hands
-over to the NCCL and gloo refinements (``addresses``, ``ncclresult``, ``nccl``, ``device``).
+over to the NCCL and gloo refinements (``addresses``, ``ncclresult``, ``ncclshm``, ``nccl``,
+``device``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
-from ddpcheck.explain.families import addresses, device, nccl, ncclinterfaces, ncclresult
+from ddpcheck.explain.families import (
+    addresses,
+    device,
+    nccl,
+    ncclinterfaces,
+    ncclresult,
+    ncclshm,
+)
 from ddpcheck.explain.reader import Record
 from ddpcheck.explain.stores import RDZV_STORE
 
@@ -159,6 +167,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     out = ncclresult.quoted_tail(ncclinterfaces.bootstrap_interface(out, records), records)
     out = ncclinterfaces.one_node_interfaces(out, records)
     found = _conditions_yield(ncclinterfaces.odd_family(out, ifname_set, records))
+    found = ncclshm.created(found, records)
     return device.shared_gpu(nccl.version_mismatch(found, records), records)
 
 
