@@ -26,6 +26,7 @@ from ddpcheck.explain.codes import (
     NCCL_ERROR,
     NCCL_NET_ERROR,
     NCCL_NET_PLUGIN_UNUSABLE,
+    NCCL_NO_SOCKET_INTERFACE,
     NCCL_P2P_UNSUPPORTED,
 )
 from ddpcheck.explain.families.ncclresult import TAIL_START, WARN_START
@@ -114,6 +115,13 @@ PATTERNS = [
             r"NET/Plugin ?: ?dlerror=.*(?:version `|undefined symbol|required by)|"
             r"Failed to find ncclNetPlugin symbol|NET/OFI Could not find any optimal provider",
             COLL),
+    # net_ib.cc ncclIbInit (2.7 onwards) looks for its out-of-band interface with the same
+    # search as the bootstrap (misc/socket.cc ncclFindInterfaces: NCCL_SOCKET_IFNAME, else ib*,
+    # any but docker/lo, docker, lo): "NET/IB : No IP interface found." is the bootstrap's "no
+    # socket interface found" (a filter that excludes every interface), not the IB fabric;
+    # netcontext reads it with that line.
+    pattern(NCCL_NO_SOCKET_INTERFACE, WARN_START + r"NET/IB ?: ?No IP interface found",
+            "ddpcheck run --stages node (lists each node's interfaces)"),
     # A work completion with IBV_WC_RETRY_EXC_ERR (12), IBV_WC_RNR_RETRY_EXC_ERR (13) or
     # IBV_WC_WR_FLUSH_ERR (5): the remote QP stopped answering or posting receives, a link
     # down or a peer process that died (killed, crashed, or aborted by its watchdog): a hint,

@@ -52,7 +52,10 @@ SHELL_IFNAME = re.compile(r"(?:^\s*(?:[$#+>]\s*)?(?:export\s+)?|\bexport\s+|\ben
 # NCCL misc/socket.cc ncclFindInterfaces: with NCCL_SOCKET_IFNAME unset it tries ib*, then
 # any interface but docker*/lo, then docker*, then lo, so "Bootstrap : no socket interface
 # found" means a filter the user set (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY) excluded them all.
-NO_INTERFACE = re.compile(r"no socket interface found|NET/Socket : no interface found")
+# net_ib.cc's "NET/IB : No IP interface found." runs the same search for IB's out-of-band
+# socket.
+NO_INTERFACE = re.compile(r"no socket interface found|NET/Socket : no interface found|"
+                          r"NET/IB ?: ?No IP interface found")
 
 
 def _no_interface(e: Explained, ifname_set: bool) -> Explained:
@@ -69,8 +72,9 @@ def _no_interface(e: Explained, ifname_set: bool) -> Explained:
                   "(NCCL finds at least lo when it is unset)"))
     return replace(e, grade=SYMPTOM, problem=BAD_SOCKET_IFNAME.problem(
         p.observed, ranks=p.ranks, hosts=p.hosts,
-        cause="NCCL found no interface for its bootstrap: unset, NCCL falls back to docker "
-              "and lo, so a filter set outside this log excludes every interface: most often "
+        cause="NCCL found no interface for its bootstrap (or IB's out-of-band socket): unset, "
+              "NCCL falls back to docker and lo, so a filter set outside this log excludes "
+              "every interface: most often "
               "NCCL_SOCKET_IFNAME naming interfaces this node lacks (or that have no address), "
               "else NCCL_SOCKET_FAMILY; the log does not show which value",
         fix="look for NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY in the job's environment (env | "

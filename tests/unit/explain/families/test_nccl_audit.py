@@ -263,3 +263,15 @@ def test_socket_data_truncation_is_a_size_mismatch_hint():
     assert _graded(line) == [("collective-size-mismatch", "hint")]
     e = explain_texts([("r.log", line + "\n"), ("o.log", DUP + "\n")])
     assert e.problems[0].code == "duplicate-device"
+
+
+def test_ib_finding_no_ip_interface_is_the_interface_filter_not_the_fabric():
+    # net_ib.cc ncclIbInit (2.7+): the bootstrap's interface search, for IB's out-of-band socket
+    line = "h:1:2 [0] transport/net_ib.cc:402 NCCL WARN NET/IB : No IP interface found."
+    assert first_cause("h:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth9",
+                       line) == "socket-ifname-invalid"
+    e = explain_texts([("r.log", line + "\n")])
+    assert e.undetermined and e.problems[0].code == "socket-ifname-invalid"
+    # near miss: an HCA that cannot be opened is the fabric's
+    assert first_cause("h:1:2 [0] transport/net_ib.cc:410 NCCL WARN NET/IB : Unable to open "
+                       "device mlx5_0") == "nccl-net-error"
