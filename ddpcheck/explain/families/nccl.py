@@ -122,6 +122,16 @@ PATTERNS = [
     # netcontext reads it with that line.
     pattern(NCCL_NO_SOCKET_INTERFACE, WARN_START + r"NET/IB ?: ?No IP interface found",
             "ddpcheck run --stages node (lists each node's interfaces)"),
+    # net_ib.cc ncclIbInit (2.4-2.30) warns and *skips* an HCA it cannot open or query
+    # ("NET/IB : Unable to open device mlx5_4", "Unable to query device", "Unable to query
+    # port_num 1"), going on with the other HCAs or with sockets: a job that then fails of
+    # something else printed it too. A hint.
+    pattern(NCCL_NET_ERROR,
+            WARN_START + r"NET/IB ?: ?Unable to (?:open device|query device|query port_num)",
+            "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint",
+            cause="NCCL could not open or query an InfiniBand/RoCE HCA (a container without "
+                  "access to /dev/infiniband, a driver or firmware fault) and skipped it, going "
+                  "on with the other HCAs or with TCP sockets"),
     # A work completion with IBV_WC_RETRY_EXC_ERR (12), IBV_WC_RNR_RETRY_EXC_ERR (13) or
     # IBV_WC_WR_FLUSH_ERR (5): the remote QP stopped answering or posting receives, a link
     # down or a peer process that died (killed, crashed, or aborted by its watchdog): a hint,

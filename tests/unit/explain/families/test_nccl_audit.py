@@ -275,3 +275,14 @@ def test_ib_finding_no_ip_interface_is_the_interface_filter_not_the_fabric():
     # near miss: an HCA that cannot be opened is the fabric's
     assert first_cause("h:1:2 [0] transport/net_ib.cc:410 NCCL WARN NET/IB : Unable to open "
                        "device mlx5_0") == "nccl-net-error"
+
+
+def test_an_hca_nccl_skips_at_init_is_a_hint():
+    # net_ib.cc ncclIbInit: WARN then continue with the other HCAs (or sockets)
+    line = "h:1:2 [0] transport/net_ib.cc:426 NCCL WARN NET/IB : Unable to open device mlx5_4"
+    assert _graded(line) == [("nccl-net-error", "hint")]
+    assert first_cause(line, "h:1:9 [0] NCCL WARN Cuda failure 'out of memory'") == \
+        "cuda-out-of-memory"
+    # near miss: a port going down under a running job is the fabric's failure
+    assert _graded("h:1:9 [0] NCCL WARN NET/IB : mlx5_0:1 Got async event : port error") == \
+        [("nccl-net-error", "cause")]
