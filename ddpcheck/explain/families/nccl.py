@@ -29,6 +29,7 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_P2P_UNSUPPORTED,
 )
+from ddpcheck.explain.failures import BENIGN_IB, SKIPPED_HCA
 from ddpcheck.explain.families.ncclresult import TAIL_START, WARN_START
 from ddpcheck.explain.families.ncclshm import NODE
 from ddpcheck.explain.matching import pattern
@@ -44,15 +45,6 @@ CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capa
                        r"is/are busy|all CUDA-capable devices are busy|uncorrectable ECC|"
                        r"system not yet initialized|no kernel image is available|"
                        r"system has unsupported display driver")
-# net_ib's async events that NCCL carries on through, by version: <= 2.19 "NET/IB : Got async
-# event : port active", 2.22 "NET/IB : mlx5_0:1 Got async event : GID table change", 2.23-2.26
-# "... Got async error event: LID change" (its "non-fatal" list), >= 2.28 "... Got non-fatal
-# async event: GID table change(18)" and "... GID table changed" (libibverbs
-# ibv_event_type_str). A port error, a catastrophic or CQ/QP event is a failure.
-BENIGN_IB = (r"NET/IB ?: (?:\S+ )?(?:Got non-fatal async event|GID table changed|Got async "
-             r"(?:error )?event ?: ?(?:port active|GID table change|LID change|P_Key change|"
-             r"SM change|client reregistration|path migrated|send queue drained|last WQE "
-             r"reached|SRQ limit reached|communication established))")
 
 PATTERNS = [
     pattern(DUPLICATE_DEVICE,
@@ -122,16 +114,6 @@ PATTERNS = [
     # netcontext reads it with that line.
     pattern(NCCL_NO_SOCKET_INTERFACE, WARN_START + r"NET/IB ?: ?No IP interface found",
             "ddpcheck run --stages node (lists each node's interfaces)"),
-    # net_ib.cc ncclIbInit (2.4-2.30) warns and *skips* an HCA it cannot open or query
-    # ("NET/IB : Unable to open device mlx5_4", "Unable to query device", "Unable to query
-    # port_num 1"), going on with the other HCAs or with sockets: a job that then fails of
-    # something else printed it too. A hint.
-    pattern(NCCL_NET_ERROR,
-            WARN_START + r"NET/IB ?: ?Unable to (?:open device|query device|query port_num)",
-            "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint",
-            cause="NCCL could not open or query an InfiniBand/RoCE HCA (a container without "
-                  "access to /dev/infiniband, a driver or firmware fault) and skipped it, going "
-                  "on with the other HCAs or with TCP sockets"),
     # A work completion with IBV_WC_RETRY_EXC_ERR (12), IBV_WC_RNR_RETRY_EXC_ERR (13) or
     # IBV_WC_WR_FLUSH_ERR (5): the remote QP stopped answering or posting receives, a link
     # down or a peer process that died (killed, crashed, or aborted by its watchdog): a hint,
@@ -167,10 +149,10 @@ PATTERNS = [
     # (net_ib's "Got non-fatal async event: ..." and "GID table changed" report events NCCL
     # carries on through: not a failure)
     pattern(NCCL_NET_ERROR,
-            r"NCCL WARN (?!" + BENIGN_IB + r")"
+            r"NCCL WARN (?!" + BENIGN_IB + r"|" + SKIPPED_HCA + r")"
             r"(?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
-            + TAIL_START + r"(?!" + BENIGN_IB + r")(?:NET/(?:IB|OFI) ?: .*(?:error|"
-            r"failed|[Uu]nable)|Call to ibv_\w+ failed)|"
+            + TAIL_START + r"(?!" + BENIGN_IB + r"|" + SKIPPED_HCA + r")(?:NET/(?:IB|OFI) ?: "
+            r".*(?:error|failed|[Uu]nable)|Call to ibv_\w+ failed)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
     # transport/nvls.cc creates NVLink SHARP multicast objects (cuMulticastCreate, cuMemMap):
@@ -253,7 +235,7 @@ PATTERNS = [
                 "NCCL version, or NCCL_SHM_DISABLE=1 to confirm"),
     pattern(NCCL_ERROR,
             r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)"
-            r"(?!" + BENIGN_IB + r")"
+            r"(?!" + BENIGN_IB + r"|" + SKIPPED_HCA + r")"
             r"(?!.*Cuda failure (?:\d+ )?'?(?:" + CUDA_RUNTIME_CAUSES + r"))", COLL),
     # stop24 dev: transport/nvls.cc (NCCL >= 2.18) when cuMulticastBindMem fails: "Failed to
     # bind NVLink SHARP (NVLS) Multicast memory of size N ... : CUDA error 401 '...'.\nThis is
