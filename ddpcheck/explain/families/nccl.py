@@ -219,7 +219,7 @@ PATTERNS = [
     # share, or a regression (NVIDIA/nccl#1589: 2.23 fixed by 2.21.5).
     # A system limit rather than the transport: the open-files limit (EMFILE) on NCCL's
     # shared-memory files, sockets or CUDA IPC handles ("Too many open files", 2.23+ errno)
-    pattern(NCCL_ERROR, r"NCCL WARN .*Too many open files|" + WARN_START + r".*shared "
+    pattern(NCCL_ERROR, r"NCCL WARN .*Too many open files|^\s*(?:Last error:\s*)?.*shared "
             r"memory.*Too many open files", NODE,
             cause="NCCL ran out of file descriptors (the open-files limit, ulimit -n): each "
                   "peer connection, shared-memory segment and IPC handle holds one",
