@@ -84,6 +84,14 @@ WARNED_LEADS_TO = {
     "hostname-loopback": frozenset({"peer-unreachable", "collective-timeout"}),
     "nccl-wrong-interface": frozenset({"peer-unreachable", "collective-timeout"}),
 }
+# Conditions NCCL prints at start-up on INFO lines (a docker bridge in its interface list, a
+# net plugin it could not load, sockets instead of InfiniBand) act only through NCCL's own
+# calls, whose failures NCCL and torch print in words the rules read (NCCL WARN, "NCCL error
+# in:", the watchdog's timeout): a Python exception no rule reads is no consequence of them,
+# wherever it comes (gloo's loopback fallback is not one: its connectFullMesh error is read by
+# no rule and follows it).
+NCCL_CONDITIONS = frozenset({"nccl-wrong-interface", "nccl-net-plugin-unusable",
+                             "nccl-socket-fallback"})
 # Such a warning with none of those failures in the log (no refused or timed-out connection,
 # no error line at all) decides nothing: the job may have run (NCCL listed a docker bridge it
 # never used; a one-node job on loopback) or hung without a line. It is shown, undecided.
@@ -176,8 +184,10 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
         if root is None:
             return _ambiguous(top, [e for e in found if e not in top], UNORDERED)
         top = [root, *(e for e in top if e is not root)]
-    if best <= 2:  # an exception no rule explains may have been the first failure
-        earlier = [u for u in unclaimed if before(top[0].first, u.first) is not True]
+    if best <= 2:  # an exception no rule explains may have been the first failure (beside
+        # a condition NCCL printed at start-up, wherever it came: see NCCL_CONDITIONS)
+        earlier = [u for u in unclaimed if before(top[0].first, u.first) is not True
+                   or (top[0].grade == WARNING and top[0].problem.code in NCCL_CONDITIONS)]
         if earlier:
             return _ambiguous([earlier[0], *top], [e for e in found if e not in top],
                               UNCLAIMED_FIRST.format(hint=top[0].problem.code))
@@ -197,8 +207,9 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
             and first_rank not in hint.problem.ranks):
         return _ambiguous([hint], [e for e in found if e is not hint], NOT_FIRST_RANK.format(
             hint=hint.problem.code, rank=first_rank))
-    if best == 1 and (earlier := [u for u in unread
-                                  if before(hint.first, u.first) is not True]):
+    if best == 1 and (earlier := [u for u in unread if before(hint.first, u.first) is not True
+                                  or (hint.grade == WARNING
+                                      and hint.problem.code in NCCL_CONDITIONS)]):
         return _ambiguous([earlier[0], *top], [e for e in found if e not in top],
                           UNREAD_FIRST.format(hint=hint.problem.code))
     if best == 1:  # a hint is no root when another failure's symptom may have come first;

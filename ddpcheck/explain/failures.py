@@ -121,10 +121,22 @@ MARKS = re.compile(
 FRAME = re.compile(r'^\s*File "[^"]+", line \d+, in \S')
 TRACEBACK_START = re.compile(r"Traceback \(most recent call last\)|most recent call first\)")
 EXCEPTION_LINE = re.compile(r"^\s*(?:[\w]+\.)*\w*(?:Error|Exception|Interrupt|Exit)\b")
-# NCCL WARN lines that report a fallback the job goes on from: misc/ibvwrap.cc (NCCL <= 2.12)
-# warns "Failed to open libibverbs.so[.1]" when the IB verbs library is absent, then uses
-# sockets ("NET/IB : No device found", "Using network Socket").
-BENIGN = re.compile(r"NCCL WARN Failed to open libibverbs\.so")
+# NCCL WARN lines that report a fallback or an event the job goes on from: misc/ibvwrap.cc (NCCL
+# <= 2.12) warns "Failed to open libibverbs.so[.1]" when the IB verbs library is absent, then
+# uses sockets ("NET/IB : No device found", "Using network Socket"). net_ib.cc's async events
+# that NCCL carries on through, by version: <= 2.19 "NET/IB : Got async event : port active",
+# 2.22 "NET/IB : mlx5_0:1 Got async event : GID table change", 2.23-2.26 "... Got async error
+# event: LID change" (its "non-fatal" list), >= 2.28 "... Got non-fatal async event: GID table
+# change(18)" and "... GID table changed" (libibverbs ibv_event_type_str); a port error, a
+# catastrophic or CQ/QP event is a failure. net_ib.cc ncclIbInit (2.4-2.30) WARNs and then
+# skips an HCA it cannot open or query, going on with the others or with sockets.
+BENIGN_IB = (r"NET/IB ?: (?:\S+ )?(?:Got non-fatal async event|GID table changed|Got async "
+             r"(?:error )?event ?: ?(?:port active|GID table change|LID change|P_Key change|"
+             r"SM change|client reregistration|path migrated|send queue drained|last WQE "
+             r"reached|SRQ limit reached|communication established))")
+SKIPPED_HCA = r"NET/IB ?: ?Unable to (?:open device|query device|query port_num)"
+BENIGN = re.compile(r"NCCL WARN (?:Failed to open libibverbs\.so|" + BENIGN_IB + "|"
+                    + SKIPPED_HCA + ")")
 
 
 def is_failure(text: str) -> bool:

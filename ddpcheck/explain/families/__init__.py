@@ -11,6 +11,7 @@ from ddpcheck.explain.families import (
     memory,
     nccl,
     ncclresult,
+    ncclshm,
     network,
     own_report,
     rendezvous,
@@ -21,7 +22,7 @@ from ddpcheck.explain.families import (
 )
 from ddpcheck.explain.matching import Pattern
 
-FAMILIES = (own_report, rendezvous, network, nccl, watchdog, device, ddp, memory, workers,
+FAMILIES = (own_report, rendezvous, network, ncclshm, nccl, watchdog, device, ddp, memory, workers,
             launcher, slurm, addresses, wrappers, ncclresult, filesystems)
 PATTERNS: tuple[Pattern, ...] = (*(p for f in FAMILIES for p in f.PATTERNS),
                                  *memory.SHELL_KILLED)

@@ -14,7 +14,8 @@ slow inter-node traffic, or the hang, that follows. The run side reads the same 
 
 Graded a warning: it answers only when the log shows no other failure. A file whose NCCL
 connection lines show every peer inside the node (``via P2P``/``via SHM``, no ``via NET``)
-or a connection ``via NET/IB`` (IB did work for it) is left alone.
+or a connection ``via NET/IB`` (IB did work for it), or NCCL's ``Using network X`` naming
+another network than ``Socket`` (a net plugin such as aws-ofi-nccl), is left alone.
 """
 
 from __future__ import annotations
@@ -68,6 +69,12 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     return out
 
 
+# The network NCCL chose (init.cc "Using network %s", 2.7 onwards): "Socket" is the fallback;
+# any other name (IB, a plugin's "AWS Libfabric", "Libfabric") carries the traffic over RDMA, so
+# a "No device found" from NCCL's own IB transport beside it is no fallback.
+NETWORK_CHOSEN = re.compile(r"NCCL INFO Using network (?!Socket\b)\w")
+
+
 def _ib_not_needed_or_used(recs: Sequence[Record]) -> bool:
     return (any(inside_node(v) for v in vias_by_file(recs).values())
-            or any("via NET/IB" in r.text for r in recs))
+            or any("via NET/IB" in r.text or NETWORK_CHOSEN.search(r.text) for r in recs))

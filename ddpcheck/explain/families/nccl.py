@@ -1,11 +1,9 @@
 """NCCL system and internal errors, read from their ``NCCL WARN`` lines.
 
-Line format "host:pid:tid [cudaDev] file:line NCCL WARN message" (NCCL src/debug.cc).
-Shared memory: misc/shmutils.cc ("Error while creating shared memory segment", "failed to
-extend ... No space left on device"; NCCL <= 2.11 include/shm.h's SYSCHECK "Call to
-posix_fallocate failed : No space left on device") means /dev/shm is too small (NCCL
-troubleshooting guide, "Shared memory"); an *attach* failure is not that and stays a plain
-nccl-error.
+Line format "host:pid:tid [cudaDev] file:line NCCL WARN message" (NCCL src/debug.cc), and the
+same text after torch's "Last error:" (``ncclresult.WARN_START``). Creating its shared-memory
+segment is ``ncclshm``'s; an *attach* failure is not a full /dev/shm and stays a plain
+nccl-error here.
 """
 
 from __future__ import annotations
@@ -13,20 +11,27 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, DUPLICATE_DEVICE, NCCL_LIBRARY_MISMATCH
-from ddpcheck.explain.causality import Explained
+from ddpcheck.diagnoses import (
+    BAD_SOCKET_IFNAME,
+    DUPLICATE_DEVICE,
+    NCCL_LIBRARY_MISMATCH,
+)
+from ddpcheck.explain.causality import HINT, Explained
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
     COLLECTIVE_SIZE_MISMATCH,
     CUDA_OOM,
-    DEV_SHM_UNWRITABLE,
     FABRIC_MANAGER_NOT_READY,
     MEMLOCK_LIMIT_TOO_LOW,
     NCCL_ERROR,
     NCCL_NET_ERROR,
     NCCL_NET_PLUGIN_UNUSABLE,
+    NCCL_NO_SOCKET_INTERFACE,
     NCCL_P2P_UNSUPPORTED,
 )
+from ddpcheck.explain.failures import BENIGN_IB, SKIPPED_HCA
+from ddpcheck.explain.families.ncclresult import TAIL_START, WARN_START
+from ddpcheck.explain.families.ncclshm import NODE
 from ddpcheck.explain.matching import pattern
 from ddpcheck.explain.reader import Record
 from ddpcheck.node.gpustate import CUDA_UNUSABLE
@@ -40,57 +45,8 @@ CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capa
                        r"is/are busy|all CUDA-capable devices are busy|uncorrectable ECC|"
                        r"system not yet initialized|no kernel image is available|"
                        r"system has unsupported display driver")
-NODE = "ddpcheck run --stages node,collectives (the node stage measures /dev/shm)"
-# net_ib's async events that NCCL carries on through, by version: <= 2.19 "NET/IB : Got async
-# event : port active", 2.22 "NET/IB : mlx5_0:1 Got async event : GID table change", 2.23-2.26
-# "... Got async error event: LID change" (its "non-fatal" list), >= 2.28 "... Got non-fatal
-# async event: GID table change(18)" and "... GID table changed" (libibverbs
-# ibv_event_type_str). A port error, a catastrophic or CQ/QP event is a failure.
-BENIGN_IB = (r"NET/IB ?: (?:\S+ )?(?:Got non-fatal async event|GID table changed|Got async "
-             r"(?:error )?event ?: ?(?:port active|GID table change|LID change|P_Key change|"
-             r"SM change|client reregistration|path migrated|send queue drained|last WQE "
-             r"reached|SRQ limit reached|communication established))")
 
 PATTERNS = [
-    # The errno NCCL's SYSCHECK prints before "Error while creating shared memory segment"
-    # (include/checks.h "Call to %s failed : %s"; misc/shmutils.cc "failed to create shared
-    # memory file ... error Permission denied"): /dev/shm is there but not writable.
-    # NCCL >= 2.23 appends the errno to the segment line itself; 2.19-2.22 create with
-    # mkstemp and, when it fails, extend the untouched template "/dev/shm/nccl-XXXXXX".
-    pattern(DEV_SHM_UNWRITABLE,
-            r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)(?:Call to (?:shm_open|open|mkstemp) "
-            r"failed ?: ?|Error: failed to create shared memory file .*|Error while creating "
-            r"shared memory segment .*error: )(?:Permission denied|Read-only file system)|"
-            r"failed to extend \S*nccl-XXXXXX to \d+ bytes", NODE),
-    # NCCL 2.7-2.11 include/shm.h, 2.12-2.2x misc/shmutils.cc, >= 2.27 os/linux.cc:
-    # "Error while creating shared memory segment /dev/shm/nccl-X (size N)[, error: ...]",
-    # "Error: failed to extend /dev/shm/nccl-X to N bytes[, error: No space left on device
-    # (28)]" (the NCCL user guide's own example of too little shared memory), SYSCHECK's
-    # "Call to posix_fallocate failed : No space left on device". Another errno on the line
-    # (>= 2.23: "Too many open files", "Cannot allocate memory") is another cause.
-    pattern(DEV_SHM_TOO_SMALL,
-            r"Error while creating shared memory segment .*error: No space left on device|"
-            r"failed to extend \S+ to \d+ bytes(?!.*error:? (?!No space left on device))|"
-            r"Call to (?:posix_)?fallocate failed ?: ?No space left on device|"
-            r"failed to create shared memory file .*No space left on device|"
-            r"unable to allocate shared memory", NODE,
-            cause="/dev/shm is too small for NCCL's shared-memory transport or the "
-                  "DataLoader workers (containers default to 64 MB)"),
-    # The segment line without its errno (NCCL 2.7-2.22) follows a full /dev/shm ("failed to
-    # extend", "posix_fallocate ... No space left") or one that is not writable ("Call to
-    # shm_open/open failed : Permission denied"): alone it is a hint.
-    pattern(DEV_SHM_TOO_SMALL, r"Error while creating shared memory segment(?!.*error:)", NODE,
-            grade="hint", cause="NCCL could not create its shared-memory segment, most often "
-            "because /dev/shm is too small (containers default to 64 MB); a /dev/shm that is "
-            "not writable prints the same line (the WARN before it says which)"),
-    # SIGBUS in a DataLoader worker: most often /dev/shm, but a memory-mapped file truncated
-    # under it does it too, and torch says so only as "It is possible that ... out of shared
-    # memory" (_utils/signal_handling.py) / "This might be caused by insufficient shared
-    # memory" (csrc/DataLoader.cpp): a hint
-    pattern(DEV_SHM_TOO_SMALL, r"killed by signal: Bus error|Unexpected bus error encountered "
-            r"in worker", NODE, grade="hint",
-            cause="a DataLoader worker died of SIGBUS, most often a /dev/shm too small for its "
-                  "shared tensors (containers default to 64 MB)"),
     pattern(DUPLICATE_DEVICE,
             r"Duplicate GPU detected : rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device "
             r"(?P<dev>\w+)", "ddpcheck run --stages node,placement",
@@ -106,18 +62,58 @@ PATTERNS = [
                   "model, the caching allocator, or another process)"),
     pattern(NCCL_LIBRARY_MISMATCH, r"undefined symbol: nccl\w+|libnccl\S*: version `NCCL_",
             "ddpcheck run --stages node (reports the libnccl each rank loads)"),
-    # transport/p2p.cc (2.7 onwards): "failed to peer with device 1(=3b000): 217 peer access
-    # is not supported between these two devices" (711 cudaErrorTooManyPeers is a limit of
-    # how many peers one GPU maps, not unsupported P2P)
+    # transport/p2p.cc (2.7 onwards) and net.cc (2.12 on, "failed to peer with device 1: 217
+    # ...") print cudaDeviceEnablePeerAccess's error after the topology chose P2P: "failed to
+    # peer with device 1(=3b000): 217 peer access is not supported between these two devices".
+    # Only 217 (cudaErrorPeerAccessUnsupported, its string printed by NCCL's CUDACHECK on the
+    # lazy-peer IPC open and by any other CUDA caller alike) is unsupported P2P: 711
+    # cudaErrorTooManyPeers is a limit of how many peers one GPU maps, and the CUDA runtime
+    # documents that the call "may also return error codes from previous, asynchronous
+    # launches" (a 700 illegal address of an earlier kernel): other causes.
     pattern(NCCL_P2P_UNSUPPORTED,
             r"peer access is not supported between these two devices|"
-            r"failed to peer with device \d+(?:\(=\w+\))?: (?!711\b)", COLL),
+            r"failed to peer with device \d+(?:\(=\w+\))?: 217\b", COLL),
+    # bootstrap.cc (2.24 onwards) with NCCL_OOB_NET_ENABLE=1: the bootstrap's network device
+    # is picked by NCCL_OOB_NET_IFNAME, and "no device found matching [exactly ]X, verify
+    # NCCL_OOB_NET_IFNAME" / "no device found after excluding X, ..." says the filter the
+    # user set matched no device: the variable, in the line's own words.
+    pattern(BAD_SOCKET_IFNAME,
+            r"no device found (?:matching|after excluding) (?:exactly )?(?P<value>\S+), verify "
+            r"NCCL_OOB_NET_IFNAME", COLL,
+            cause="NCCL_OOB_NET_IFNAME ({value}) matches no network device NCCL found on this "
+                  "node (with NCCL_OOB_NET_ENABLE=1 the bootstrap uses that device)",
+            fix="set NCCL_OOB_NET_IFNAME to a device NCCL lists on every node (the 'NET/IB : "
+                "Using [0]mlx5_0:1/IB ...' or 'NET/Socket : Using [0]eth0' INFO line), or unset "
+                "NCCL_OOB_NET_ENABLE"),
+    # NCCL's own version check (init.cc initTransportsRank, 2.23 onwards, after the first
+    # allgather of every rank's peer info; then ncclInvalidUsage): "Mismatched NCCL version
+    # detected : rank 1 version 22304 rank 0 version 22105"; and its RAS thread's (ras/ras.cc,
+    # 2.24 onwards) "NCCL version mismatch with remote peer 10.0.0.2<36475> (local: 22405,
+    # remote 22304)" (2.30: versions as strings). Nothing else prints them: the line names the
+    # cause. (Before 2.23 mixed versions show only as garbled bootstrap records: "Message
+    # truncated", an address "with family 0", read below as undetermined.)
+    pattern(NCCL_STACK_MISMATCH,
+            r"Mismatched NCCL version detected : rank \d+ version \d+ rank \d+ version \d+|"
+            r"NCCL version mismatch with remote peer \S+ \(local: ", COLL,
+            cause="the ranks run different NCCL versions (NCCL compared their version codes "
+                  "and stopped): another libnccl first on LD_LIBRARY_PATH, or another torch / "
+                  "nvidia-nccl-cu* wheel, on some nodes",
+            fix="install one NCCL everywhere (pip list | grep nccl and python -c 'import torch; "
+                "print(torch.cuda.nccl.version())' on every node); unset LD_LIBRARY_PATH "
+                "entries that carry another libnccl"),
     # A plugin that exists but cannot load (a missing symbol version, an undefined symbol);
     # "dlerror=libnccl-net.so: cannot open shared object file" is no plugin at all: benign.
     pattern(NCCL_NET_PLUGIN_UNUSABLE,
             r"NET/Plugin ?: ?dlerror=.*(?:version `|undefined symbol|required by)|"
             r"Failed to find ncclNetPlugin symbol|NET/OFI Could not find any optimal provider",
             COLL),
+    # net_ib.cc ncclIbInit (2.7 onwards) looks for its out-of-band interface with the same
+    # search as the bootstrap (misc/socket.cc ncclFindInterfaces: NCCL_SOCKET_IFNAME, else ib*,
+    # any but docker/lo, docker, lo): "NET/IB : No IP interface found." is the bootstrap's "no
+    # socket interface found" (a filter that excludes every interface), not the IB fabric;
+    # netcontext reads it with that line.
+    pattern(NCCL_NO_SOCKET_INTERFACE, WARN_START + r"NET/IB ?: ?No IP interface found",
+            "ddpcheck run --stages node (lists each node's interfaces)"),
     # A work completion with IBV_WC_RETRY_EXC_ERR (12), IBV_WC_RNR_RETRY_EXC_ERR (13) or
     # IBV_WC_WR_FLUSH_ERR (5): the remote QP stopped answering or posting receives, a link
     # down or a peer process that died (killed, crashed, or aborted by its watchdog): a hint,
@@ -125,7 +121,7 @@ PATTERNS = [
     # (<= 2.19), "with status=12 opcode=" (2.20-2.2x), "with status=IBV_WC_RETRY_EXC_ERR(12)"
     # (2.30, also "NET/IB/GIN:").
     pattern(NCCL_NET_ERROR,
-            r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)NET/IB(?:/GIN)? ?: ?Got completion (?:from "
+            WARN_START + r"NET/IB(?:/GIN)? ?: ?Got completion (?:from "
             r"peer \S+ )?with (?:error |status=(?:\w+\()?)(?:12|13|5)\b",
             "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint"),
     # NCCL's user guide (troubleshooting, "Troubleshooting NCCL errors"): "NCCL WARN Call to
@@ -133,25 +129,43 @@ PATTERNS = [
     # >= 2.18 misc/ibvwrap.cc adds the errno ("Call to ibv_reg_mr_iova2 failed with error
     # Cannot allocate memory"). "Bad address" is GPU memory without GPUDirect RDMA: not this.
     pattern(MEMLOCK_LIMIT_TOO_LOW,
-            r"Call to ibv_reg_mr\w* failed(?:\s*$| with error Cannot allocate memory)|"
-            r"Call to ibv_create_qp failed(?:\s*$| with error Cannot allocate memory)",
+            r"Call to ibv_(?:reg_mr\w*|create_qp) failed with error Cannot allocate memory",
             "ulimit -l (inside the job, on every node); ddpcheck run --stages collectives"),
+    # NCCL <= 2.16 misc/ibvwrap.cc IBV_PTR_CHECK prints no errno ("Call to ibv_reg_mr
+    # failed"), so the same line follows ENOMEM (memlock) and EFAULT (a GPU buffer the HCA
+    # cannot map: nvidia-peermem / dma-buf missing, an IOMMU) or EINVAL; ibv_create_qp fails
+    # with ENOMEM for the memlock limit and for the HCA's own QP resources, EINVAL for queue
+    # sizes beyond its caps: the user guide's memlock reading is the likely one, a hint.
+    pattern(MEMLOCK_LIMIT_TOO_LOW, r"Call to ibv_(?:reg_mr\w*|create_qp) failed\s*$",
+            "ulimit -l (inside the job, on every node); ddpcheck run --stages collectives",
+            grade="hint",
+            cause="NCCL could not register (pin) memory with the InfiniBand/RoCE HCA or create "
+                  "a queue pair, most often the locked-memory limit (ulimit -l) inside the job; "
+                  "this NCCL version prints no errno, and a GPU buffer the HCA cannot map "
+                  "(nvidia-peermem not loaded, an IOMMU) prints the same line"),
     # torch >= 2.0 quotes NCCL's last WARN after "Last error:" on a line of its own, without
     # the "NCCL WARN" prefix (the patterns above read that form too, so the tail of a hint
     # stays a hint) (ProcessGroupNCCL getNcclErrorDetailStr / ncclGetLastError)
     # (net_ib's "Got non-fatal async event: ..." and "GID table changed" report events NCCL
     # carries on through: not a failure)
     pattern(NCCL_NET_ERROR,
-            r"NCCL WARN (?!" + BENIGN_IB + r")"
+            r"NCCL WARN (?!" + BENIGN_IB + r"|" + SKIPPED_HCA + r")"
             r"(?:Call to ibv_\w+ failed|NET/IB|NET/OFI|.*\bibv_|.*\bfi_\w+ failed)|"
-            r"^\s*(?:Last error:\s*)?(?!" + BENIGN_IB + r")NET/(?:IB|OFI) ?: .*(?:error|failed|"
-            r"[Uu]nable)|"
+            + TAIL_START + r"(?!" + BENIGN_IB + r"|" + SKIPPED_HCA + r")(?:NET/(?:IB|OFI) ?: "
+            r".*(?:error|failed|[Uu]nable)|Call to ibv_\w+ failed)|"
             r"NET/Plugin.*(?:failed|\berror\b)",
             "ddpcheck run --nodes N --stages collectives,bandwidth"),
     # transport/nvls.cc creates NVLink SHARP multicast objects (cuMulticastCreate, cuMemMap):
     # a CUDA failure there is the NVSwitch fabric not set up for multicast (Fabric Manager
     # missing, of another version, or restarted); NCCL_NVLS_ENABLE=0 avoids NVLS.
-    pattern(FABRIC_MANAGER_NOT_READY, r"transport/nvls\.cc:\d+ NCCL WARN Cuda failure", COLL,
+    # Not every CUDA error there is the fabric: CUCHECK reports what cuGetErrorString says,
+    # and the driver API returns an earlier kernel's sticky fault (an illegal address, a
+    # launch failure, an ECC error) from any later call, and OOM (CUDA_OUT_OF_MEMORY) for
+    # NVLS's large buffers (read as cuda-out-of-memory above).
+    pattern(FABRIC_MANAGER_NOT_READY,
+            r"transport/nvls\.cc:\d+ NCCL WARN Cuda failure (?!.*(?:illegal (?:memory access|"
+            r"address|instruction)|unspecified launch failure|misaligned address|device-side "
+            r"assert|uncorrectable ECC|launch timed out|out of memory|fallen off the bus))", COLL,
             cause="NCCL's NVLS transport could not create NVLink SHARP multicast objects: the "
                   "NVSwitch fabric is not set up (NVIDIA Fabric Manager not running, not of "
                   "the driver's version, or restarted under live processes)",
@@ -165,8 +179,7 @@ PATTERNS = [
             fix="upgrade the NVIDIA driver, or install a torch build for an older CUDA "
                 "(pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"),
     # NCCL's own cross-rank check (init.cc): ranks called different collectives
-    pattern(COLLECTIVE_DESYNC, r"(?:NCCL WARN |^\s*(?:Last error:\s*)?)Mismatched collective "
-            r"detected", COLL,
+    pattern(COLLECTIVE_DESYNC, WARN_START + r"Mismatched collective detected", COLL,
             cause="NCCL saw ranks call different collectives (or the same with another "
                   "count, type or root) at the same point: a rank skipped, added or "
                   "reordered one"),
@@ -185,11 +198,17 @@ PATTERNS = [
     # out-of-band exchange of fixed-size records disagreed, as between ranks on different
     # NCCL versions or connection setups of different collectives; net_socket.cc's data-path
     # "message truncated : receiving" (watchdog.py) names collective sizes itself.
+    # Its own words (2.12+: "... there may be a mismatch in collective sizes or environment
+    # settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks") name two causes, and a setting
+    # that sizes NCCL's chunks (NCCL_BUFFSIZE, NCCL_PROTO set on some nodes only) is not a
+    # collective of another size: a hint.
     pattern(COLLECTIVE_SIZE_MISMATCH,
             r"NET/Socket : (?:peer \S+ )?message truncated : receiving \d+ bytes instead of",
-            COLL, cause="a peer sent more bytes than this rank posted for the same step: the "
-                        "ranks ran different collectives, the same one with other sizes, or "
-                        "other NCCL_PROTO / NCCL_ALGO settings (net_socket.cc's own hint)"),
+            COLL, grade="hint",
+            cause="a peer sent more bytes than this rank posted for the same step: the ranks "
+                  "ran different collectives, the same one with other sizes, or other "
+                  "NCCL_PROTO / NCCL_ALGO / NCCL_BUFFSIZE settings (net_socket.cc's own "
+                  "hint)"),
     pattern(NCCL_ERROR, r"Message truncated : received \d+(?:,\d+)? bytes instead of", COLL,
             cause="NCCL's bootstrap received a record of another size than it expected: ranks "
                   "running different NCCL versions, or ranks setting up different "
@@ -218,7 +237,7 @@ PATTERNS = [
                 "NCCL version, or NCCL_SHM_DISABLE=1 to confirm"),
     pattern(NCCL_ERROR,
             r"NCCL WARN (?!.*Cuda failure 217)(?!Failed to open libibverbs)"
-            r"(?!" + BENIGN_IB + r")"
+            r"(?!" + BENIGN_IB + r"|" + SKIPPED_HCA + r")"
             r"(?!.*Cuda failure (?:\d+ )?'?(?:" + CUDA_RUNTIME_CAUSES + r"))", COLL),
     # stop24 dev: transport/nvls.cc (NCCL >= 2.18) when cuMulticastBindMem fails: "Failed to
     # bind NVLink SHARP (NVLS) Multicast memory of size N ... : CUDA error 401 '...'.\nThis is
@@ -263,5 +282,9 @@ def version_mismatch(found: Sequence[Explained], records: Sequence[Record]) -> l
     problem = NCCL_STACK_MISMATCH.problem(
         "; ".join(f"NCCL {v} on {', '.join(hs)}" for v, hs in sorted(hosts.items())),
         hosts=tuple(sorted(by_host)))
+    # A hint: NCCL before 2.23 compares no versions, and nodes a patch release apart often
+    # run together; a job that then fails of something else (an OOM hours in) prints the same
+    # two version lines. From 2.23 NCCL says so itself ("Mismatched NCCL version detected",
+    # cause-grade above).
     return [Explained(problem, seen[0], True, COLL,
-                      tuple(f"{r.source}:{r.lineno}" for r in seen[:4])), *found]
+                      tuple(f"{r.source}:{r.lineno}" for r in seen[:4]), HINT), *found]

@@ -47,6 +47,18 @@ from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.explain.reader import Record
 
 COLL = "ddpcheck run --nodes N --backend nccl --stages node,collectives"
+# Where the text of an NCCL WARN starts. NCCL's debug.cc prints "host:pid:tid [dev]
+# file:line NCCL WARN <text>" (only with NCCL_DEBUG set) and, from 2.13, always keeps the
+# last WARN's <text> (without that prefix) for ncclGetLastError; torch's NCCLUtils.cpp
+# getNcclErrorDetailStr (torch >= 2.0 built with NCCL >= 2.13) appends it to its exception
+# as "\nLast error:\n<text>": on a line of its own, on the same line where a paste joined
+# the lines, or after a literal "\n" where a wrapper printed the exception's repr. ("Last
+# error" holds the process's latest WARN, not the first: NCCL overwrites it at each WARN.)
+# nccl-tests (common.h, built with NCCL >= 2.13) quote it on their own line: "host: Test NCCL
+# failure common.cu:958 'unhandled system error (run with NCCL_DEBUG=INFO for details) /
+# <text>'".
+TAIL_START = r"(?:^\s*|Last error:(?:\s|\\n)*|Test NCCL failure \S+ '[^']*? / )"
+WARN_START = r"(?:NCCL WARN |" + TAIL_START[3:]
 TRACE = (r"(?:NCCL INFO|\]\s+INFO) (?:[\w.+-]*/)*(?P<file>[\w+-]+\.(?:cc|cu|cpp|h)):\d+"
          r"(?: \([\w:~<>]+\))? -> (?P<ret>[1-6])\b")
 TRACE_LINE = re.compile(TRACE)

@@ -7,7 +7,8 @@ NCCL_SOCKET_IFNAME (NCCL's INFO line or its own export) when NCCL found no inter
 transport lines beside DDP's "0 params"; an endpoint the node could not reach that is its
 own name under the c10d backend; a name lookup of the node's own name; and warned
 conditions (loopback, docker bridges) that yield to a failure of another kind. It then hands
-over to the NCCL and gloo refinements (``addresses``, ``ncclresult``, ``nccl``, ``device``).
+over to the NCCL and gloo refinements (``addresses``, ``ncclresult``, ``ncclshm``, ``nccl``,
+``device``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_WRONG_INTERFACE,
 )
-from ddpcheck.explain.families import addresses, device, nccl, ncclinterfaces, ncclresult
+from ddpcheck.explain.families import (
+    addresses,
+    device,
+    nccl,
+    ncclinterfaces,
+    ncclresult,
+    ncclshm,
+)
 from ddpcheck.explain.reader import Record
 from ddpcheck.explain.stores import RDZV_STORE
 
@@ -44,7 +52,10 @@ SHELL_IFNAME = re.compile(r"(?:^\s*(?:[$#+>]\s*)?(?:export\s+)?|\bexport\s+|\ben
 # NCCL misc/socket.cc ncclFindInterfaces: with NCCL_SOCKET_IFNAME unset it tries ib*, then
 # any interface but docker*/lo, then docker*, then lo, so "Bootstrap : no socket interface
 # found" means a filter the user set (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY) excluded them all.
-NO_INTERFACE = re.compile(r"no socket interface found|NET/Socket : no interface found")
+# net_ib.cc's "NET/IB : No IP interface found." runs the same search for IB's out-of-band
+# socket.
+NO_INTERFACE = re.compile(r"no socket interface found|NET/Socket : no interface found|"
+                          r"NET/IB ?: ?No IP interface found")
 
 
 def _no_interface(e: Explained, ifname_set: bool) -> Explained:
@@ -61,8 +72,9 @@ def _no_interface(e: Explained, ifname_set: bool) -> Explained:
                   "(NCCL finds at least lo when it is unset)"))
     return replace(e, grade=SYMPTOM, problem=BAD_SOCKET_IFNAME.problem(
         p.observed, ranks=p.ranks, hosts=p.hosts,
-        cause="NCCL found no interface for its bootstrap: unset, NCCL falls back to docker "
-              "and lo, so a filter set outside this log excludes every interface: most often "
+        cause="NCCL found no interface for its bootstrap (or IB's out-of-band socket): unset, "
+              "NCCL falls back to docker and lo, so a filter set outside this log excludes "
+              "every interface: most often "
               "NCCL_SOCKET_IFNAME naming interfaces this node lacks (or that have no address), "
               "else NCCL_SOCKET_FAMILY; the log does not show which value",
         fix="look for NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY in the job's environment (env | "
@@ -160,6 +172,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     out = ncclresult.quoted_tail(ncclinterfaces.bootstrap_interface(out, records), records)
     out = ncclinterfaces.one_node_interfaces(out, records)
     found = _conditions_yield(ncclinterfaces.odd_family(out, ifname_set, records))
+    found = ncclshm.created(found, records)
     return device.shared_gpu(nccl.version_mismatch(found, records), records)
 
 

@@ -186,14 +186,17 @@ PATTERNS = [
     # ..."; >= 2.19 "socketStartConnect: Connect to ... failed : ...", and os/linux.cc
     # "socketPollConnect: connect to ... returned Connection refused, exceeded error retry
     # count after 35 attempts"; torch >= 2.0 repeats the WARN, unprefixed, after "Last
-    # error:". A peer address on Docker's default bridge (172.17.0.0/16) or link-local
-    # (169.254.0.0/16, fe80::) is most often an interface the other node cannot reach: NCCL
+    # error:" (its own line, the same line in a joined paste, or a repr's literal \n), and
+    # nccl-tests (NCCL >= 2.13) after "Test NCCL failure file:line '<result> / ". A
+    # peer address on Docker's default bridge (172.17.0.0/16) or link-local (169.254.0.0/16,
+    # fe80::) is most often an interface the other node cannot reach: NCCL
     # advertised the wrong one. A hint, not a cause: containers of one host on Docker's
     # bridge reach each other at 172.17.x.x (a failed connect there is a peer that died), a
     # site network may use 172.17.0.0/16 (RFC 1918 space), and fe80:: with its scope id
     # works between hosts on one link.
     pattern(NCCL_WRONG_INTERFACE,
-            r"(?:WARN |^\s*(?:Last error:\s*)?)(?:\w+: )?(?:Net : )?[Cc]onnect to \[?"
+            r"(?:WARN |^\s*|Last error:(?:\s|\\n)*|Test NCCL failure \S+ '[^']*? / )(?:\w+: )?"
+            r"(?:Net : )?[Cc]onnect to \[?"
             r"(?P<addr>172\.17\.\d+\.\d+|169\.254\.\d+\.\d+|fe80:[\w:%]*)\]?(?:<\d+>)? "
             r"(?:failed|returned)", HOSTS, grade="hint",
             cause="NCCL connected to {addr}, a Docker-bridge or link-local address that often "
