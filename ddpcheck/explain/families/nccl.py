@@ -44,7 +44,10 @@ COLL = "ddpcheck run --nodes N --backend nccl --stages collectives"
 CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capable device\(s\) "
                        r"is/are busy|all CUDA-capable devices are busy|uncorrectable ECC|"
                        r"system not yet initialized|no kernel image is available|"
-                       r"system has unsupported display driver")
+                       r"system has unsupported display driver|CUDA driver is a stub library|"
+                       r"(?:the provided )?PTX was compiled with an unsupported toolchain|"
+                       r"uncorrectable NVLink error|"
+                       r"API call is not supported in the installed CUDA driver")
 
 PATTERNS = [
     pattern(DUPLICATE_DEVICE,

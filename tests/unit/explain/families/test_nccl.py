@@ -384,3 +384,18 @@ def test_too_many_peers_is_not_unsupported_p2p():
                        ) == "nccl-p2p-unsupported"
     assert first_cause("n:1:1 [0] transport/p2p.cc:155 NCCL WARN failed to peer with device "
                        "9(=b1000): 711 peer mapping resources exhausted") == "nccl-error"
+
+
+def test_nccl_quoting_a_cuda_error_of_the_driver_or_the_gpu_is_that_error():
+    # NCCL include/checks.h CUDACHECK: "Cuda failure <n> '<cudaGetErrorString>'"; the CUDA
+    # runtime's strings for a stub libcuda (34), a driver too old for the PTX (222), a lost
+    # NVLink (220): the device family reads them, NCCL only quotes them
+    warn = "node1:123:456 [0] include/alloc.h:48 NCCL WARN Cuda failure "
+    assert first_cause(warn + "34 'CUDA driver is a stub library'") == "cuda-unusable"
+    assert first_cause(warn + "222 'the provided PTX was compiled with an unsupported "
+                       "toolchain.'") == "cuda-unusable"
+    assert first_cause(warn + "220 'uncorrectable NVLink error was detected during the "
+                       "execution'") == "nvlink-down"
+    # near miss: a CUDA error no device rule reads stays NCCL's
+    assert first_cause(warn + "700 'an illegal memory access was encountered'") != \
+        "cuda-unusable"
