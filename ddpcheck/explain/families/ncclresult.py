@@ -40,6 +40,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
 from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.causality import SYMPTOM, Explained
 from ddpcheck.explain.codes import NCCL_ERROR
@@ -201,9 +202,24 @@ LAST_ERROR = re.compile(r"^\s*Last error:")
 TAIL_LINES = 3  # the quoted WARN follows within a few lines (interleaved ranks, a blank)
 
 
+# torch's summary of ncclRemoteError (NCCLUtils getNcclErrorDetailStr, NCCL >= 2.13), read as
+# peer-unreachable: its "Last error:" tail says which connection failed, and how.
+REMOTE_SUMMARY = re.compile(r"remote process exited or there was a network error|"
+                            r"ncclRemoteError: A call failed")
+
+
+def _summary(e: Explained) -> bool:
+    """Whether ``e`` was read from torch's or NCCL's result string (not from a WARN)."""
+    return not e.problem.consequence_of and (
+        e.problem.code == NCCL_ERROR.code
+        or e.problem.code == PEER_UNREACHABLE.code and bool(REMOTE_SUMMARY.search(e.first.text)))
+
+
 def quoted_tail(found: Sequence[Explained], records: Sequence[Record]) -> list[Explained]:
-    """nccl-error read from torch's or NCCL's result string becomes the consequence of the
-    problem read in its "Last error:" tail (a hint there would otherwise give way to it)."""
+    """nccl-error read from torch's or NCCL's result string (and peer-unreachable read from
+    torch's ncclRemoteError summary) becomes the consequence of the problem read in its
+    "Last error:" tail (a hint there would otherwise give way to it): one paste of the
+    exception tells one story whether its lines were joined or not."""
     tails: dict[str, list[int]] = {}
     for r in records:
         if LAST_ERROR.match(r.text):
@@ -219,8 +235,9 @@ def quoted_tail(found: Sequence[Explained], records: Sequence[Record]) -> list[E
     out = []
     for e in found:
         q = next((q for q in quoted if q.first.source == e.first.source
-                  and e.first.lineno < q.first.lineno), None)
-        if q is not None and e.problem.code == NCCL_ERROR.code and not e.problem.consequence_of:
+                  and e.first.lineno < q.first.lineno and q.problem.code != e.problem.code),
+                 None)
+        if q is not None and _summary(e):
             e = replace(e, problem=e.problem.where(consequence_of=q.problem.code))
         out.append(e)
     return out

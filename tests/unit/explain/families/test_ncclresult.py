@@ -161,3 +161,19 @@ def test_the_bootstrap_interface_hint_yields_to_a_cause():
                        ("b.log", "h:9:9 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate "
                                  "failed : No space left on device\n")])
     assert e.problems[0].code == "dev-shm-too-small"
+
+
+def test_torchs_remote_error_summary_is_the_consequence_of_its_last_error_tail():
+    # NCCLUtils getNcclErrorDetailStr: the ncclRemoteError summary, then "Last error:" and
+    # NCCL's last WARN text; joined on one line or not, one story
+    lines = ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+             "remote process exited or there was a network error, NCCL version 2.19.3",
+             "ncclRemoteError: A call failed possibly due to a network error or a remote "
+             "process exiting prematurely.",
+             "Last error:",
+             "socketStartConnect: Connect to 172.17.0.2<45678> failed : Software caused "
+             "connection abort")
+    assert first_cause(*lines) == "nccl-wrong-interface"
+    assert first_cause(" ".join(lines)) == "nccl-wrong-interface"
+    # near miss: the summary alone stays the symptom it is
+    assert first_cause(*lines[:2]) == "peer-unreachable"
