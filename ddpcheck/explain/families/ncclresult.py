@@ -42,7 +42,7 @@ from dataclasses import replace
 
 from ddpcheck.cluster.peerprobe import PEER_UNREACHABLE
 from ddpcheck.diagnoses import Problem
-from ddpcheck.explain.causality import SYMPTOM, Explained
+from ddpcheck.explain.causality import CAUSE, SYMPTOM, Explained
 from ddpcheck.explain.codes import NCCL_ERROR
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.explain.reader import Record
@@ -232,12 +232,16 @@ def quoted_tail(found: Sequence[Explained], records: Sequence[Record]) -> list[E
 
     quoted = [e for e in found if e.problem.code != NCCL_ERROR.code
               and not e.problem.consequence_of and in_tail(e.first)]
+    # ncclRemoteError's summary yields only to a tail that names the cause: a hint there (an
+    # IB retry-exceeded completion, a connect to a bridge address) is also what a peer that
+    # exited leaves, as the summary's own words say: both stay, and explain abstains.
     out = []
     for e in found:
         q = next((q for q in quoted if q.first.source == e.first.source
                   and e.first.lineno < q.first.lineno and q.problem.code != e.problem.code),
                  None)
-        if q is not None and _summary(e):
+        if q is not None and _summary(e) and (e.problem.code == NCCL_ERROR.code
+                                               or q.grade == CAUSE):
             e = replace(e, problem=e.problem.where(consequence_of=q.problem.code))
         out.append(e)
     return out
