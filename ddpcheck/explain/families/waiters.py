@@ -88,6 +88,9 @@ NOT_WORK = re.compile(r"Error\b|Exception|Traceback|Killed|fault|[Aa]bort|exitco
 SNAPSHOT_SEQ = re.compile(r"^\s*#(?P<seq>\d+) (?:started|finished) ranks:\s*$")
 SNAPSHOT_RANKS = re.compile(r"^\s*\[(?P<ranks>[\d, ]+)\] (?:started|finished) (?P<op>\w+)\s*$")
 SLACK_S = 1.0
+# Point-to-point ops (ProcessGroupNCCL opTypeToString): the two ends of a transfer print
+# different ops, and torch >= 2.4 numbers them apart from collectives (seqP2P_).
+P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE", "COALESCED"})
 
 
 @dataclass(frozen=True)
@@ -137,10 +140,15 @@ def summary_desync(found: Sequence[Wait]) -> dict[int, int] | None:
     """rank -> sequence number when ranks of one named process group time out at different
     sequence numbers (the summary lines, which name their group): they ran different
     collectives. None when they agree."""
+    # A summary names no op: the rank's own watchdog line at that number says whether it was
+    # point-to-point work, which torch >= 2.4 numbers apart from collectives (``watchdog.P2P``)
+    p2p = {(w.record.rank, w.seq) for w in found if w.op in P2P_OPS}
     by_pg: dict[str, dict[int, int]] = {}
     for w in found:
-        if w.pg and w.seq is not None and w.record.rank is not None:
-            by_pg.setdefault(w.pg, {})[w.record.rank] = w.seq
+        if (w.pg and w.seq is not None and w.record.rank is not None
+                and w.op not in P2P_OPS and (w.record.rank, w.seq) not in p2p):
+            seqs = by_pg.setdefault(w.pg, {})  # a rank's first: it may log several (< 1.13)
+            seqs[w.record.rank] = min(seqs.get(w.record.rank, w.seq), w.seq)
     return next((seqs for seqs in by_pg.values() if len(set(seqs.values())) > 1), None)
 
 

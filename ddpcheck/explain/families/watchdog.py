@@ -23,7 +23,7 @@ from ddpcheck.explain.codes import (
     UNEXPLAINED,
 )
 from ddpcheck.explain.families.timeouts import ALONE, refine  # noqa: F401 (engine)
-from ddpcheck.explain.families.waiters import process_group
+from ddpcheck.explain.families.waiters import P2P_OPS, process_group
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.ranges import format_ranks
 
@@ -56,6 +56,13 @@ SYNC_POINT = ("every rank that reported was waiting in #{seq} {op} of {numel} el
               "(evaluation, saving, preprocessing), gone (it left the loop early on uneven "
               "data, or crashed) or in another collective; the log does not show which (that "
               "rank's own lines, TORCH_NCCL_DESYNC_DEBUG=1 or the Flight Recorder dumps do)")
+# Point-to-point work is no collective to compare across ranks (audit, stop 27): SEND on one
+# rank and RECV on its peer are the two ends of one transfer, and each pipeline stage issues
+# its own number of them. torch >= 2.4 numbers them apart (ProcessGroupNCCL::initWork: "isP2P ?
+# seqP2P_ : seqCollective_"), so a SEND #12 and an ALLREDUCE #500 share no counter; before 2.4
+# a P2P op bumped the group's one counter, so stages drift apart by design. COALESCED is the op
+# of a batch_isend_irecv group as of a coalesced collective (endCoalescing's default): unknown.
+P2P = P2P_OPS
 # Ops whose input size is the same on every rank (ALLTOALL, SCATTER and P2P may differ).
 SIZE_FIXED = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED",
               "ALLREDUCE_COALESCED", "REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "REDUCE", "GATHER"}
@@ -64,6 +71,8 @@ SIZE_FIXED = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "_ALLGATHER_BASE", "ALLGATH
 def _rank_zero_step(ops: dict[tuple[str, str, str], set[int]]) -> str:
     """Why this timeout is a rank busy alone, or "" when the lines do not show it."""
     ((seq, op, _), ranks), = ops.items()
+    if op in P2P:  # a P2P number counts that pair's transfers, not the job's collectives
+        return ""
     # When rank 0 itself waits there with the others, the log shows no rank busy alone: the
     # one missing is not in the log, or none is and the ranks could not connect.
     if 0 in ranks and len(ranks) > 1:
@@ -88,15 +97,23 @@ def combine(hits: Sequence[Hit]) -> Problem:
     """One problem over every rank's timeout; desync when ranks wait on different work, a
     size mismatch when they wait in the same op with different element counts."""
     ops: dict[tuple[str, str, str], set[int]] = {}
-    groups: dict[str, set[tuple[str, str]]] = {}  # per process group: (seq, op) seen
+    # per process group and rank: the rank's earliest timed-out collective (seq, op). Before
+    # torch 1.13 the watchdog did not abort on a timeout (NCCL_ASYNC_ERROR_HANDLING defaulted
+    # to 0) and logged every pending work that timed out, so one rank prints #5 and #6: only
+    # ranks that disagree on their first are a desync.
+    earliest: dict[str, dict[int, tuple[int, str, str]]] = {}
     sizes: dict[tuple[str, str, str], dict[str, set[int]]] = {}  # (pg, seq, op): numel ranks
     for h in hits:
         g = h.match.groupdict()
         key = (g.get("seq") or "?", g.get("op") or "?", g.get("numel") or "")
         rank = h.record.rank if h.record.rank is not None else -1
         ops.setdefault(key, set()).add(rank)
-        if key[1] != "?":  # a line that names no op (a bare watchdog line) compares to none
-            groups.setdefault(process_group(h.record.text), set()).add(key[:2])
+        # a line that names no op (a bare watchdog line) compares to none; torch 1.8-1.9 name
+        # the op without a number
+        if key[1] != "?" and key[1] not in P2P:
+            firsts = earliest.setdefault(process_group(h.record.text), {})
+            seen = (int(key[0]) if key[0].isdigit() else -1, key[0], key[1])
+            firsts[rank] = min(firsts.get(rank, seen), seen)
         if key[2] and key[1] in SIZE_FIXED and key[0] != "?":
             sizes.setdefault((process_group(h.record.text), *key[:2]), {}).setdefault(
                 key[2], set()).add(rank)
@@ -108,7 +125,7 @@ def combine(hits: Sequence[Hit]) -> Problem:
         for (s, op, n), rs in sorted(ops.items(), key=lambda kv: (len(kv[0][0]), kv[0][0])))
     observed = f"{summary} | {observed_lines(hits)}"
     # Sequence numbers count per process group: ranks differ only within one group.
-    if any(len(seen) > 1 for seen in groups.values()):
+    if any(len({f[1:] for f in firsts.values()}) > 1 for firsts in earliest.values()):
         return COLLECTIVE_DESYNC.problem(observed, **where(hits))
     for (_, seq, op), numels in sizes.items():
         # different ranks, each with one count (one rank's two counts are two groups' lines)

@@ -291,3 +291,15 @@ def test_the_watchdog_threads_exception_line_names_the_group_of_a_bare_line():
     assert _undetermined(*lines)
     same = [*lines[:3], TERMINATED.format(r=3, pg=0, s=31, op="BROADCAST", n=80)]
     assert first_cause(*same) == "collective-desync"
+
+
+def test_summaries_of_a_send_and_a_collective_are_no_desync():
+    # audit (stop 27): a summary names no op; the rank's own watchdog line at that number says
+    # it was a SEND, which torch >= 2.4 numbers apart from collectives (seqP2P_)
+    assert _undetermined(WD.format(r=1, s=4, op="SEND", n=4096),
+                         SUMMARY.format(r=1, pg=0, s=4, done=3),
+                         SUMMARY.format(r=2, pg=0, s=19, done=18))
+    # near miss: the same summaries after an ALLREDUCE line are a desync
+    assert first_cause(WD.format(r=1, s=4, op="ALLREDUCE", n=4096),
+                       SUMMARY.format(r=1, pg=0, s=4, done=3),
+                       SUMMARY.format(r=2, pg=0, s=19, done=18)) == "collective-desync"

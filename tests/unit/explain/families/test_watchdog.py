@@ -342,3 +342,40 @@ def test_one_ranks_line_cannot_tell_which():
 
 def test_a_matching_fingerprint_line_is_not_a_mismatch():
     assert first_cause("CollectiveFingerPrint(OpType=ALLGATHER, TensorShape=[41, 256])") == "none"
+
+
+# --- audit of the watchdog families (stop 27) ---
+
+def test_a_send_and_its_peers_recv_are_no_desync():
+    # ProcessGroupNCCL opTypeToString: SEND on one pipeline stage, RECV on the next, are the two
+    # ends of one transfer; torch >= 2.4 numbers P2P work apart (initWork: "isP2P ? seqP2P_ :
+    # seqCollective_"), so their numbers do not compare either
+    assert first_cause(WD.format(r=0, s=12, op="SEND", n=4096),
+                       WD.format(r=1, s=9, op="RECV", n=4096)) == "collective-timeout"
+    # near miss: two collectives of one group at different numbers are
+    assert first_cause(WD.format(r=0, s=12, op="ALLREDUCE", n=4096),
+                       WD.format(r=1, s=9, op="ALLREDUCE", n=4096)) == "collective-desync"
+
+
+def test_a_p2p_timeout_against_a_collective_is_no_desync():
+    # torch >= 2.4: a SEND #3 (P2P counter) and an ALLREDUCE #500 (collective counter)
+    assert first_cause(WD.format(r=0, s=500, op="ALLREDUCE", n=1024),
+                       WD.format(r=1, s=3, op="SEND", n=1024)) == "collective-timeout"
+
+
+def test_one_rank_logging_two_pending_works_is_no_desync():
+    # torch < 1.13 (NCCL_ASYNC_ERROR_HANDLING off): the watchdog logs every pending work that
+    # timed out, so rank 1 prints #5 and #6; every rank's first is #5
+    lines = [WD.format(r=0, s=5, op="ALLREDUCE", n=1024), WD.format(r=1, s=5, op="ALLREDUCE",
+             n=1024), WD.format(r=1, s=6, op="ALLREDUCE", n=1024)]
+    assert first_cause(*lines) == "collective-timeout"
+    # near miss: rank 0's first is #5, rank 1's first #6
+    assert first_cause(lines[0], lines[2]) == "collective-desync"
+
+
+def test_a_p2p_at_sequence_number_two_is_no_rank_busy_alone():
+    # the second-collective reading counts the group's collectives, not one pair's transfers
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r1.log", WD.format(r=1, s=2, op="RECV", n=4096) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
