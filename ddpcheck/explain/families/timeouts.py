@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.diagnoses import Problem
-from ddpcheck.explain.causality import Explained
+from ddpcheck.explain.causality import HINT, Explained
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
     COLLECTIVE_SIZE_MISMATCH,
@@ -65,7 +65,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     alone: its work shortly before the first timeout, a rank-0-first block in a traceback,
     or a rank that went on printing while the others waited."""
     seen = waiters.waits(records)
-    found = _regroup(found, seen)
+    found = _regroup(_early_is_a_hint(found), seen)
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
@@ -83,6 +83,18 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                         evidence=(*e.evidence, f"{rec.source}:{rec.lineno}"))
         out.append(e)
     return out
+
+
+def _early_is_a_hint(found: list[Explained]) -> list[Explained]:
+    """The watchdog's own reading of a timeout at ``SeqNum=2`` (``watchdog.EARLY_SEQ``: all
+    met in #1, one did not reach #2) is a hint, not a cause: torch prints the same line when
+    the missing rank crashed, exited or called another collective after #1 (checkTimeout
+    says only which work timed out), so a cause-grade line, an earlier failure line or a Root
+    Cause block naming another rank comes first (audit, stop 27; it was root=False, which only
+    an unexplained exception could outrank)."""
+    return [replace(e, root=True, grade=HINT)
+            if e.problem.code == RANK_ZERO_ONLY_STEP_TIMEOUT.code and not e.root
+            and waiters.WAIT.search(e.first.text) else e for e in found]
 
 
 def _regroup(found: list[Explained], seen: Sequence[waiters.Wait]) -> list[Explained]:

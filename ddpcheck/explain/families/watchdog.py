@@ -214,6 +214,17 @@ PATTERNS = [
             r"Ranks? (?P<ranks>[\d, ]+) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
             NEXT, cause="rank {ranks} did not reach the monitored barrier within {ms} ms: "
             "they were busy elsewhere (a long step of their own), stuck, or dead"),
+    # The same barrier seen from the other side (ProcessGroupGloo.cpp monitoredBarrier, torch
+    # 1.10 to 2.13): a non-zero rank "Rank 1 successfully reached monitoredBarrier, but received
+    # errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
+    # (rank 0 answers only once every rank came: printed alike when rank 0 itself failed, as in
+    # a torch.save that failed on rank 0, and when a third rank never came), and rank 0 running
+    # out of time without naming anyone ("Rank 0 timed out in monitoredBarrier after 30000 ms.
+    # Successfully processed ranks: 1, 2", checkRemainingTime): symptoms, like a timeout.
+    pattern(COLLECTIVE_TIMEOUT,
+            r"Rank \d+ successfully reached monitoredBarrier, but received errors while waiting|"
+            r"Rank \d+ timed out in monitoredBarrier after \d+ ms", NEXT, root=False,
+            combine=combine),
     # TORCH_NCCL_DESYNC_DEBUG's report (torch/csrc/distributed/c10d/TraceUtils.h
     # analyzeMissingRanks / analyzeLaggingRanks, torch 2.0-2.3): "To our best knowledge,
     # ranks [1, 3] are the lagging ranks that caused this timeout. They never joined any
@@ -275,10 +286,17 @@ PATTERNS = [
             NEXT, root=False, combine=combine),
     # ProcessGroupNCCL's first collective fetches rank 0's ncclUniqueId from the store: a
     # timeout there means rank 0 had not reached its first collective (busy alone).
+    # Who else prints it (audit, stop 27; ProcessGroupNCCL.cpp broadcastUniqueNCCLID, 1.10 to
+    # 2.13): a rank 0 that crashed takes the store down with it (env:// hosts it in rank 0's
+    # process; torchrun's agent exits once its worker failed), so the others' get fails with a
+    # reset or refused connection, not a timeout: rank 0 was alive and did not arrive. But
+    # alive is also stuck (a hang of its own, a collective of another group first): a hint,
+    # which gives way to any cause-grade line, an earlier failure line, or a Root Cause block
+    # naming another rank (was root=False, which only exceptions could outrank).
     pattern(RANK_ZERO_ONLY_STEP_TIMEOUT,
             r"retrieving ncclUniqueId from \[0\] via c10d key-value store.*"
             # (torch >= 2.4: "... got error: wait timeout after 600000ms, keys: ...")
-            r"(?:Socket Timeout|timed out|[Tt]imeout)", NEXT, root=False,
+            r"(?:Socket Timeout|timed out|[Tt]imeout)", NEXT, grade="hint",
             cause="rank 0 had not reached its first NCCL collective when the others asked "
                   "for its ncclUniqueId: it was busy with a step of its own (dataset "
                   "preprocessing, loading) longer than the timeout"),

@@ -379,3 +379,54 @@ def test_a_p2p_at_sequence_number_two_is_no_rank_busy_alone():
 
     e = explain_texts([("r1.log", WD.format(r=1, s=2, op="RECV", n=4096) + "\n")])
     assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_the_monitored_barrier_seen_from_a_waiting_rank_is_a_symptom():
+    # ProcessGroupGloo.cpp monitoredBarrier: a non-zero rank waits for rank 0's answer, which
+    # comes only once every rank arrived; rank 0 failing (here a torch.save) prints it too
+    from ddpcheck.explain import explain_texts
+
+    waiting = ("[rank1]:[E325 17:13:23.163175227 ProcessGroupGloo.cpp:145] Rank 1 successfully "
+               "reached monitoredBarrier, but received errors while waiting for send/recv from "
+               "rank 0. Please check rank 0 logs for faulty rank.")
+    e = explain_texts([("job.log", waiting + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    assert first_cause("[rank0]: RuntimeError: [enforce fail at inline_container.cc:626] . "
+                       "unexpected pos 2221367680 vs 2221367568", waiting) == "disk-full"
+    # rank 0 out of time names no one: a symptom too
+    e = explain_texts([("job.log", "RuntimeError: Rank 0 timed out in monitoredBarrier after "
+                                   "30000 ms.\nSuccessfully processed ranks: 1, 2\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    # near miss: rank 0 naming the ranks that did not come stays rank-never-joined
+    assert first_cause("RuntimeError: [Rank 0]: Rank 2 failed to pass monitoredBarrier in "
+                       "30000 ms") == "rank-never-joined"
+
+
+# torchrun's summary (torch/distributed/elastic/multiprocessing/errors/__init__.py) naming rank 3
+ROOT_RANK_3 = """Root Cause (first observed failure):
+[0]:
+  time      : 2024-05-01_10:00:00
+  host      : node1
+  rank      : 3 (local_rank: 3)
+  exitcode  : 1 (pid: 1234)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"""
+UNIQUE_ID = ("[rank6]: RuntimeError: [6] is setting up NCCL communicator and retrieving "
+             "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') "
+             "got error: Socket Timeout")
+
+
+def test_a_second_collective_timeout_is_a_hint_that_gives_way():
+    # checkTimeout prints the same line whether the missing rank was busy alone or crashed
+    # after #1: torchrun saw rank 3 fail first, and its lines are not in the log
+    from ddpcheck.explain import explain_texts
+
+    wd = "[rank1]:" + WD.format(r=1, s=2, op="ALLREDUCE", n=1)
+    for line in (wd, UNIQUE_ID):
+        assert first_cause(line) == "rank-zero-only-step-timeout"  # alone: the likely cause
+        e = explain_texts([("job.log", f"{line}\n{ROOT_RANK_3}\n")])
+        assert e.undetermined and e.problems[0].code == "root-cause-ambiguous"
+    # an earlier failure line no rule names (a CUDA error on another rank) may be the first
+    e = explain_texts([("job.log", "[rank3]: NCCL WARN Cuda failure 'an illegal memory access "
+                                   f"was encountered'\n{wd}\n")])
+    assert e.undetermined
