@@ -45,7 +45,13 @@ from ddpcheck.explain.reader import Record
 
 # ProcessGroupNCCL.cpp WorkNCCL operator<< (1.10+: SeqNum; 2.2+: NumelIn/NumelOut) inside
 # checkTimeout's "Watchdog caught collective operation timeout: ... ran for T milliseconds".
-WAIT = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\("
+# The same WorkNCCL under NCCL_BLOCKING_WAIT, where the calling thread times out instead of
+# the watchdog (WorkNCCL::synchronizeInternal): "[Rank 1] Work WorkNCCL(SeqNum=7, ...) timed
+# out in blocking wait (NCCL_BLOCKING_WAIT=1)." (1.x-2.1), "(TORCH_NCCL_BLOCKING_WAIT=1)."
+# (2.2+), "timed out in blocking wait." (newest): no "ran for" there.
+TIMED_OUT_WORK = (r"(?:Watchdog caught collective operation timeout: |\bWork (?=WorkNCCL\(.*\) "
+                  r"timed out in blocking wait))")
+WAIT = re.compile(TIMED_OUT_WORK + r"WorkNCCL\("
                   r"(?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
                   r"(?:, NumelIn=(?P<numel>\d+))?(?:.*?Timeout\(ms\)=(?P<limit>\d+))?"
                   r"(?:\) ran for (?P<ran>\d+) milliseconds)?")

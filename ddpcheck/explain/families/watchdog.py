@@ -23,7 +23,7 @@ from ddpcheck.explain.codes import (
     UNEXPLAINED,
 )
 from ddpcheck.explain.families.timeouts import ALONE, refine  # noqa: F401 (engine)
-from ddpcheck.explain.families.waiters import P2P_OPS, process_group
+from ddpcheck.explain.families.waiters import P2P_OPS, TIMED_OUT_WORK, process_group
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.ranges import format_ranks
 
@@ -244,16 +244,29 @@ PATTERNS = [
             cause="a gloo peer sent a larger message than this rank posted for the same "
                   "collective: the ranks called it with different sizes (or different "
                   "collectives)"),
+    # Who else prints NCCL's line (audit, stop 27): net_socket.cc's data-path "message
+    # truncated : receiving N bytes instead of M" follows ranks that call NCCL differently
+    # (sizes, ops) and ranks that run one call with different protocols or buffer sizes
+    # because their environment differs (NVIDIA/nccl#626, sjeaugey: "mostly two things ...
+    # not calling NCCL consistently ... NCCL is not using the same protocol on all ranks due to
+    # some environment not being consistent"; NVIDIA/nccl#605: "a mismatch in collective size
+    # or env settings between ranks"): a hint, which a line beside it (nodes printing other
+    # NCCL versions) outranks. The bootstrap's "Message truncated : received" (bootstrap.cc)
+    # is no collective at all (versions, NCCL 2.19-2.20 bugs: NVIDIA/nccl#1176, #1273): the
+    # NCCL family reads it.
     pattern(COLLECTIVE_SIZE_MISMATCH,
-            r"[Mm]essage truncated ?: receiv(?:ing|ed) \d+ bytes instead of \d+", NEXT,
+            r"[Mm]essage truncated ?: receiving \d+ bytes instead of \d+", NEXT, grade="hint",
             cause="a peer sent a message of another size than this rank expected: the ranks "
-                  "ran different collectives, or the same one with different sizes"),
+                  "ran different collectives, or the same one with different sizes, or one "
+                  "call with different NCCL_PROTO / NCCL_ALGO / NCCL_BUFFSIZE settings or NCCL "
+                  "versions per node (compare every node's environment)"),
     # WorkNCCL's operator<< (ProcessGroupNCCL.cpp) across versions: torch 1.8-1.9
     # "WorkNCCL(OpType=ALLREDUCE, TensorShape=[...], Timeout(ms)=1800000)" (no SeqNum);
     # 1.10-2.1 "WorkNCCL(SeqNum=5, OpType=BROADCAST, Timeout(ms)=1800000)"; >= 2.2 adds
     # "NumelIn=1, NumelOut=1"; >= 2.4 prefixes "[PG 0 (default_pg) Rank 1]".
+    # (waiters.TIMED_OUT_WORK: also the blocking-wait wording of the same work)
     pattern(COLLECTIVE_TIMEOUT,
-            r"Watchdog caught collective operation timeout: WorkNCCL\("
+            TIMED_OUT_WORK + r"WorkNCCL\("
             r"(?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?", NEXT,
             root=False, combine=combine),
     pattern(COLLECTIVE_TIMEOUT,

@@ -430,3 +430,40 @@ def test_a_second_collective_timeout_is_a_hint_that_gives_way():
     e = explain_texts([("job.log", "[rank3]: NCCL WARN Cuda failure 'an illegal memory access "
                                    f"was encountered'\n{wd}\n")])
     assert e.undetermined
+
+
+def test_the_blocking_wait_wordings_are_the_same_timeout():
+    # ProcessGroupNCCL.cpp WorkNCCL::synchronizeInternal under NCCL_BLOCKING_WAIT: the calling
+    # thread times out, not the watchdog, and prints the same WorkNCCL
+    from ddpcheck.explain import explain_texts
+
+    work = "WorkNCCL(SeqNum={s}, OpType={op}, NumelIn=1, NumelOut=1, Timeout(ms)=60000)"
+    for line in ("[E ProcessGroupNCCL.cpp:566] [Rank {r}] Work WorkNCCL(SeqNum={s}, OpType={op}, "
+                 "Timeout(ms)=60000) timed out in blocking wait (NCCL_BLOCKING_WAIT=1).",
+                 "[rank{r}]:[E ProcessGroupNCCL.cpp:900] [PG 0 Rank {r}] Work " + work +
+                 " timed out in blocking wait (TORCH_NCCL_BLOCKING_WAIT=1).",
+                 "[rank{r}]:[E ProcessGroupNCCL.cpp:900] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+                 "Work " + work + " timed out in blocking wait."):
+        e = explain_texts([("job.log", line.format(r=1, s=7, op="ALLREDUCE") + "\n")])
+        assert e.problems[0].code == "collective-timeout" and e.undetermined
+        # compared across ranks like the watchdog's lines
+        assert first_cause(line.format(r=1, s=7, op="ALLREDUCE"),
+                           line.format(r=0, s=8, op="BROADCAST")) == "collective-desync"
+    # near miss: a WorkNCCL that did not time out is no failure
+    assert first_cause("[rank1]: Work " + work.format(s=7, op="ALLREDUCE") + " completed") == \
+        "none"
+
+
+def test_nccl_message_truncated_is_a_size_mismatch_hint():
+    # transport/net_socket.cc "message truncated : receiving N bytes instead of M", quoted by
+    # torch after "Last error:": mismatched calls, or one call run with other NCCL_PROTO /
+    # buffer settings per node (NVIDIA/nccl#626, #605): a hint
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("job.log", "RuntimeError: NCCL error: invalid usage, NCCL version 2.10.3"
+                                   "\nLast error:\nmessage truncated : receiving 1048576 bytes "
+                                   "instead of 65536\n")])
+    assert e.problems[0].code == "collective-size-mismatch" and e.found[0].grade == "hint"
+    # near miss: the bootstrap's "received" (bootstrap.cc) is no collective's size
+    assert first_cause("node:1:2 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 256 "
+                       "bytes instead of 4") != "collective-size-mismatch"
