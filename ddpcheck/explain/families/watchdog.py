@@ -11,6 +11,7 @@ symptom.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ddpcheck.diagnoses import Problem
@@ -93,9 +94,24 @@ def _waited_in(seq: str, op: str, numel: str) -> str:
             "between nodes")
 
 
+# ProcessGroupNCCL's heartbeat monitor (2.2-2.3 "Heartbeat monitor timed out! Process will be
+# terminated after dumping debug info.", >= 2.4 "ProcessGroupNCCL's watchdog got stuck for 480
+# seconds without making progress in monitoring enqueued collectives. This typically indicates
+# a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog ..."): the watchdog thread
+# itself stopped beating, not a collective's timeout; it also follows one (the watchdog stuck
+# dumping or aborting after a timeout). A symptom with its own cause text.
+HEARTBEAT = re.compile(r"Heartbeat monitor timed out|watchdog got stuck for \d+ seconds")
+STUCK = ("the watchdog thread itself stopped making progress (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC): "
+         "a CUDA or NCCL call hung in it (a GPU fault, an NCCL abort that does not return after "
+         "a collective timed out) or another thread held the GIL inside a CUDA call; look for a "
+         "collective timeout or a GPU/NCCL error before it")
+
+
 def combine(hits: Sequence[Hit]) -> Problem:
     """One problem over every rank's timeout; desync when ranks wait on different work, a
     size mismatch when they wait in the same op with different element counts."""
+    if all(HEARTBEAT.search(h.record.text) for h in hits):
+        return COLLECTIVE_TIMEOUT.problem(observed_lines(hits), cause=STUCK, **where(hits))
     ops: dict[tuple[str, str, str], set[int]] = {}
     # per process group and rank: the rank's earliest timed-out collective (seq, op). Before
     # torch 1.13 the watchdog did not abort on a timeout (NCCL_ASYNC_ERROR_HANDLING defaulted
@@ -274,6 +290,8 @@ PATTERNS = [
             # ProcessGroupNCCL >= 2.1: the watchdog's summary and its heartbeat monitor
             r"Timeout at NCCL work: \d+, last enqueued NCCL work|"
             r"Heartbeat monitor timed out! Process will be terminated|"
+            # the same monitor in torch >= 2.4 (HeartbeatMonitor, its exitMsg already in 2.3)
+            r"ProcessGroup\w*'s watchdog got stuck for \d+ seconds|"
             # TORCH_NCCL_DUMP_ON_TIMEOUT: another rank timed out and signalled this one
             # (torch 2.2-2.3 "Received a global timeout from another rank", >= 2.4
             # "Received a dump signal due to a collective timeout from rank R")

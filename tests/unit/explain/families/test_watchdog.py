@@ -467,3 +467,23 @@ def test_nccl_message_truncated_is_a_size_mismatch_hint():
     # near miss: the bootstrap's "received" (bootstrap.cc) is no collective's size
     assert first_cause("node:1:2 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 256 "
                        "bytes instead of 4") != "collective-size-mismatch"
+
+
+def test_the_heartbeat_monitor_is_a_stuck_watchdog_in_both_wordings():
+    # ProcessGroupNCCL.cpp heartbeat monitor: 2.2-2.3 and >= 2.4 wordings
+    from ddpcheck.explain import explain_texts
+
+    for line in ("[rank0]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 0] Heartbeat monitor timed "
+                 "out! Process will be terminated after dumping debug info. workMetaList_.size()=1",
+                 "[rank3]:[E1022 10:49:35.421838795 ProcessGroupNCCL.cpp:1511] [PG ID 0 PG GUID "
+                 "0(default_pg) Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 seconds "
+                 "without making progress in monitoring enqueued collectives. This typically "
+                 "indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog"):
+        e = explain_texts([("job.log", line + "\n")])
+        assert e.problems[0].code == "collective-timeout" and e.undetermined
+        assert "watchdog thread itself" in e.problems[0].cause
+    # near miss: with a watchdog timeout beside it, the timeout's own reading stands
+    e = explain_texts([("job.log", WD.format(r=0, s=808, op="ALLREDUCE", n=9801523) + "\n"
+                        + line + "\n")])
+    assert e.problems[0].code == "collective-timeout"
+    assert "watchdog thread itself" not in e.problems[0].cause
