@@ -178,9 +178,15 @@ def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
     # first timeout, not an evaluation that ran (and ended) epochs earlier.
     # (Lines of one file compare by line number: progress bars carry no timestamp.)
     firsts = [e.first for e in timeouts]
+    # A rank that timed out in the collective had reached it (the watchdog checks only the
+    # work its own rank enqueued: ProcessGroupNCCL checkTimeout; gloo's timeout is the caller's
+    # own wait), so the step it printed before had ended there: its step is not what held the
+    # others (audit, stop 27). An unprefixed line is rank 0's (a progress bar, a trainer's log).
+    waited = {r for e in timeouts for r in e.problem.ranks}
     hint = next((r for r in reversed(records) if any(
         r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)
-        and SOLO_STEP.search(r.text)), None)
+        and SOLO_STEP.search(r.text)
+        and (0 if r.rank is None else r.rank) not in waited), None)
     if hint is not None:  # rank: the busy rank, where the line names it
         why, rank = "meanwhile", hint.rank
     elif (hint := waiters.zero_first(records)) is not None:
