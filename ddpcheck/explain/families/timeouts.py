@@ -69,8 +69,8 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
-    decided = (_structure(seen, records) or _after_training(timeouts, records)
-               or _busy(timeouts, seen, records))
+    decided = (_joined_busy(_structure(seen, records), records)
+               or _after_training(timeouts, records) or _busy(timeouts, seen, records))
     if decided is None:
         return found
     problem, rec = decided
@@ -151,6 +151,29 @@ def _structure(seen: Sequence[waiters.Wait],
         cause=f"rank {format_ranks(ranks)} never joined {what}: busy elsewhere (a step of its "
               "own), gone from the loop (uneven data), or the waiting rank called a collective "
               "the others never call", ranks=tuple(ranks)), rec
+
+
+def _joined_busy(decided: tuple[Problem, Record] | None,
+                 records: Sequence[Record]) -> tuple[Problem, Record] | None:
+    """A single rank that never joined (its counters idle when the dump signal came) whose
+    own last line is a step of its own under way: it never joined *because* it was busy with
+    that step, the more specific cause (audit, stop 27: the counters say who, its last line
+    says why; without that line it stays ``rank-never-joined``, busy, stuck or gone)."""
+    if decided is None or decided[0].code != RANK_NEVER_JOINED.code or len(
+            decided[0].ranks) != 1:
+        return decided
+    (rank,) = decided[0].ranks
+    own = [r for r in records if r.rank == rank and r.text.strip()
+           and not waiters.NOT_WORK.search(r.text)]
+    last = max(own, key=lambda r: r.order, default=None)
+    if last is None or not SOLO_STEP.search(last.text) or DONE.search(last.text):
+        return decided
+    step = f"{last.source}:{last.lineno}: {last.text.strip()[:160]}"
+    return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
+        f"{decided[0].observed} | rank {rank}'s last line: {step}",
+        cause=ALONE.format(what="the collective that timed out") + f" (rank {rank} had no "
+        f"collective pending when the timeout was signalled, and its last line is a step of "
+        f"its own under way: {step})", ranks=(rank,)), last
 
 
 def _after_training(timeouts: Sequence[Explained],

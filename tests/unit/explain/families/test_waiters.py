@@ -303,3 +303,17 @@ def test_summaries_of_a_send_and_a_collective_are_no_desync():
     assert first_cause(WD.format(r=1, s=4, op="ALLREDUCE", n=4096),
                        SUMMARY.format(r=1, pg=0, s=4, done=3),
                        SUMMARY.format(r=2, pg=0, s=19, done=18)) == "collective-desync"
+
+
+def test_a_rank_that_never_joined_while_its_own_step_was_under_way_was_busy_alone():
+    # audit (stop 27): the counters say who never joined (rank 0, nothing pending), its own
+    # last line says why: an evaluation still under way
+    lines = ["[rank0]:Evaluating:  37%|###7      | 370/1000 [29:58<16:59]",
+             WD.format(r=1, s=41, op="ALLREDUCE", n=1),
+             SIGNAL.format(r=0, src=" rank 1", enq=40, done=40)]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.problems[0].code == "rank-zero-only-step-timeout" and e.problems[0].ranks == (0,)
+    # near misses: a step that had finished, or no line of that rank, says nothing of why
+    lines[0] = "[rank0]:Evaluating: 100%|##########| 1000/1000 [29:58<00:00]"
+    assert first_cause(*lines) == "rank-never-joined"
+    assert first_cause(*lines[1:]) == "rank-never-joined"
