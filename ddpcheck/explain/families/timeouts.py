@@ -65,7 +65,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     alone: its work shortly before the first timeout, a rank-0-first block in a traceback,
     or a rank that went on printing while the others waited."""
     seen = waiters.waits(records)
-    found = _regroup(_early_is_a_hint(found), seen)
+    found = _regroup(_lagging_report(_early_is_a_hint(found), records), seen)
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
@@ -81,6 +81,38 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
             e = replace(e, problem=replace(problem, observed=f"{p.observed} | {problem.observed}",
                                            ranks=problem.ranks or p.ranks, hosts=p.hosts),
                         evidence=(*e.evidence, f"{rec.source}:{rec.lineno}"))
+        out.append(e)
+    return out
+
+
+# TraceUtils.h analyzeLaggingRanks (TORCH_NCCL_DESYNC_DEBUG, 2.0 onwards): under "the
+# lagging/dead/mismatched ranks that caused the desync are:", the ranks whose last event is
+# the start of collective #N ("[47] joined but didn't finish collective #N (count from 1)") and
+# those whose last is its end ("[0, 1] finished collective #N, but didn't join collective
+# #N+1"). With no rank inside #N the finished ones are behind the rest, who wait in #N+1: they
+# never joined it. With ranks still inside #N that the others finished, it shows a collective
+# that hung on those ranks (a GPU or link of theirs) or ranks that called it differently: not
+# a rank that never came.
+JOINED_UNFINISHED = re.compile(r"joined but didn't finish collective #(?P<seq>\d+)")
+FINISHED_NOT_JOINED = re.compile(r"finished collective #(?P<seq>\d+), but didn't join collective #")
+
+
+def _lagging_report(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """``rank-never-joined`` read from the report's "finished #N, but didn't join" line goes
+    back to a timeout when the same report shows ranks inside #N (see JOINED_UNFINISHED)."""
+    inside = {m["seq"] for r in records if (m := JOINED_UNFINISHED.search(r.text))}
+    if not inside:
+        return found
+    out = []
+    for e in found:
+        m = FINISHED_NOT_JOINED.search(e.first.text)
+        if e.problem.code == RANK_NEVER_JOINED.code and m and m["seq"] in inside:
+            p = e.problem
+            e = replace(e, root=False, problem=COLLECTIVE_TIMEOUT.problem(
+                p.observed, cause=f"torch's desync report shows ranks still inside collective "
+                f"#{m['seq']} that other ranks had finished: the collective hung on those ranks "
+                "(their GPU or link) or the ranks called it differently; no rank is shown "
+                "missing", ranks=p.ranks, hosts=p.hosts))
         out.append(e)
     return out
 

@@ -83,3 +83,18 @@ def test_the_busy_rank_is_named_when_its_line_names_it_and_it_did_not_wait():
              *(WD_24.format(r=r, s=41) for r in (0, 1, 2, 3))]
     e = explain_texts([("job.log", "\n".join(lines) + "\n")])
     assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_the_desync_reports_finished_ranks_never_joined_only_when_none_is_inside():
+    # TraceUtils.h analyzeLaggingRanks (TORCH_NCCL_DESYNC_DEBUG=1), audit (stop 27)
+    head = ("[E ProcessGroupNCCL.cpp:737] [Rank 47] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=41207, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
+            "1800041 milliseconds before timing out.\n\t - To our best knowledge, the "
+            "lagging/dead/mismatched ranks that caused the desync are:")
+    finished = ("\t     [0, 1, 2] finished collective #41207, but didn't join collective #41208 "
+                "(count from 1)")
+    inside = "\t   - [47] joined but didn't finish collective #41207 (count from 1)"
+    assert first_cause(head, finished) == "rank-never-joined"
+    # near miss: rank 47 still inside #41207, which ranks 0-2 finished: no rank is missing
+    e = explain_texts([("job.log", "\n".join([head, inside, finished]) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
