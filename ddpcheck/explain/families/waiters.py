@@ -92,7 +92,10 @@ NOT_WORK = re.compile(r"Error\b|Exception|Traceback|Killed|fault|[Aa]bort|exitco
                       r"dump|destroy")
 # TraceUtils.h dumpSnapshot: "\n\t   #6 started ranks:\n\t     [0, 1] started ALLREDUCE".
 SNAPSHOT_SEQ = re.compile(r"^\s*#(?P<seq>\d+) (?:started|finished) ranks:\s*$")
-SNAPSHOT_RANKS = re.compile(r"^\s*\[(?P<ranks>[\d, ]+)\] (?:started|finished) (?P<op>\w+)\s*$")
+# (a one-rank "[2] started BROADCAST" reaches us as "started BROADCAST" of rank 2: the reader
+# takes "[2] " for the line's rank prefix)
+SNAPSHOT_RANKS = re.compile(r"^\s*(?:\[(?P<ranks>[\d, ]+)\] )?(?:started|finished) (?P<op>\w+)"
+                            r"\s*$")
 SLACK_S = 1.0
 # Point-to-point ops (ProcessGroupNCCL opTypeToString): the two ends of a transfer print
 # different ops, and torch >= 2.4 numbers them apart from collectives (seqP2P_).
@@ -202,8 +205,10 @@ def snapshot_desync(records: Sequence[Record]) -> tuple[int, dict[str, str]] | N
     for r in records:
         if m := SNAPSHOT_SEQ.match(r.text):
             seq[r.source] = int(m["seq"])
-        elif (m := SNAPSHOT_RANKS.match(r.text)) and r.source in seq:
-            ops.setdefault(seq[r.source], {})[m["op"]] = m["ranks"]
+        # (a SEND and its peer's RECV are one transfer, not two ops)
+        elif ((m := SNAPSHOT_RANKS.match(r.text)) and r.source in seq
+              and m["op"] not in P2P_OPS and (m["ranks"] or r.rank is not None)):
+            ops.setdefault(seq[r.source], {})[m["op"]] = m["ranks"] or str(r.rank)
     return next(((n, o) for n, o in sorted(ops.items()) if len(o) > 1), None)
 
 

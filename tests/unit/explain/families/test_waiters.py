@@ -317,3 +317,25 @@ def test_a_rank_that_never_joined_while_its_own_step_was_under_way_was_busy_alon
     lines[0] = "[rank0]:Evaluating: 100%|##########| 1000/1000 [29:58<00:00]"
     assert first_cause(*lines) == "rank-never-joined"
     assert first_cause(*lines[1:]) == "rank-never-joined"
+
+
+def test_a_send_and_a_recv_started_as_one_number_in_the_snapshot_are_no_desync():
+    # audit (stop 27): in torch <= 2.3 P2P ops share the group's counter, and a SEND on one
+    # pipeline stage and the RECV on the next are one transfer (dumpSnapshot lists both)
+    lines = [WD.format(r=0, s=6, op="SEND", n=4096), "\t - Snapshot of ranks' latest states:",
+             "\t   #6 started ranks:", "\t     [0] started SEND", "\t     [1] started RECV"]
+    assert _undetermined(*lines)
+    # near miss: a RECV against an ALLREDUCE at one number still differs
+    lines[-2] = "\t     [0] started ALLREDUCE"
+    lines[0] = WD.format(r=0, s=6, op="ALLREDUCE", n=4096)
+    lines.append("\t     [2] started BROADCAST")
+    assert first_cause(*lines) == "collective-desync"
+
+
+def test_a_one_rank_entry_of_the_snapshot_is_read():
+    # dumpSnapshot prints "[2] started BROADCAST" for one rank; the reader takes "[2] " for the
+    # line's rank prefix, so the entry is read with that rank
+    assert first_cause(WD.format(r=0, s=6, op="ALLREDUCE", n=4096),
+                       "\t - Snapshot of ranks' latest states:", "\t   #6 started ranks:",
+                       "\t     [0, 1] started ALLREDUCE", "\t     [2] started BROADCAST") == \
+        "collective-desync"
