@@ -299,8 +299,12 @@ PATTERNS = [
             r"timeout from)", NEXT, root=False, combine=combine),
     # gloo's collectives (gloo/transport/tcp/unbound_buffer.cc): "Timed out waiting 1800000ms
     # for recv operation to complete", the gloo counterpart of the watchdog's line.
+    # On that timeout gloo first closes every pair of the context (unbound_buffer.cc:
+    # context_->signalException("Application timeout caused pair closure")), which the rank's
+    # other pending operations raise instead (audit, stop 27: was unexplained).
     pattern(COLLECTIVE_TIMEOUT,
-            r"Timed out waiting (?P<ms>\d+)ms for (?:recv|send) operation to complete", NEXT,
+            r"Timed out waiting (?P<ms>\d+)ms for (?:recv|send) operation to complete|"
+            r"Application timeout caused pair closure", NEXT,
             root=False, combine=combine),
     # The store's wait (torch/csrc/distributed/c10d/socket.cpp waitForInput): a rank waited
     # for a key its peers had not set, as in a store-based barrier; like a collective timeout

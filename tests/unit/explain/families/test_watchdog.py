@@ -487,3 +487,18 @@ def test_the_heartbeat_monitor_is_a_stuck_watchdog_in_both_wordings():
                         + line + "\n")])
     assert e.problems[0].code == "collective-timeout"
     assert "watchdog thread itself" not in e.problems[0].cause
+
+
+def test_gloos_pair_closure_after_a_timeout_is_the_same_timeout():
+    # gloo/transport/tcp/unbound_buffer.cc: a recv past its timeout signals "Application
+    # timeout caused pair closure" to the context's other operations, then raises its own
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("job.log", "RuntimeError: [/opt/pytorch/third_party/gloo/gloo/transport"
+                                   "/tcp/pair.cc:534] Read error [10.1.1.2]:21019: Application "
+                                   "timeout caused pair closure\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    # near miss: a peer's crash beside it stays the root cause
+    assert first_cause("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                       "2.00 GiB", "[rank0]: RuntimeError: Application timeout caused pair "
+                       "closure") == "cuda-out-of-memory"
