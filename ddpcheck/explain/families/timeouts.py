@@ -242,6 +242,8 @@ def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
         r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)
         and SOLO_STEP.search(r.text)
         and (0 if r.rank is None else r.rank) not in waited), None)
+    if hint is not None and DONE.search(hint.text):
+        hint = None  # the step had ended (100%, saved, done): not what the others waited for
     if hint is not None:  # rank: the busy rank, where the line names it
         why, rank = "meanwhile", hint.rank
     elif (hint := waiters.zero_first(records)) is not None:

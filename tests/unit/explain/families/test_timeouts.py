@@ -98,3 +98,16 @@ def test_the_desync_reports_finished_ranks_never_joined_only_when_none_is_inside
     # near miss: rank 47 still inside #41207, which ranks 0-2 finished: no rank is missing
     e = explain_texts([("job.log", "\n".join([head, inside, finished]) + "\n")])
     assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_a_step_that_had_ended_just_before_the_timeout_decides_nothing():
+    # audit (stop 27): "Map: 100%" or "Saved" before the wait says the step had ended, not
+    # that a rank was still in it when the others waited (the last-line reading already
+    # asked this; the line-just-before reading did not)
+    lines = ["Map (num_proc=8): 100%|##########| 1000/1000 [00:05<00:00, 190.1 examples/s]",
+             *(WD_24.format(r=r, s=41) for r in (1, 2, 3))]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    # near miss: the same step under way is a rank busy alone
+    lines[0] = "Map (num_proc=8):  37%|###7      | 370/1000 [09:58<16:59, 1.1 examples/s]"
+    assert first_cause(*lines) == "rank-zero-only-step-timeout"
