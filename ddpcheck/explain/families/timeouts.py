@@ -69,18 +69,23 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
-    decided = (_joined_busy(_structure(seen, records), records)
-               or _after_training(timeouts, records) or _busy(timeouts, seen, records))
+    decided = _joined_busy(_structure(seen, records), records)
+    # Rank 0 alone waiting after its training loop ended reads from one rank's lines: another
+    # rank that failed after training (its error not in the log) prints the same on rank 0,
+    # so it is a hint, which a Root Cause block naming another rank outranks (audit, stop 27).
+    after = None if decided else _after_training(timeouts, records)
+    decided = decided or after or _busy(timeouts, seen, records)
     if decided is None:
         return found
     problem, rec = decided
+    graded = {"root": True, "grade": HINT} if after else {}
     out = []
     for e in found:
         if e in timeouts:
             p = e.problem
             e = replace(e, problem=replace(problem, observed=f"{p.observed} | {problem.observed}",
                                            ranks=problem.ranks or p.ranks, hosts=p.hosts),
-                        evidence=(*e.evidence, f"{rec.source}:{rec.lineno}"))
+                        evidence=(*e.evidence, f"{rec.source}:{rec.lineno}"), **graded)
         out.append(e)
     return out
 
