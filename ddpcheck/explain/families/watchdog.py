@@ -321,6 +321,7 @@ PATTERNS = [
             NEXT, root=False, combine=combine),
     # ProcessGroupNCCL's first collective fetches rank 0's ncclUniqueId from the store: a
     # timeout there means rank 0 had not reached its first collective (busy alone).
+    # (torch <= 1.13 spells it "retreiving ncclUniqueId", broadcastUniqueNCCLID's old message.)
     # Who else prints it (audit, stop 27; ProcessGroupNCCL.cpp broadcastUniqueNCCLID, 1.10 to
     # 2.13): a rank 0 that crashed takes the store down with it (env:// hosts it in rank 0's
     # process; torchrun's agent exits once its worker failed), so the others' get fails with a
@@ -329,7 +330,7 @@ PATTERNS = [
     # which gives way to any cause-grade line, an earlier failure line, or a Root Cause block
     # naming another rank (was root=False, which only exceptions could outrank).
     pattern(RANK_ZERO_ONLY_STEP_TIMEOUT,
-            r"retrieving ncclUniqueId from \[0\] via c10d key-value store.*"
+            r"ret(?:rie|rei)ving ncclUniqueId from \[0\] via c10d key-value store.*"
             # (torch >= 2.4: "... got error: wait timeout after 600000ms, keys: ...")
             r"(?:Socket Timeout|timed out|[Tt]imeout)", NEXT, grade="hint",
             cause="rank 0 had not reached its first NCCL collective when the others asked "
@@ -340,8 +341,8 @@ PATTERNS = [
     # or lost: the rank waited for rank 0's key, a symptom like a timeout; refine() names the
     # work rank 0 was doing when the log shows it.
     pattern(COLLECTIVE_TIMEOUT,
-            r"retrieving ncclUniqueId from \[0\] via c10d key-value store by key '\d+', but "
-            r"store->get\('\d+'\) got error:?\s*$", NEXT, root=False,
+            r"ret(?:rie|rei)ving ncclUniqueId from \[0\] via c10d key-value store by key "
+            r"'\d+', but store->get\('\d+'\) got error:?\s*$", NEXT, root=False,
             cause="this rank waited for rank 0's ncclUniqueId in the store and the wait failed "
                   "(the reason is not on the line): rank 0 had not reached its first NCCL "
                   "collective (busy alone, or dead: look for its error)"),

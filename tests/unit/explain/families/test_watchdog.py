@@ -502,3 +502,12 @@ def test_gloos_pair_closure_after_a_timeout_is_the_same_timeout():
     assert first_cause("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
                        "2.00 GiB", "[rank0]: RuntimeError: Application timeout caused pair "
                        "closure") == "cuda-out-of-memory"
+
+
+def test_the_old_spelling_of_the_nccl_unique_id_exchange_is_read():
+    # torch <= 1.13 ProcessGroupNCCL::broadcastUniqueNCCLID: "retreiving ncclUniqueId"
+    old = UNIQUE_ID.replace("retrieving", "retreiving")
+    assert first_cause(old) == "rank-zero-only-step-timeout"
+    # near miss: the same exchange failing on a refused connection is no timeout
+    assert first_cause(old.replace("Socket Timeout", "Connection refused")) != \
+        "rank-zero-only-step-timeout"
