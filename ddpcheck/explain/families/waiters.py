@@ -216,7 +216,14 @@ def never_joined(found: Sequence[Wait], idles: Sequence[Idle]) -> tuple[list[int
     """The ranks that had nothing pending below the sequence number the others waited in
     (or, when no wait line is in the log, while another rank timed out), and that number."""
     waiting = {w.record.rank for w in found}
-    seqs = [w.seq for w in found if w.seq is not None]
+    # A P2P wait is a transfer between two ranks: the others are idle by design (pipeline
+    # stages), and its number counts P2P work (seqP2P_, torch >= 2.4), not the collectives
+    # the idle ranks' counters report (audit, stop 27).
+    p2p = {(w.record.rank, w.seq) for w in found if w.op in P2P_OPS}
+    colls = [w for w in found if w.op not in P2P_OPS and (w.record.rank, w.seq) not in p2p]
+    if found and not colls:
+        return [], None
+    seqs = [w.seq for w in colls if w.seq is not None]
     target = min(seqs) if seqs else None
     pending = {i.record.rank for i in idles if i.pending}  # in a collective of its own
     pgs = {w.pg for w in found if w.pg}

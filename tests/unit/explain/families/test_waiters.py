@@ -339,3 +339,15 @@ def test_a_one_rank_entry_of_the_snapshot_is_read():
                        "\t - Snapshot of ranks' latest states:", "\t   #6 started ranks:",
                        "\t     [0, 1] started ALLREDUCE", "\t     [2] started BROADCAST") == \
         "collective-desync"
+
+
+def test_ranks_idle_beside_a_timed_out_send_are_no_missing_ranks():
+    # audit (stop 27): pipeline stages not in a transfer are idle by design, and a SEND's
+    # number counts P2P work (seqP2P_, torch >= 2.4), not the idle ranks' collectives
+    lines = [WD.format(r=0, s=300, op="SEND", n=4096),
+             SIGNAL.format(r=2, src=" rank 0", enq=118, done=118),
+             SIGNAL.format(r=3, src=" rank 0", enq=118, done=118)]
+    assert _undetermined(*lines)
+    # near miss: the same idle ranks beside a timed-out collective never joined it
+    lines[0] = WD.format(r=0, s=119, op="ALLREDUCE", n=4096)
+    assert first_cause(*lines) == "rank-never-joined"
