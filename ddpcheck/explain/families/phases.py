@@ -33,7 +33,7 @@ WINDOW = 20
 # The watchdog's own lines of a rank that timed out or failed in a collective
 # (ProcessGroupNCCL.cpp: checkTimeout and the summaries, ``waiters``): who printed them.
 WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|Timeout at NCCL work: \d|"
-                      r"detected by watchdog at work")
+                      r"detected by watchdog at work|timed out in blocking wait")
 
 
 def ended_alone(first: Record, records: Sequence[Record]) -> Record | None:

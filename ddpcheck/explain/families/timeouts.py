@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.diagnoses import Problem
-from ddpcheck.explain.causality import Explained
+from ddpcheck.explain.causality import HINT, Explained
 from ddpcheck.explain.codes import (
     COLLECTIVE_DESYNC,
     COLLECTIVE_SIZE_MISMATCH,
@@ -65,24 +65,73 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     alone: its work shortly before the first timeout, a rank-0-first block in a traceback,
     or a rank that went on printing while the others waited."""
     seen = waiters.waits(records)
-    found = _regroup(found, seen)
+    found = _regroup(_lagging_report(_early_is_a_hint(found), records), seen)
     timeouts = [e for e in found if e.problem.code == COLLECTIVE_TIMEOUT.code]
     if not timeouts:
         return found
-    decided = (_structure(seen, records) or _after_training(timeouts, records)
-               or _busy(timeouts, seen, records))
+    decided = _joined_busy(_structure(seen, records), records)
+    # Rank 0 alone waiting after its training loop ended reads from one rank's lines: another
+    # rank that failed after training (its error not in the log) prints the same on rank 0,
+    # so it is a hint, which a Root Cause block naming another rank outranks (audit, stop 27).
+    after = None if decided else _after_training(timeouts, records)
+    decided = decided or after or _busy(timeouts, seen, records)
     if decided is None:
         return found
     problem, rec = decided
+    graded = {"root": True, "grade": HINT} if after else {}
     out = []
     for e in found:
         if e in timeouts:
             p = e.problem
             e = replace(e, problem=replace(problem, observed=f"{p.observed} | {problem.observed}",
                                            ranks=problem.ranks or p.ranks, hosts=p.hosts),
-                        evidence=(*e.evidence, f"{rec.source}:{rec.lineno}"))
+                        evidence=(*e.evidence, f"{rec.source}:{rec.lineno}"), **graded)
         out.append(e)
     return out
+
+
+# TraceUtils.h analyzeLaggingRanks (TORCH_NCCL_DESYNC_DEBUG, 2.0 onwards): under "the
+# lagging/dead/mismatched ranks that caused the desync are:", the ranks whose last event is
+# the start of collective #N ("[47] joined but didn't finish collective #N (count from 1)") and
+# those whose last is its end ("[0, 1] finished collective #N, but didn't join collective
+# #N+1"). With no rank inside #N the finished ones are behind the rest, who wait in #N+1: they
+# never joined it. With ranks still inside #N that the others finished, it shows a collective
+# that hung on those ranks (a GPU or link of theirs) or ranks that called it differently: not
+# a rank that never came.
+JOINED_UNFINISHED = re.compile(r"joined but didn't finish collective #(?P<seq>\d+)")
+FINISHED_NOT_JOINED = re.compile(r"finished collective #(?P<seq>\d+), but didn't join collective #")
+
+
+def _lagging_report(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """``rank-never-joined`` read from the report's "finished #N, but didn't join" line goes
+    back to a timeout when the same report shows ranks inside #N (see JOINED_UNFINISHED)."""
+    inside = {m["seq"] for r in records if (m := JOINED_UNFINISHED.search(r.text))}
+    if not inside:
+        return found
+    out = []
+    for e in found:
+        m = FINISHED_NOT_JOINED.search(e.first.text)
+        if e.problem.code == RANK_NEVER_JOINED.code and m and m["seq"] in inside:
+            p = e.problem
+            e = replace(e, root=False, problem=COLLECTIVE_TIMEOUT.problem(
+                p.observed, cause=f"torch's desync report shows ranks still inside collective "
+                f"#{m['seq']} that other ranks had finished: the collective hung on those ranks "
+                "(their GPU or link) or the ranks called it differently; no rank is shown "
+                "missing", ranks=p.ranks, hosts=p.hosts))
+        out.append(e)
+    return out
+
+
+def _early_is_a_hint(found: list[Explained]) -> list[Explained]:
+    """The watchdog's own reading of a timeout at ``SeqNum=2`` (``watchdog.EARLY_SEQ``: all
+    met in #1, one did not reach #2) is a hint, not a cause: torch prints the same line when
+    the missing rank crashed, exited or called another collective after #1 (checkTimeout
+    says only which work timed out), so a cause-grade line, an earlier failure line or a Root
+    Cause block naming another rank comes first (audit, stop 27; it was root=False, which only
+    an unexplained exception could outrank)."""
+    return [replace(e, root=True, grade=HINT)
+            if e.problem.code == RANK_ZERO_ONLY_STEP_TIMEOUT.code and not e.root
+            and waiters.WAIT.search(e.first.text) else e for e in found]
 
 
 def _regroup(found: list[Explained], seen: Sequence[waiters.Wait]) -> list[Explained]:
@@ -141,6 +190,29 @@ def _structure(seen: Sequence[waiters.Wait],
               "the others never call", ranks=tuple(ranks)), rec
 
 
+def _joined_busy(decided: tuple[Problem, Record] | None,
+                 records: Sequence[Record]) -> tuple[Problem, Record] | None:
+    """A single rank that never joined (its counters idle when the dump signal came) whose
+    own last line is a step of its own under way: it never joined *because* it was busy with
+    that step, the more specific cause (audit, stop 27: the counters say who, its last line
+    says why; without that line it stays ``rank-never-joined``, busy, stuck or gone)."""
+    if decided is None or decided[0].code != RANK_NEVER_JOINED.code or len(
+            decided[0].ranks) != 1:
+        return decided
+    (rank,) = decided[0].ranks
+    own = [r for r in records if r.rank == rank and r.text.strip()
+           and not waiters.NOT_WORK.search(r.text)]
+    last = max(own, key=lambda r: r.order, default=None)
+    if last is None or not SOLO_STEP.search(last.text) or DONE.search(last.text):
+        return decided
+    step = f"{last.source}:{last.lineno}: {last.text.strip()[:160]}"
+    return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
+        f"{decided[0].observed} | rank {rank}'s last line: {step}",
+        cause=ALONE.format(what="the collective that timed out") + f" (rank {rank} had no "
+        f"collective pending when the timeout was signalled, and its last line is a step of "
+        f"its own under way: {step})", ranks=(rank,)), last
+
+
 def _after_training(timeouts: Sequence[Explained],
                     records: Sequence[Record]) -> tuple[Problem, Record] | None:
     """Rank 0 alone timed out just after its framework said training had ended (``phases``):
@@ -166,9 +238,17 @@ def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
     # first timeout, not an evaluation that ran (and ended) epochs earlier.
     # (Lines of one file compare by line number: progress bars carry no timestamp.)
     firsts = [e.first for e in timeouts]
+    # A rank that timed out in the collective had reached it (the watchdog checks only the
+    # work its own rank enqueued: ProcessGroupNCCL checkTimeout; gloo's timeout is the caller's
+    # own wait), so the step it printed before had ended there: its step is not what held the
+    # others (audit, stop 27). An unprefixed line is rank 0's (a progress bar, a trainer's log).
+    waited = {r for e in timeouts for r in e.problem.ranks}
     hint = next((r for r in reversed(records) if any(
         r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)
-        and SOLO_STEP.search(r.text)), None)
+        and SOLO_STEP.search(r.text)
+        and (0 if r.rank is None else r.rank) not in waited), None)
+    if hint is not None and DONE.search(hint.text):
+        hint = None  # the step had ended (100%, saved, done): not what the others waited for
     if hint is not None:  # rank: the busy rank, where the line names it
         why, rank = "meanwhile", hint.rank
     elif (hint := waiters.zero_first(records)) is not None:

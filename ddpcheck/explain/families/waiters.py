@@ -45,7 +45,13 @@ from ddpcheck.explain.reader import Record
 
 # ProcessGroupNCCL.cpp WorkNCCL operator<< (1.10+: SeqNum; 2.2+: NumelIn/NumelOut) inside
 # checkTimeout's "Watchdog caught collective operation timeout: ... ran for T milliseconds".
-WAIT = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\("
+# The same WorkNCCL under NCCL_BLOCKING_WAIT, where the calling thread times out instead of
+# the watchdog (WorkNCCL::synchronizeInternal): "[Rank 1] Work WorkNCCL(SeqNum=7, ...) timed
+# out in blocking wait (NCCL_BLOCKING_WAIT=1)." (1.x-2.1), "(TORCH_NCCL_BLOCKING_WAIT=1)."
+# (2.2+), "timed out in blocking wait." (newest): no "ran for" there.
+TIMED_OUT_WORK = (r"(?:Watchdog caught collective operation timeout: |\bWork (?=WorkNCCL\(.*\) "
+                  r"timed out in blocking wait))")
+WAIT = re.compile(TIMED_OUT_WORK + r"WorkNCCL\("
                   r"(?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
                   r"(?:, NumelIn=(?P<numel>\d+))?(?:.*?Timeout\(ms\)=(?P<limit>\d+))?"
                   r"(?:\) ran for (?P<ran>\d+) milliseconds)?")
@@ -86,8 +92,14 @@ NOT_WORK = re.compile(r"Error\b|Exception|Traceback|Killed|fault|[Aa]bort|exitco
                       r"dump|destroy")
 # TraceUtils.h dumpSnapshot: "\n\t   #6 started ranks:\n\t     [0, 1] started ALLREDUCE".
 SNAPSHOT_SEQ = re.compile(r"^\s*#(?P<seq>\d+) (?:started|finished) ranks:\s*$")
-SNAPSHOT_RANKS = re.compile(r"^\s*\[(?P<ranks>[\d, ]+)\] (?:started|finished) (?P<op>\w+)\s*$")
+# (a one-rank "[2] started BROADCAST" reaches us as "started BROADCAST" of rank 2: the reader
+# takes "[2] " for the line's rank prefix)
+SNAPSHOT_RANKS = re.compile(r"^\s*(?:\[(?P<ranks>[\d, ]+)\] )?(?:started|finished) (?P<op>\w+)"
+                            r"\s*$")
 SLACK_S = 1.0
+# Point-to-point ops (ProcessGroupNCCL opTypeToString): the two ends of a transfer print
+# different ops, and torch >= 2.4 numbers them apart from collectives (seqP2P_).
+P2P_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE", "COALESCED"})
 
 
 @dataclass(frozen=True)
@@ -137,10 +149,15 @@ def summary_desync(found: Sequence[Wait]) -> dict[int, int] | None:
     """rank -> sequence number when ranks of one named process group time out at different
     sequence numbers (the summary lines, which name their group): they ran different
     collectives. None when they agree."""
+    # A summary names no op: the rank's own watchdog line at that number says whether it was
+    # point-to-point work, which torch >= 2.4 numbers apart from collectives (``watchdog.P2P``)
+    p2p = {(w.record.rank, w.seq) for w in found if w.op in P2P_OPS}
     by_pg: dict[str, dict[int, int]] = {}
     for w in found:
-        if w.pg and w.seq is not None and w.record.rank is not None:
-            by_pg.setdefault(w.pg, {})[w.record.rank] = w.seq
+        if (w.pg and w.seq is not None and w.record.rank is not None
+                and w.op not in P2P_OPS and (w.record.rank, w.seq) not in p2p):
+            seqs = by_pg.setdefault(w.pg, {})  # a rank's first: it may log several (< 1.13)
+            seqs[w.record.rank] = min(seqs.get(w.record.rank, w.seq), w.seq)
     return next((seqs for seqs in by_pg.values() if len(set(seqs.values())) > 1), None)
 
 
@@ -188,8 +205,10 @@ def snapshot_desync(records: Sequence[Record]) -> tuple[int, dict[str, str]] | N
     for r in records:
         if m := SNAPSHOT_SEQ.match(r.text):
             seq[r.source] = int(m["seq"])
-        elif (m := SNAPSHOT_RANKS.match(r.text)) and r.source in seq:
-            ops.setdefault(seq[r.source], {})[m["op"]] = m["ranks"]
+        # (a SEND and its peer's RECV are one transfer, not two ops)
+        elif ((m := SNAPSHOT_RANKS.match(r.text)) and r.source in seq
+              and m["op"] not in P2P_OPS and (m["ranks"] or r.rank is not None)):
+            ops.setdefault(seq[r.source], {})[m["op"]] = m["ranks"] or str(r.rank)
     return next(((n, o) for n, o in sorted(ops.items()) if len(o) > 1), None)
 
 
@@ -197,7 +216,14 @@ def never_joined(found: Sequence[Wait], idles: Sequence[Idle]) -> tuple[list[int
     """The ranks that had nothing pending below the sequence number the others waited in
     (or, when no wait line is in the log, while another rank timed out), and that number."""
     waiting = {w.record.rank for w in found}
-    seqs = [w.seq for w in found if w.seq is not None]
+    # A P2P wait is a transfer between two ranks: the others are idle by design (pipeline
+    # stages), and its number counts P2P work (seqP2P_, torch >= 2.4), not the collectives
+    # the idle ranks' counters report (audit, stop 27).
+    p2p = {(w.record.rank, w.seq) for w in found if w.op in P2P_OPS}
+    colls = [w for w in found if w.op not in P2P_OPS and (w.record.rank, w.seq) not in p2p]
+    if found and not colls:
+        return [], None
+    seqs = [w.seq for w in colls if w.seq is not None]
     target = min(seqs) if seqs else None
     pending = {i.record.rank for i in idles if i.pending}  # in a collective of its own
     pgs = {w.pg for w in found if w.pg}

@@ -11,6 +11,7 @@ symptom.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from ddpcheck.diagnoses import Problem
@@ -23,7 +24,7 @@ from ddpcheck.explain.codes import (
     UNEXPLAINED,
 )
 from ddpcheck.explain.families.timeouts import ALONE, refine  # noqa: F401 (engine)
-from ddpcheck.explain.families.waiters import process_group
+from ddpcheck.explain.families.waiters import P2P_OPS, TIMED_OUT_WORK, process_group
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.ranges import format_ranks
 
@@ -56,6 +57,13 @@ SYNC_POINT = ("every rank that reported was waiting in #{seq} {op} of {numel} el
               "(evaluation, saving, preprocessing), gone (it left the loop early on uneven "
               "data, or crashed) or in another collective; the log does not show which (that "
               "rank's own lines, TORCH_NCCL_DESYNC_DEBUG=1 or the Flight Recorder dumps do)")
+# Point-to-point work is no collective to compare across ranks (audit, stop 27): SEND on one
+# rank and RECV on its peer are the two ends of one transfer, and each pipeline stage issues
+# its own number of them. torch >= 2.4 numbers them apart (ProcessGroupNCCL::initWork: "isP2P ?
+# seqP2P_ : seqCollective_"), so a SEND #12 and an ALLREDUCE #500 share no counter; before 2.4
+# a P2P op bumped the group's one counter, so stages drift apart by design. COALESCED is the op
+# of a batch_isend_irecv group as of a coalesced collective (endCoalescing's default): unknown.
+P2P = P2P_OPS
 # Ops whose input size is the same on every rank (ALLTOALL, SCATTER and P2P may differ).
 SIZE_FIXED = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED",
               "ALLREDUCE_COALESCED", "REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "REDUCE", "GATHER"}
@@ -64,6 +72,8 @@ SIZE_FIXED = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "_ALLGATHER_BASE", "ALLGATH
 def _rank_zero_step(ops: dict[tuple[str, str, str], set[int]]) -> str:
     """Why this timeout is a rank busy alone, or "" when the lines do not show it."""
     ((seq, op, _), ranks), = ops.items()
+    if op in P2P:  # a P2P number counts that pair's transfers, not the job's collectives
+        return ""
     # When rank 0 itself waits there with the others, the log shows no rank busy alone: the
     # one missing is not in the log, or none is and the ranks could not connect.
     if 0 in ranks and len(ranks) > 1:
@@ -84,19 +94,42 @@ def _waited_in(seq: str, op: str, numel: str) -> str:
             "between nodes")
 
 
+# ProcessGroupNCCL's heartbeat monitor (2.2-2.3 "Heartbeat monitor timed out! Process will be
+# terminated after dumping debug info.", >= 2.4 "ProcessGroupNCCL's watchdog got stuck for 480
+# seconds without making progress in monitoring enqueued collectives. This typically indicates
+# a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog ..."): the watchdog thread
+# itself stopped beating, not a collective's timeout; it also follows one (the watchdog stuck
+# dumping or aborting after a timeout). A symptom with its own cause text.
+HEARTBEAT = re.compile(r"Heartbeat monitor timed out|watchdog got stuck for \d+ seconds")
+STUCK = ("the watchdog thread itself stopped making progress (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC): "
+         "a CUDA or NCCL call hung in it (a GPU fault, an NCCL abort that does not return after "
+         "a collective timed out) or another thread held the GIL inside a CUDA call; look for a "
+         "collective timeout or a GPU/NCCL error before it")
+
+
 def combine(hits: Sequence[Hit]) -> Problem:
     """One problem over every rank's timeout; desync when ranks wait on different work, a
     size mismatch when they wait in the same op with different element counts."""
+    if all(HEARTBEAT.search(h.record.text) for h in hits):
+        return COLLECTIVE_TIMEOUT.problem(observed_lines(hits), cause=STUCK, **where(hits))
     ops: dict[tuple[str, str, str], set[int]] = {}
-    groups: dict[str, set[tuple[str, str]]] = {}  # per process group: (seq, op) seen
+    # per process group and rank: the rank's earliest timed-out collective (seq, op). Before
+    # torch 1.13 the watchdog did not abort on a timeout (NCCL_ASYNC_ERROR_HANDLING defaulted
+    # to 0) and logged every pending work that timed out, so one rank prints #5 and #6: only
+    # ranks that disagree on their first are a desync.
+    earliest: dict[str, dict[int, tuple[int, str, str]]] = {}
     sizes: dict[tuple[str, str, str], dict[str, set[int]]] = {}  # (pg, seq, op): numel ranks
     for h in hits:
         g = h.match.groupdict()
         key = (g.get("seq") or "?", g.get("op") or "?", g.get("numel") or "")
         rank = h.record.rank if h.record.rank is not None else -1
         ops.setdefault(key, set()).add(rank)
-        if key[1] != "?":  # a line that names no op (a bare watchdog line) compares to none
-            groups.setdefault(process_group(h.record.text), set()).add(key[:2])
+        # a line that names no op (a bare watchdog line) compares to none; torch 1.8-1.9 name
+        # the op without a number
+        if key[1] != "?" and key[1] not in P2P:
+            firsts = earliest.setdefault(process_group(h.record.text), {})
+            seen = (int(key[0]) if key[0].isdigit() else -1, key[0], key[1])
+            firsts[rank] = min(firsts.get(rank, seen), seen)
         if key[2] and key[1] in SIZE_FIXED and key[0] != "?":
             sizes.setdefault((process_group(h.record.text), *key[:2]), {}).setdefault(
                 key[2], set()).add(rank)
@@ -108,7 +141,7 @@ def combine(hits: Sequence[Hit]) -> Problem:
         for (s, op, n), rs in sorted(ops.items(), key=lambda kv: (len(kv[0][0]), kv[0][0])))
     observed = f"{summary} | {observed_lines(hits)}"
     # Sequence numbers count per process group: ranks differ only within one group.
-    if any(len(seen) > 1 for seen in groups.values()):
+    if any(len({f[1:] for f in firsts.values()}) > 1 for firsts in earliest.values()):
         return COLLECTIVE_DESYNC.problem(observed, **where(hits))
     for (_, seq, op), numels in sizes.items():
         # different ranks, each with one count (one rank's two counts are two groups' lines)
@@ -197,6 +230,17 @@ PATTERNS = [
             r"Ranks? (?P<ranks>[\d, ]+) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
             NEXT, cause="rank {ranks} did not reach the monitored barrier within {ms} ms: "
             "they were busy elsewhere (a long step of their own), stuck, or dead"),
+    # The same barrier seen from the other side (ProcessGroupGloo.cpp monitoredBarrier, torch
+    # 1.10 to 2.13): a non-zero rank "Rank 1 successfully reached monitoredBarrier, but received
+    # errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."
+    # (rank 0 answers only once every rank came: printed alike when rank 0 itself failed, as in
+    # a torch.save that failed on rank 0, and when a third rank never came), and rank 0 running
+    # out of time without naming anyone ("Rank 0 timed out in monitoredBarrier after 30000 ms.
+    # Successfully processed ranks: 1, 2", checkRemainingTime): symptoms, like a timeout.
+    pattern(COLLECTIVE_TIMEOUT,
+            r"Rank \d+ successfully reached monitoredBarrier, but received errors while waiting|"
+            r"Rank \d+ timed out in monitoredBarrier after \d+ ms", NEXT, root=False,
+            combine=combine),
     # TORCH_NCCL_DESYNC_DEBUG's report (torch/csrc/distributed/c10d/TraceUtils.h
     # analyzeMissingRanks / analyzeLaggingRanks, torch 2.0-2.3): "To our best knowledge,
     # ranks [1, 3] are the lagging ranks that caused this timeout. They never joined any
@@ -216,16 +260,29 @@ PATTERNS = [
             cause="a gloo peer sent a larger message than this rank posted for the same "
                   "collective: the ranks called it with different sizes (or different "
                   "collectives)"),
+    # Who else prints NCCL's line (audit, stop 27): net_socket.cc's data-path "message
+    # truncated : receiving N bytes instead of M" follows ranks that call NCCL differently
+    # (sizes, ops) and ranks that run one call with different protocols or buffer sizes
+    # because their environment differs (NVIDIA/nccl#626, sjeaugey: "mostly two things ...
+    # not calling NCCL consistently ... NCCL is not using the same protocol on all ranks due to
+    # some environment not being consistent"; NVIDIA/nccl#605: "a mismatch in collective size
+    # or env settings between ranks"): a hint, which a line beside it (nodes printing other
+    # NCCL versions) outranks. The bootstrap's "Message truncated : received" (bootstrap.cc)
+    # is no collective at all (versions, NCCL 2.19-2.20 bugs: NVIDIA/nccl#1176, #1273): the
+    # NCCL family reads it.
     pattern(COLLECTIVE_SIZE_MISMATCH,
-            r"[Mm]essage truncated ?: receiv(?:ing|ed) \d+ bytes instead of \d+", NEXT,
+            r"[Mm]essage truncated ?: receiving \d+ bytes instead of \d+", NEXT, grade="hint",
             cause="a peer sent a message of another size than this rank expected: the ranks "
-                  "ran different collectives, or the same one with different sizes"),
+                  "ran different collectives, or the same one with different sizes, or one "
+                  "call with different NCCL_PROTO / NCCL_ALGO / NCCL_BUFFSIZE settings or NCCL "
+                  "versions per node (compare every node's environment)"),
     # WorkNCCL's operator<< (ProcessGroupNCCL.cpp) across versions: torch 1.8-1.9
     # "WorkNCCL(OpType=ALLREDUCE, TensorShape=[...], Timeout(ms)=1800000)" (no SeqNum);
     # 1.10-2.1 "WorkNCCL(SeqNum=5, OpType=BROADCAST, Timeout(ms)=1800000)"; >= 2.2 adds
     # "NumelIn=1, NumelOut=1"; >= 2.4 prefixes "[PG 0 (default_pg) Rank 1]".
+    # (waiters.TIMED_OUT_WORK: also the blocking-wait wording of the same work)
     pattern(COLLECTIVE_TIMEOUT,
-            r"Watchdog caught collective operation timeout: WorkNCCL\("
+            TIMED_OUT_WORK + r"WorkNCCL\("
             r"(?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)(?:, NumelIn=(?P<numel>\d+))?", NEXT,
             root=False, combine=combine),
     pattern(COLLECTIVE_TIMEOUT,
@@ -233,6 +290,8 @@ PATTERNS = [
             # ProcessGroupNCCL >= 2.1: the watchdog's summary and its heartbeat monitor
             r"Timeout at NCCL work: \d+, last enqueued NCCL work|"
             r"Heartbeat monitor timed out! Process will be terminated|"
+            # the same monitor in torch >= 2.4 (HeartbeatMonitor, its exitMsg already in 2.3)
+            r"ProcessGroup\w*'s watchdog got stuck for \d+ seconds|"
             # TORCH_NCCL_DUMP_ON_TIMEOUT: another rank timed out and signalled this one
             # (torch 2.2-2.3 "Received a global timeout from another rank", >= 2.4
             # "Received a dump signal due to a collective timeout from rank R")
@@ -240,8 +299,12 @@ PATTERNS = [
             r"timeout from)", NEXT, root=False, combine=combine),
     # gloo's collectives (gloo/transport/tcp/unbound_buffer.cc): "Timed out waiting 1800000ms
     # for recv operation to complete", the gloo counterpart of the watchdog's line.
+    # On that timeout gloo first closes every pair of the context (unbound_buffer.cc:
+    # context_->signalException("Application timeout caused pair closure")), which the rank's
+    # other pending operations raise instead (audit, stop 27: was unexplained).
     pattern(COLLECTIVE_TIMEOUT,
-            r"Timed out waiting (?P<ms>\d+)ms for (?:recv|send) operation to complete", NEXT,
+            r"Timed out waiting (?P<ms>\d+)ms for (?:recv|send) operation to complete|"
+            r"Application timeout caused pair closure", NEXT,
             root=False, combine=combine),
     # The store's wait (torch/csrc/distributed/c10d/socket.cpp waitForInput): a rank waited
     # for a key its peers had not set, as in a store-based barrier; like a collective timeout
@@ -258,10 +321,18 @@ PATTERNS = [
             NEXT, root=False, combine=combine),
     # ProcessGroupNCCL's first collective fetches rank 0's ncclUniqueId from the store: a
     # timeout there means rank 0 had not reached its first collective (busy alone).
+    # (torch <= 1.13 spells it "retreiving ncclUniqueId", broadcastUniqueNCCLID's old message.)
+    # Who else prints it (audit, stop 27; ProcessGroupNCCL.cpp broadcastUniqueNCCLID, 1.10 to
+    # 2.13): a rank 0 that crashed takes the store down with it (env:// hosts it in rank 0's
+    # process; torchrun's agent exits once its worker failed), so the others' get fails with a
+    # reset or refused connection, not a timeout: rank 0 was alive and did not arrive. But
+    # alive is also stuck (a hang of its own, a collective of another group first): a hint,
+    # which gives way to any cause-grade line, an earlier failure line, or a Root Cause block
+    # naming another rank (was root=False, which only exceptions could outrank).
     pattern(RANK_ZERO_ONLY_STEP_TIMEOUT,
-            r"retrieving ncclUniqueId from \[0\] via c10d key-value store.*"
+            r"ret(?:rie|rei)ving ncclUniqueId from \[0\] via c10d key-value store.*"
             # (torch >= 2.4: "... got error: wait timeout after 600000ms, keys: ...")
-            r"(?:Socket Timeout|timed out|[Tt]imeout)", NEXT, root=False,
+            r"(?:Socket Timeout|timed out|[Tt]imeout)", NEXT, grade="hint",
             cause="rank 0 had not reached its first NCCL collective when the others asked "
                   "for its ncclUniqueId: it was busy with a step of its own (dataset "
                   "preprocessing, loading) longer than the timeout"),
@@ -270,8 +341,8 @@ PATTERNS = [
     # or lost: the rank waited for rank 0's key, a symptom like a timeout; refine() names the
     # work rank 0 was doing when the log shows it.
     pattern(COLLECTIVE_TIMEOUT,
-            r"retrieving ncclUniqueId from \[0\] via c10d key-value store by key '\d+', but "
-            r"store->get\('\d+'\) got error:?\s*$", NEXT, root=False,
+            r"ret(?:rie|rei)ving ncclUniqueId from \[0\] via c10d key-value store by key "
+            r"'\d+', but store->get\('\d+'\) got error:?\s*$", NEXT, root=False,
             cause="this rank waited for rank 0's ncclUniqueId in the store and the wait failed "
                   "(the reason is not on the line): rank 0 had not reached its first NCCL "
                   "collective (busy alone, or dead: look for its error)"),

@@ -67,3 +67,17 @@ def test_another_ranks_crash_stays_the_root_cause():
     assert first_cause("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to "
                        "allocate 2.00 GiB", LIGHTNING.format(what="epochs", n=3),
                        WD.format(r=0, s=812)) == "cuda-out-of-memory"
+
+
+def test_a_post_fit_timeout_gives_way_to_a_root_cause_block_naming_another_rank():
+    # audit (stop 27): rank 0's lines alone cannot tell the others exited after training from
+    # another rank that failed after it (its error not in the log): a hint, so torchrun's
+    # Root Cause block naming rank 2 leaves it undetermined
+    root = ("Root Cause (first observed failure):\n[0]:\n  time      : 2024-05-01_10:00:00\n"
+            "  host      : node1\n  rank      : 2 (local_rank: 2)\n  exitcode  : 1 (pid: 7)\n"
+            "  error_file: <N/A>\n  traceback : To enable traceback see: https://pytorch.org/"
+            "docs/stable/elastic/errors.html")
+    lines = [LIGHTNING.format(what="epochs", n=50), WD_24.format(r=0, s=20611)]
+    assert first_cause(*lines) == "collective-desync"
+    e = explain_texts([("job.log", "\n".join([*lines, root]) + "\n")])
+    assert e.undetermined and e.problems[0].code == "root-cause-ambiguous"

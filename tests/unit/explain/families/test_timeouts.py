@@ -72,8 +72,42 @@ def test_the_busy_rank_is_named_when_its_line_names_it_and_it_did_not_wait():
              *(WD_24.format(r=r, s=41) for r in (1, 2, 3))]
     e = explain_texts([("job.log", "\n".join(lines) + "\n")])
     assert e.problems[0].code == "rank-zero-only-step-timeout" and e.problems[0].ranks == (0,)
-    # a waiter's own line names no busy rank: the waiters stay named
+    # near miss (audit, stop 27): a waiter's own step line is no busy rank at all: rank 1 timed
+    # out in the collective, so it had reached it (the watchdog checks only the work its own
+    # rank enqueued); who held the others is not in the log
     lines[0] = lines[0].replace("[rank0]", "[rank1]")
     e = explain_texts([("job.log", "\n".join(lines) + "\n")])
-    assert e.problems[0].code == "rank-zero-only-step-timeout"
-    assert e.problems[0].ranks == (1, 2, 3)
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    # nor is an unprefixed bar (rank 0's, in the usual trainers) when rank 0 waited too
+    lines = ["Evaluating:  37%|###7      | 370/1000 [09:58<16:59]",
+             *(WD_24.format(r=r, s=41) for r in (0, 1, 2, 3))]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_the_desync_reports_finished_ranks_never_joined_only_when_none_is_inside():
+    # TraceUtils.h analyzeLaggingRanks (TORCH_NCCL_DESYNC_DEBUG=1), audit (stop 27)
+    head = ("[E ProcessGroupNCCL.cpp:737] [Rank 47] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=41207, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
+            "1800041 milliseconds before timing out.\n\t - To our best knowledge, the "
+            "lagging/dead/mismatched ranks that caused the desync are:")
+    finished = ("\t     [0, 1, 2] finished collective #41207, but didn't join collective #41208 "
+                "(count from 1)")
+    inside = "\t   - [47] joined but didn't finish collective #41207 (count from 1)"
+    assert first_cause(head, finished) == "rank-never-joined"
+    # near miss: rank 47 still inside #41207, which ranks 0-2 finished: no rank is missing
+    e = explain_texts([("job.log", "\n".join([head, inside, finished]) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_a_step_that_had_ended_just_before_the_timeout_decides_nothing():
+    # audit (stop 27): "Map: 100%" or "Saved" before the wait says the step had ended, not
+    # that a rank was still in it when the others waited (the last-line reading already
+    # asked this; the line-just-before reading did not)
+    lines = ["Map (num_proc=8): 100%|##########| 1000/1000 [00:05<00:00, 190.1 examples/s]",
+             *(WD_24.format(r=r, s=41) for r in (1, 2, 3))]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    # near miss: the same step under way is a rank busy alone
+    lines[0] = "Map (num_proc=8):  37%|###7      | 370/1000 [09:58<16:59, 1.1 examples/s]"
+    assert first_cause(*lines) == "rank-zero-only-step-timeout"

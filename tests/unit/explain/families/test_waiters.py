@@ -291,3 +291,63 @@ def test_the_watchdog_threads_exception_line_names_the_group_of_a_bare_line():
     assert _undetermined(*lines)
     same = [*lines[:3], TERMINATED.format(r=3, pg=0, s=31, op="BROADCAST", n=80)]
     assert first_cause(*same) == "collective-desync"
+
+
+def test_summaries_of_a_send_and_a_collective_are_no_desync():
+    # audit (stop 27): a summary names no op; the rank's own watchdog line at that number says
+    # it was a SEND, which torch >= 2.4 numbers apart from collectives (seqP2P_)
+    assert _undetermined(WD.format(r=1, s=4, op="SEND", n=4096),
+                         SUMMARY.format(r=1, pg=0, s=4, done=3),
+                         SUMMARY.format(r=2, pg=0, s=19, done=18))
+    # near miss: the same summaries after an ALLREDUCE line are a desync
+    assert first_cause(WD.format(r=1, s=4, op="ALLREDUCE", n=4096),
+                       SUMMARY.format(r=1, pg=0, s=4, done=3),
+                       SUMMARY.format(r=2, pg=0, s=19, done=18)) == "collective-desync"
+
+
+def test_a_rank_that_never_joined_while_its_own_step_was_under_way_was_busy_alone():
+    # audit (stop 27): the counters say who never joined (rank 0, nothing pending), its own
+    # last line says why: an evaluation still under way
+    lines = ["[rank0]:Evaluating:  37%|###7      | 370/1000 [29:58<16:59]",
+             WD.format(r=1, s=41, op="ALLREDUCE", n=1),
+             SIGNAL.format(r=0, src=" rank 1", enq=40, done=40)]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert e.problems[0].code == "rank-zero-only-step-timeout" and e.problems[0].ranks == (0,)
+    # near misses: a step that had finished, or no line of that rank, says nothing of why
+    lines[0] = "[rank0]:Evaluating: 100%|##########| 1000/1000 [29:58<00:00]"
+    assert first_cause(*lines) == "rank-never-joined"
+    assert first_cause(*lines[1:]) == "rank-never-joined"
+
+
+def test_a_send_and_a_recv_started_as_one_number_in_the_snapshot_are_no_desync():
+    # audit (stop 27): in torch <= 2.3 P2P ops share the group's counter, and a SEND on one
+    # pipeline stage and the RECV on the next are one transfer (dumpSnapshot lists both)
+    lines = [WD.format(r=0, s=6, op="SEND", n=4096), "\t - Snapshot of ranks' latest states:",
+             "\t   #6 started ranks:", "\t     [0] started SEND", "\t     [1] started RECV"]
+    assert _undetermined(*lines)
+    # near miss: a RECV against an ALLREDUCE at one number still differs
+    lines[-2] = "\t     [0] started ALLREDUCE"
+    lines[0] = WD.format(r=0, s=6, op="ALLREDUCE", n=4096)
+    lines.append("\t     [2] started BROADCAST")
+    assert first_cause(*lines) == "collective-desync"
+
+
+def test_a_one_rank_entry_of_the_snapshot_is_read():
+    # dumpSnapshot prints "[2] started BROADCAST" for one rank; the reader takes "[2] " for the
+    # line's rank prefix, so the entry is read with that rank
+    assert first_cause(WD.format(r=0, s=6, op="ALLREDUCE", n=4096),
+                       "\t - Snapshot of ranks' latest states:", "\t   #6 started ranks:",
+                       "\t     [0, 1] started ALLREDUCE", "\t     [2] started BROADCAST") == \
+        "collective-desync"
+
+
+def test_ranks_idle_beside_a_timed_out_send_are_no_missing_ranks():
+    # audit (stop 27): pipeline stages not in a transfer are idle by design, and a SEND's
+    # number counts P2P work (seqP2P_, torch >= 2.4), not the idle ranks' collectives
+    lines = [WD.format(r=0, s=300, op="SEND", n=4096),
+             SIGNAL.format(r=2, src=" rank 0", enq=118, done=118),
+             SIGNAL.format(r=3, src=" rank 0", enq=118, done=118)]
+    assert _undetermined(*lines)
+    # near miss: the same idle ranks beside a timed-out collective never joined it
+    lines[0] = WD.format(r=0, s=119, op="ALLREDUCE", n=4096)
+    assert first_cause(*lines) == "rank-never-joined"

@@ -342,3 +342,172 @@ def test_one_ranks_line_cannot_tell_which():
 
 def test_a_matching_fingerprint_line_is_not_a_mismatch():
     assert first_cause("CollectiveFingerPrint(OpType=ALLGATHER, TensorShape=[41, 256])") == "none"
+
+
+# --- audit of the watchdog families (stop 27) ---
+
+def test_a_send_and_its_peers_recv_are_no_desync():
+    # ProcessGroupNCCL opTypeToString: SEND on one pipeline stage, RECV on the next, are the two
+    # ends of one transfer; torch >= 2.4 numbers P2P work apart (initWork: "isP2P ? seqP2P_ :
+    # seqCollective_"), so their numbers do not compare either
+    assert first_cause(WD.format(r=0, s=12, op="SEND", n=4096),
+                       WD.format(r=1, s=9, op="RECV", n=4096)) == "collective-timeout"
+    # near miss: two collectives of one group at different numbers are
+    assert first_cause(WD.format(r=0, s=12, op="ALLREDUCE", n=4096),
+                       WD.format(r=1, s=9, op="ALLREDUCE", n=4096)) == "collective-desync"
+
+
+def test_a_p2p_timeout_against_a_collective_is_no_desync():
+    # torch >= 2.4: a SEND #3 (P2P counter) and an ALLREDUCE #500 (collective counter)
+    assert first_cause(WD.format(r=0, s=500, op="ALLREDUCE", n=1024),
+                       WD.format(r=1, s=3, op="SEND", n=1024)) == "collective-timeout"
+
+
+def test_one_rank_logging_two_pending_works_is_no_desync():
+    # torch < 1.13 (NCCL_ASYNC_ERROR_HANDLING off): the watchdog logs every pending work that
+    # timed out, so rank 1 prints #5 and #6; every rank's first is #5
+    lines = [WD.format(r=0, s=5, op="ALLREDUCE", n=1024), WD.format(r=1, s=5, op="ALLREDUCE",
+             n=1024), WD.format(r=1, s=6, op="ALLREDUCE", n=1024)]
+    assert first_cause(*lines) == "collective-timeout"
+    # near miss: rank 0's first is #5, rank 1's first #6
+    assert first_cause(lines[0], lines[2]) == "collective-desync"
+
+
+def test_a_p2p_at_sequence_number_two_is_no_rank_busy_alone():
+    # the second-collective reading counts the group's collectives, not one pair's transfers
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r1.log", WD.format(r=1, s=2, op="RECV", n=4096) + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+
+
+def test_the_monitored_barrier_seen_from_a_waiting_rank_is_a_symptom():
+    # ProcessGroupGloo.cpp monitoredBarrier: a non-zero rank waits for rank 0's answer, which
+    # comes only once every rank arrived; rank 0 failing (here a torch.save) prints it too
+    from ddpcheck.explain import explain_texts
+
+    waiting = ("[rank1]:[E325 17:13:23.163175227 ProcessGroupGloo.cpp:145] Rank 1 successfully "
+               "reached monitoredBarrier, but received errors while waiting for send/recv from "
+               "rank 0. Please check rank 0 logs for faulty rank.")
+    e = explain_texts([("job.log", waiting + "\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    assert first_cause("[rank0]: RuntimeError: [enforce fail at inline_container.cc:626] . "
+                       "unexpected pos 2221367680 vs 2221367568", waiting) == "disk-full"
+    # rank 0 out of time names no one: a symptom too
+    e = explain_texts([("job.log", "RuntimeError: Rank 0 timed out in monitoredBarrier after "
+                                   "30000 ms.\nSuccessfully processed ranks: 1, 2\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    # near miss: rank 0 naming the ranks that did not come stays rank-never-joined
+    assert first_cause("RuntimeError: [Rank 0]: Rank 2 failed to pass monitoredBarrier in "
+                       "30000 ms") == "rank-never-joined"
+
+
+# torchrun's summary (torch/distributed/elastic/multiprocessing/errors/__init__.py) naming rank 3
+ROOT_RANK_3 = """Root Cause (first observed failure):
+[0]:
+  time      : 2024-05-01_10:00:00
+  host      : node1
+  rank      : 3 (local_rank: 3)
+  exitcode  : 1 (pid: 1234)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"""
+UNIQUE_ID = ("[rank6]: RuntimeError: [6] is setting up NCCL communicator and retrieving "
+             "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') "
+             "got error: Socket Timeout")
+
+
+def test_a_second_collective_timeout_is_a_hint_that_gives_way():
+    # checkTimeout prints the same line whether the missing rank was busy alone or crashed
+    # after #1: torchrun saw rank 3 fail first, and its lines are not in the log
+    from ddpcheck.explain import explain_texts
+
+    wd = "[rank1]:" + WD.format(r=1, s=2, op="ALLREDUCE", n=1)
+    for line in (wd, UNIQUE_ID):
+        assert first_cause(line) == "rank-zero-only-step-timeout"  # alone: the likely cause
+        e = explain_texts([("job.log", f"{line}\n{ROOT_RANK_3}\n")])
+        assert e.undetermined and e.problems[0].code == "root-cause-ambiguous"
+    # an earlier failure line no rule names (a CUDA error on another rank) may be the first
+    e = explain_texts([("job.log", "[rank3]: NCCL WARN Cuda failure 'an illegal memory access "
+                                   f"was encountered'\n{wd}\n")])
+    assert e.undetermined
+
+
+def test_the_blocking_wait_wordings_are_the_same_timeout():
+    # ProcessGroupNCCL.cpp WorkNCCL::synchronizeInternal under NCCL_BLOCKING_WAIT: the calling
+    # thread times out, not the watchdog, and prints the same WorkNCCL
+    from ddpcheck.explain import explain_texts
+
+    work = "WorkNCCL(SeqNum={s}, OpType={op}, NumelIn=1, NumelOut=1, Timeout(ms)=60000)"
+    for line in ("[E ProcessGroupNCCL.cpp:566] [Rank {r}] Work WorkNCCL(SeqNum={s}, OpType={op}, "
+                 "Timeout(ms)=60000) timed out in blocking wait (NCCL_BLOCKING_WAIT=1).",
+                 "[rank{r}]:[E ProcessGroupNCCL.cpp:900] [PG 0 Rank {r}] Work " + work +
+                 " timed out in blocking wait (TORCH_NCCL_BLOCKING_WAIT=1).",
+                 "[rank{r}]:[E ProcessGroupNCCL.cpp:900] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+                 "Work " + work + " timed out in blocking wait."):
+        e = explain_texts([("job.log", line.format(r=1, s=7, op="ALLREDUCE") + "\n")])
+        assert e.problems[0].code == "collective-timeout" and e.undetermined
+        # compared across ranks like the watchdog's lines
+        assert first_cause(line.format(r=1, s=7, op="ALLREDUCE"),
+                           line.format(r=0, s=8, op="BROADCAST")) == "collective-desync"
+    # near miss: a WorkNCCL that did not time out is no failure
+    assert first_cause("[rank1]: Work " + work.format(s=7, op="ALLREDUCE") + " completed") == \
+        "none"
+
+
+def test_nccl_message_truncated_is_a_size_mismatch_hint():
+    # transport/net_socket.cc "message truncated : receiving N bytes instead of M", quoted by
+    # torch after "Last error:": mismatched calls, or one call run with other NCCL_PROTO /
+    # buffer settings per node (NVIDIA/nccl#626, #605): a hint
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("job.log", "RuntimeError: NCCL error: invalid usage, NCCL version 2.10.3"
+                                   "\nLast error:\nmessage truncated : receiving 1048576 bytes "
+                                   "instead of 65536\n")])
+    assert e.problems[0].code == "collective-size-mismatch" and e.found[0].grade == "hint"
+    # near miss: the bootstrap's "received" (bootstrap.cc) is no collective's size
+    assert first_cause("node:1:2 [4] bootstrap.cc:77 NCCL WARN Message truncated : received 256 "
+                       "bytes instead of 4") != "collective-size-mismatch"
+
+
+def test_the_heartbeat_monitor_is_a_stuck_watchdog_in_both_wordings():
+    # ProcessGroupNCCL.cpp heartbeat monitor: 2.2-2.3 and >= 2.4 wordings
+    from ddpcheck.explain import explain_texts
+
+    for line in ("[rank0]:[E ProcessGroupNCCL.cpp:1414] [PG 0 Rank 0] Heartbeat monitor timed "
+                 "out! Process will be terminated after dumping debug info. workMetaList_.size()=1",
+                 "[rank3]:[E1022 10:49:35.421838795 ProcessGroupNCCL.cpp:1511] [PG ID 0 PG GUID "
+                 "0(default_pg) Rank 3] ProcessGroupNCCL's watchdog got stuck for 480 seconds "
+                 "without making progress in monitoring enqueued collectives. This typically "
+                 "indicates a NCCL/CUDA API (e.g., CudaEventDestroy) hang blocking the watchdog"):
+        e = explain_texts([("job.log", line + "\n")])
+        assert e.problems[0].code == "collective-timeout" and e.undetermined
+        assert "watchdog thread itself" in e.problems[0].cause
+    # near miss: with a watchdog timeout beside it, the timeout's own reading stands
+    e = explain_texts([("job.log", WD.format(r=0, s=808, op="ALLREDUCE", n=9801523) + "\n"
+                        + line + "\n")])
+    assert e.problems[0].code == "collective-timeout"
+    assert "watchdog thread itself" not in e.problems[0].cause
+
+
+def test_gloos_pair_closure_after_a_timeout_is_the_same_timeout():
+    # gloo/transport/tcp/unbound_buffer.cc: a recv past its timeout signals "Application
+    # timeout caused pair closure" to the context's other operations, then raises its own
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("job.log", "RuntimeError: [/opt/pytorch/third_party/gloo/gloo/transport"
+                                   "/tcp/pair.cc:534] Read error [10.1.1.2]:21019: Application "
+                                   "timeout caused pair closure\n")])
+    assert e.problems[0].code == "collective-timeout" and e.undetermined
+    # near miss: a peer's crash beside it stays the root cause
+    assert first_cause("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                       "2.00 GiB", "[rank0]: RuntimeError: Application timeout caused pair "
+                       "closure") == "cuda-out-of-memory"
+
+
+def test_the_old_spelling_of_the_nccl_unique_id_exchange_is_read():
+    # torch <= 1.13 ProcessGroupNCCL::broadcastUniqueNCCLID: "retreiving ncclUniqueId"
+    old = UNIQUE_ID.replace("retrieving", "retreiving")
+    assert first_cause(old) == "rank-zero-only-step-timeout"
+    # near miss: the same exchange failing on a refused connection is no timeout
+    assert first_cause(old.replace("Socket Timeout", "Connection refused")) != \
+        "rank-zero-only-step-timeout"
