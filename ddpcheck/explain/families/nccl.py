@@ -127,6 +127,18 @@ PATTERNS = [
             WARN_START + r"NET/IB(?:/GIN)? ?: ?Got completion (?:from "
             r"peer \S+ )?with (?:error |status=(?:\w+\()?)(?:12|13|5)\b",
             "ddpcheck run --nodes N --stages collectives,bandwidth", grade="hint"),
+    # net_ib.cc ncclIbIsend (2.12 onwards; also NET/FuseLink): "NET/IB : req 0/1 tag 7 peer
+    # 10.0.0.2<1234> collective mismatch error, local size 65536 remote size 32768", returned
+    # as ncclInvalidUsage ("Sanity checks to catch user collective call count/size
+    # mismatches"): the IB twin of net_socket's "message truncated : receiving" and, like it,
+    # printed also when ranks size NCCL's chunks differently (NCCL_PROTO / NCCL_BUFFSIZE set
+    # on some nodes only): a hint of a size mismatch, not a network fault.
+    pattern(COLLECTIVE_SIZE_MISMATCH,
+            WARN_START + r"NET/\w+ ?: .*collective mismatch error, local size \d+ remote size",
+            COLL, grade="hint",
+            cause="a peer posted a smaller receive than this rank sent for the same step: the "
+                  "ranks ran different collectives, the same one with other sizes, or other "
+                  "NCCL_PROTO / NCCL_ALGO / NCCL_BUFFSIZE settings (net_ib.cc's own check)"),
     # NCCL's user guide (troubleshooting, "Troubleshooting NCCL errors"): "NCCL WARN Call to
     # ibv_reg_mr failed" or "Call to ibv_create_qp failed" is the pinned-memory limit; NCCL
     # >= 2.18 misc/ibvwrap.cc adds the errno ("Call to ibv_reg_mr_iova2 failed with error

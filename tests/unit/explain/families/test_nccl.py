@@ -399,3 +399,16 @@ def test_nccl_quoting_a_cuda_error_of_the_driver_or_the_gpu_is_that_error():
     # near miss: a CUDA error no device rule reads stays NCCL's
     assert first_cause(warn + "700 'an illegal memory access was encountered'") != \
         "cuda-unusable"
+
+
+def test_net_ibs_collective_mismatch_check_is_a_size_mismatch_hint():
+    # net_ib.cc ncclIbIsend: "Sanity checks to catch user collective call count/size
+    # mismatches", returned as ncclInvalidUsage: no network fault
+    line = ("node1:1:2 [0] transport/net_ib.cc:1234 NCCL WARN NET/IB : req 0/1 tag 7 peer "
+            "10.0.0.2<1234> collective mismatch error, local size 65536 remote size 32768")
+    assert first_cause(line) == "collective-size-mismatch"
+    e = explain_texts([("r.log", line + "\n")])
+    assert [p.code for p in e.problems if p.code == "nccl-net-error"] == []
+    # near miss: an IB completion error stays the network's
+    assert first_cause("node1:1:2 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<1>"
+                       " with error 4, opcode 0, len 0, vendor err 81 (Recv)") == "nccl-net-error"
