@@ -89,7 +89,7 @@ def _waited_in(seq: str, op: str, numel: str) -> str:
         return FIRST.format(op=op)
     if op in BARRIER_LIKE or numel == "1":
         return SYNC_POINT.format(seq=seq, op=op, numel=numel or "1")
-    return (f"every rank that reported was still waiting in {op} #{seq}: a rank that did not "
+    return (f"every rank that reported was still waiting in {_which(seq, op)}: a rank that did not "
             "reach it (stopped, crashed or slow: look for its error above) or a stalled link "
             "between nodes")
 
@@ -136,8 +136,7 @@ def combine(hits: Sequence[Hit]) -> Problem:
     if len(ops) > 1 and any(op != "?" for _, op, _ in ops):
         ops = {k: v for k, v in ops.items() if k[1] != "?"}
     summary = "; ".join(
-        f"{_named(s, op)}{f' NumelIn={n}' if n else ''} on rank "
-        f"{format_ranks(sorted(r for r in rs if r >= 0)) or '?'}"
+        f"{_named(s, op)}{f' NumelIn={n}' if n else ''}{_on_ranks(rs)}"
         for (s, op, n), rs in sorted(ops.items(), key=lambda kv: (len(kv[0][0]), kv[0][0])))
     observed = f"{summary} | {observed_lines(hits)}"
     # Sequence numbers count per process group: ranks differ only within one group.
@@ -162,6 +161,18 @@ def combine(hits: Sequence[Hit]) -> Problem:
 def _named(seq: str, op: str) -> str:
     """How the summary names a collective; gloo's timeouts name neither number nor op."""
     return "a collective the line does not name" if seq == op == "?" else f"SeqNum={seq} {op}"
+
+
+def _which(seq: str, op: str) -> str:
+    """The collective in words: its op and number where the line named them."""
+    if op == "?":
+        return "a collective" + (f" (#{seq})" if seq != "?" else "")
+    return op + (f" #{seq}" if seq != "?" else "")
+
+
+def _on_ranks(ranks: set[int]) -> str:
+    known = format_ranks(sorted(r for r in ranks if r >= 0))
+    return f" on rank {known}" if known else ""
 
 
 def combine_fingerprints(hits: Sequence[Hit]) -> Problem:

@@ -511,3 +511,13 @@ def test_the_old_spelling_of_the_nccl_unique_id_exchange_is_read():
     # near miss: the same exchange failing on a refused connection is no timeout
     assert first_cause(old.replace("Socket Timeout", "Connection refused")) != \
         "rank-zero-only-step-timeout"
+
+
+def test_a_timeout_whose_line_names_no_rank_or_number_is_said_in_words_not_question_marks():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("r.log", "Watchdog caught collective operation timeout: WorkNCCL(... "
+                                 "OpType=BROADCAST ...) ran for 3600001 ms before timing out\n")])
+    (p,) = [p for p in e.problems if p.code == "collective-timeout"]
+    assert "?" not in p.observed.split(" | ")[0] and "#?" not in p.cause
+    assert "waiting in a collective" in p.cause
