@@ -40,6 +40,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ddpcheck.explain.engine import explain_inputs
 from ddpcheck.explain.inputs import read_inputs
@@ -89,6 +90,38 @@ def load_cases(dirs: list[Path], old: bool) -> list[Case]:
     return cases
 
 
+# The evidence audit (tests/data/explain/EVIDENCE-*.json, written by auditors who write no
+# rules): for each miss, whether its log shows the confirmed cause at all, and why not.
+NO_EVIDENCE = ("symptom-only", "cut-short", "outside-log", "label-doubt")
+
+
+def load_evidence(dirs: list[Path]) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for d in dirs:
+        for path in sorted(d.glob("EVIDENCE-*.json")):
+            found.update(json.loads(path.read_text())["cases"])
+    return found
+
+
+def evidence_lines(counts: Counter[str], misses: Counter[str]) -> list[str]:
+    """What the audit says of one set's misses, and the right share among the cases whose
+    log can show the cause (every miss whose log cannot is left out of the denominator)."""
+    audited = sum(misses[k] for k in ("shows", *NO_EVIDENCE))
+    if not audited:
+        return []
+    n, lacking = sum(counts.values()), sum(misses[k] for k in NO_EVIDENCE)
+    why = ", ".join(f"{k} {misses[k]}" for k in NO_EVIDENCE if misses[k])
+    out = [f"  evidence audit of its {audited} audited misses (of {n - counts['right']}): "
+           f"the log shows the cause in {misses['shows']}, not in {lacking} ({why})"]
+    if audited == n - counts["right"]:
+        decidable, sure = n - lacking, misses["shows wrong"]
+        out.append(f"  right among the {decidable} cases whose log can show the cause: "
+                   f"{counts['right']} ({100 * counts['right'] / decidable:.1f}%), wrong "
+                   f"{sure} ({100 * sure / decidable:.1f}%); a confident wrong answer on a log "
+                   f"that cannot show the cause: {counts['wrong'] - sure}")
+    return out
+
+
 def judge(case: Case) -> tuple[str, str]:
     """(verdict, the first cause explain gave) for one case."""
     explanation = explain_inputs(read_inputs([str(case.path)], None))
@@ -134,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     misses: list[str] = []
     hedged: Counter[str] = Counter()  # right, but as an abstention that shows that code
     twins: Counter[str] = Counter()  # wrong, by naming the other store's code
+    evidence = load_evidence(dirs)
+    audit: dict[str, Counter[str]] = defaultdict(Counter)  # per split: the misses' evidence
     for case in cases:
         verdict, got = judge(case)
         if verdict == "right" and got != "none" and case.split != "heldout":
@@ -143,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
             by_split[case.split][verdict] += 1
             by_family[(case.split, case.family)][verdict] += 1
             twins[case.split] += verdict == "wrong" and frozenset((got, case.cause)) in TWIN_PAIRS
+            if verdict != "right" and case.id in evidence:
+                shows = bool(evidence[case.id]["log_shows_cause"])
+                audit[case.split]["shows" if shows else evidence[case.id]["why"]] += 1
+                audit[case.split]["shows wrong"] += shows and verdict == "wrong"
         if case.batch:
             by_batch[(case.batch, case.split)][verdict] += 1
             by_batch[(case.batch, "all")][verdict] += 1
@@ -163,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         if twins[split]:
             print(f"  (of the wrong: {twins[split]} name the other store's twin of the confirmed "
                   "code: master-* for endpoint-* or back)")
+        for text in evidence_lines(by_split[split], audit[split]):
+            print(text)
         for (s, family), counts in sorted(by_family.items()):
             if s == split:
                 print(line(family, counts))

@@ -94,3 +94,24 @@ def test_a_wrong_answer_naming_the_other_stores_twin_is_counted_on_its_own(
     dev = capsys.readouterr().out.split("\ndev:")[1]
     assert "wrong   2" in dev.split("ALL")[1].splitlines()[0]  # a, and c (a failure)
     assert "of the wrong: 1 name the other store's twin" in dev
+
+
+def test_the_evidence_audit_splits_the_misses_and_scores_the_decidable_cases(
+        tmp_path: Path, capsys) -> None:
+    corpus = _corpus(tmp_path)
+    (corpus / "dev" / "d.log").write_text("a log that shows nothing\n")
+    manifest = corpus / "corpus-t.json"
+    doc = json.loads(manifest.read_text())
+    doc["cases"].append({"id": "d", "split": "dev", "file": "dev/d.log", "cause": "none",
+                         "family": "healthy"})
+    manifest.write_text(json.dumps(doc))
+    audit = {"a": {"log_shows_cause": True, "why": "names-cause"},
+             "c": {"log_shows_cause": False, "why": "label-doubt"}}
+    (corpus / "EVIDENCE-t.json").write_text(json.dumps({"about": "t", "cases": audit}))
+    explain_score.main(["--corpus", str(corpus), "--no-old"])
+    dev = capsys.readouterr().out.split("\ndev:")[1].split("\nheldout:")[0]
+    # a and c are wrong (failures labelled healthy), d is right: both misses audited
+    assert "2 audited misses (of 2): the log shows the cause in 1, not in 1 (label-doubt 1)" \
+        in dev
+    assert "right among the 2 cases whose log can show the cause: 1 (50.0%), wrong 1 " \
+        "(50.0%); a confident wrong answer on a log that cannot show the cause: 1" in dev
