@@ -279,7 +279,7 @@ RANK_KILLED = _d(
     "the OOM killer, a scheduler limit, or someone killed the process",
     "check dmesg / the job's memory limit on the named host", ROOT_CAUSE)
 RANK_EXITED = _d(
-    "rank-exited", "a rank exited before finishing the probes",
+    "rank-exited", "a rank exited before its work (the probes, or your job's steps) was done",
     "a crash or error in the worker process",
     "rerun with -v to see the worker's output", ROOT_CAUSE)
 DDPCHECK_ERROR = _d(
@@ -301,7 +301,7 @@ RUN_INTERRUPTED = _d(
     "Ctrl-C, or the scheduler ended the job (time limit, scancel) with SIGTERM",
     "rerun; under Slurm give the job more time (--time) than ddpcheck's --timeout")
 LAUNCH_FAILED = _d(
-    "launch-failed", "torchrun failed before the probes ran",
+    "launch-failed", "the launcher failed before its workers ran",
     "torchrun could not start the workers",
     "rerun with -v to see torchrun's output")
 DUPLICATE_LOCAL_RANK = _d(
