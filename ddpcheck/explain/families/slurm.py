@@ -158,6 +158,21 @@ PATTERNS = [
             fix="request what the site's rules expect (the cluster's documentation; e.g. "
                 "--gpus-per-node=N instead of --gpus=N for a GPU partition) and check with "
                 "sbatch --test-only before submitting"),
+    # Any other "sbatch: error:" / "salloc: error:" line: sbatch.c and salloc.c print their
+    # option checks and, when the controller refuses the job, the job_submit plugin's user
+    # message (print_multi_line_string at LOG_LEVEL_ERROR, only on a failed submission;
+    # accepted jobs print it as info) through error(), then exit without a job. The wrappers
+    # that submit for the user (submitit's FailedJobError, dask-jobqueue) quote the line.
+    # Left out: SPANK plugin lines ("sbatch: error: spank: ..."), which an optional plugin
+    # prints before the job goes on.
+    pattern(SLURM_JOB_REJECTED,
+            r"\b(?:sbatch|salloc): error: (?!spank)(?P<msg>\S.*?)\s*$",
+            "sbatch --test-only <script> (Slurm's and the site's checks, without queuing "
+            "the job)",
+            cause="Slurm refused to submit the job: {msg}",
+            fix="change the #SBATCH / sbatch options the message names (the cluster's "
+                "documentation says what it accepts) and check with sbatch --test-only "
+                "before submitting"),
 ]
 
 

@@ -216,3 +216,18 @@ def test_a_step_rejection_that_is_not_the_layout():
     layout = explain_texts([("o.log", "srun: error: Unable to create step for job 4242: Memory "
                              "required by task is not available\n")])
     assert "layout" in layout.problems[0].cause and not layout.undetermined
+
+
+def test_any_error_sbatch_prints_is_the_job_refused_at_submission():
+    # sbatch.c: option checks and the job_submit plugin's user message (at error level only
+    # when the submission failed) go through error(); wrappers such as submitit quote it
+    assert first_cause("submitit.core.utils.FailedJobError: sbatch: error: Parameter "
+                       "--gres=gpu:1 no longer acceptable, please switch to --gpus=1") == \
+        "slurm-job-rejected"
+    assert first_cause("salloc: error: invalid partition specified: gpu-big") == \
+        "slurm-job-rejected"
+    # near misses: an optional SPANK plugin's complaint, and srun's step-level errors
+    assert first_cause("sbatch: error: spank: x11.so: Plugin file not found") != \
+        "slurm-job-rejected"
+    assert first_cause("srun: error: Unable to create step for job 42: Invalid generic "
+                       "resource (gres) specification") != "slurm-job-rejected"
