@@ -45,14 +45,19 @@ def test_the_batch_is_printed_on_its_own(tmp_path: Path, capsys) -> None:
     assert "all" in batch and "n=  2" in batch.split("all")[1].splitlines()[0]
 
 
+def _edit_cases(corpus: Path, edit) -> None:
+    """Change the tiny corpus's case list in place (``edit`` gets the list)."""
+    manifest = corpus / "corpus-t.json"
+    doc = json.loads(manifest.read_text())
+    edit(doc["cases"])
+    manifest.write_text(json.dumps(doc))
+
+
 def _unread_corpus(tmp_path: Path, monkeypatch) -> Path:
     """The tiny corpus with case c in a batch the bench treats as unread."""
     monkeypatch.setattr(explain_score, "UNREAD_BATCHES", ("unread",))
     corpus = _corpus(tmp_path)
-    manifest = corpus / "corpus-t.json"
-    doc = json.loads(manifest.read_text())
-    doc["cases"][2]["batch"] = "unread"
-    manifest.write_text(json.dumps(doc))
+    _edit_cases(corpus, lambda cases: cases[2].update(batch="unread"))
     return corpus
 
 
@@ -86,10 +91,8 @@ def test_a_wrong_answer_naming_the_other_stores_twin_is_counted_on_its_own(
         tmp_path: Path, capsys) -> None:
     corpus = _corpus(tmp_path)
     (corpus / "dev" / "a.log").write_text("RuntimeError: Address already in use\n")
-    manifest = corpus / "corpus-t.json"
-    doc = json.loads(manifest.read_text())
-    doc["cases"][0]["cause"] = "endpoint-port-in-use"  # explain says master-port-in-use
-    manifest.write_text(json.dumps(doc))
+    # explain says master-port-in-use
+    _edit_cases(corpus, lambda cases: cases[0].update(cause="endpoint-port-in-use"))
     explain_score.main(["--corpus", str(corpus), "--no-old", "--dev-only"])
     dev = capsys.readouterr().out.split("\ndev:")[1]
     assert "wrong   2" in dev.split("ALL")[1].splitlines()[0]  # a, and c (a failure)
@@ -100,11 +103,8 @@ def test_the_evidence_audit_splits_the_misses_and_scores_the_decidable_cases(
         tmp_path: Path, capsys) -> None:
     corpus = _corpus(tmp_path)
     (corpus / "dev" / "d.log").write_text("a log that shows nothing\n")
-    manifest = corpus / "corpus-t.json"
-    doc = json.loads(manifest.read_text())
-    doc["cases"].append({"id": "d", "split": "dev", "file": "dev/d.log", "cause": "none",
-                         "family": "healthy"})
-    manifest.write_text(json.dumps(doc))
+    _edit_cases(corpus, lambda cases: cases.append(
+        {"id": "d", "split": "dev", "file": "dev/d.log", "cause": "none", "family": "healthy"}))
     audit = {"a": {"log_shows_cause": True, "why": "names-cause"},
              "c": {"log_shows_cause": False, "why": "label-doubt"}}
     (corpus / "EVIDENCE-t.json").write_text(json.dumps({"about": "t", "cases": audit}))
