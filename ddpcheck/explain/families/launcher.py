@@ -111,6 +111,23 @@ PATTERNS = [
             fix="give the script as an absolute path on a filesystem every node mounts (ls -l "
                 "{path} on each node), or cd to its directory in the job script before the "
                 "launcher"),
+    # CPython Lib/runpy.py _run_module_as_main (3.x): "python -m X" that cannot find X exits
+    # with "<python>: No module named X" or "<python>: Error while finding module
+    # specification for 'X.y' (ModuleNotFoundError: No module named 'X')": the launcher's
+    # --module / -m target is not importable on this node (an import inside the user's code
+    # raises "ModuleNotFoundError: No module named 'X'" instead, without the interpreter).
+    pattern(LAUNCH_FAILED,
+            r"python[\d.]*(?:\.exe)?: (?:No module named |Error while finding module "
+            r"specification for ')(?P<mod>[\w.]+)(?:\s*$|')",
+            "srun --nodes=N --ntasks-per-node=1 python -c 'import <module>' (from the job's "
+            "working directory, with its environment)",
+            cause="the Python interpreter the launcher started with -m could not import the "
+                  "module it was given ({mod}) on this node: the job's working directory "
+                  "or PYTHONPATH is not the one where the package lives, or it is not "
+                  "installed in this node's environment",
+            fix="cd to the directory holding the package (or set PYTHONPATH to it) in the job "
+                "script before the launcher, or pip install it in the environment every node "
+                "uses; check with python -c 'import {mod}' on each node"),
     # c10d TCPStore (libtorch_cpu, torch 2.13: "use_libuv was requested but PyTorch was built
     # without libuv support, run with USE_LIBUV=0 to disable it."; 2.4 to 2.6 spell it
     # "was build"): the store torchrun and env:// create cannot start on such a build.

@@ -98,3 +98,13 @@ def test_the_interpreter_that_cannot_open_the_script_is_a_launch_failure():
                        "[Errno 13] Permission denied") == "launch-failed"
     # near miss: a script's own message about another file is not the interpreter's
     assert first_cause("warning: can't open file 'cache.bin', rebuilding it") != "launch-failed"
+
+
+def test_python_dash_m_that_cannot_find_its_module_is_a_launch_failure():
+    # CPython Lib/runpy.py _run_module_as_main: sys.exit("%s: %s" % (sys.executable, exc))
+    assert first_cause("/usr/bin/python3: No module named trainer") == "launch-failed"
+    assert first_cause("/opt/py/bin/python3.11: Error while finding module specification for "
+                       "'pkg.train' (ModuleNotFoundError: No module named 'pkg')") == \
+        "launch-failed"
+    # near miss: an import inside the user's code is the user's exception, not the launch
+    assert first_cause("ModuleNotFoundError: No module named 'flash_attn'") != "launch-failed"
