@@ -34,6 +34,9 @@ except ImportError:  # Python < 3.11
     import sre_parse as _parser  # type: ignore[no-redef]
 
 ENABLED = True  # False: every pattern on every line (the equivalence checks compare both)
+# False: the per-line gates built on these strings (reader, failures, tracebacks) are off and
+# every line takes the full path (bench/explain_speed.py compares both, whole output)
+GATES = True
 MIN_LITERAL = 3  # shorter strings are in most lines: no use as a filter
 MAX_STRINGS = 32  # alternatives expanded per set at most
 REPEATS = tuple(getattr(sre, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
@@ -89,6 +92,57 @@ def may_match(regex: re.Pattern[str], shortest: int = 2) -> Callable[[str], bool
     strings, folded = need.strings, need.folded
     return lambda text: (any(s in text for s in strings)
                          or bool(folded) and any(s in fold(text) for s in folded))
+
+
+def branch_literals(regex: re.Pattern[str]) -> Literals | None:
+    """``literals`` of a regex that is one alternation of many branches (more than
+    ``MAX_STRINGS``): every branch's own strings, however many; None when one has none."""
+    try:
+        tree = list(_parser.parse(regex.pattern, regex.flags))
+    except (re.error, RecursionError):
+        return None
+    if len(tree) != 1 or tree[0][0] is not sre.BRANCH:
+        return literals(regex)
+    icase = bool(regex.flags & re.IGNORECASE)
+    found: set[Piece] = set()
+    for branch in tree[0][1][1]:
+        need = _required(list(branch), icase, MIN_LITERAL)
+        if need is None:
+            return None
+        found |= need
+    return Literals(tuple(sorted(s for s, f in found if not f)),
+                    tuple(sorted(s for s, f in found if f)))
+
+
+def lines_with(texts: Sequence[str], needs: Sequence[Literals | None]) -> set[int] | None:
+    """The indices of the texts that contain a string of one of ``needs``; None (every
+    line) when a need is None or the gates are off."""
+    if not (ENABLED and GATES) or any(n is None for n in needs):
+        return None
+    strings = tuple(sorted({s for n in needs for s in n.strings}))  # type: ignore[union-attr]
+    folded = tuple(sorted({s for n in needs for s in n.folded}))  # type: ignore[union-attr]
+    return _lines(texts).containing(Literals(strings, folded))
+
+
+_last: _Lines | None = None  # the texts searched last, with what was found in them
+
+
+def _lines(texts: Sequence[str]) -> _Lines:
+    """The texts' search index: the last one when the same texts come again (explain's
+    engine and its readers search one log's lines, each for its own strings)."""
+    global _last
+    texts = texts if isinstance(texts, list) else list(texts)
+    if not GATES:
+        return _Lines(texts)
+    if _last is None or _last.texts != texts:
+        _last = _Lines(texts)
+    return _last
+
+
+def forget() -> None:
+    """Drop the last texts' index (explain calls it when done with a log)."""
+    global _last
+    _last = None
 
 
 def _required(items: list, icase: bool, shortest: int) -> frozenset[Piece] | None:
@@ -206,7 +260,7 @@ def candidates(texts: Sequence[str],
     needs = [literals(r) for r in regexes]
     always = tuple(i for i, n in enumerate(needs) if n is None)
     out: list[tuple[int, ...]] = [always] * len(texts)
-    lines = _Lines(texts)
+    lines = _lines(texts)
     extra: dict[int, list[int]] = {}
     for i, need in enumerate(needs):
         if need is None:
