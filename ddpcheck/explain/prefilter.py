@@ -90,6 +90,9 @@ def may_match(regex: re.Pattern[str], shortest: int = 2) -> Callable[[str], bool
     if need is None:
         return lambda text: True
     strings, folded = need.strings, need.folded
+    if len(strings) == 1 and not folded:  # one string: its test alone
+        one = strings[0]
+        return lambda text: one in text
     return lambda text: (any(s in text for s in strings)
                          or bool(folded) and any(s in fold(text) for s in folded))
 
@@ -124,25 +127,28 @@ def lines_with(texts: Sequence[str], needs: Sequence[Literals | None]) -> set[in
     return _lines(texts).containing(Literals(strings, folded))
 
 
-_last: _Lines | None = None  # the texts searched last, with what was found in them
+_recent: list[_Lines] = []  # the texts searched last, with what was found in them
+RECENT = 2  # indexes kept: a log's lines, and a part of them a family reads between
 
 
 def _lines(texts: Sequence[str]) -> _Lines:
-    """The texts' search index: the last one when the same texts come again (explain's
+    """The texts' search index: a recent one when the same texts come again (explain's
     engine and its readers search one log's lines, each for its own strings)."""
-    global _last
     texts = texts if isinstance(texts, list) else list(texts)
     if not GATES:
         return _Lines(texts)
-    if _last is None or _last.texts != texts:
-        _last = _Lines(texts)
-    return _last
+    for i, lines in enumerate(_recent):
+        if lines.texts == texts:
+            _recent.insert(0, _recent.pop(i))
+            return lines
+    _recent.insert(0, _Lines(texts))
+    del _recent[RECENT:]
+    return _recent[0]
 
 
 def forget() -> None:
-    """Drop the last texts' index (explain calls it when done with a log)."""
-    global _last
-    _last = None
+    """Drop the texts' indexes (explain calls it when done with a log)."""
+    _recent.clear()
 
 
 def _required(items: list, icase: bool, shortest: int) -> frozenset[Piece] | None:

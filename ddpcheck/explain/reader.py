@@ -74,9 +74,9 @@ def parse_time(text: str) -> float | None:
     m = ISO_TIME.search(text) or GLOG_TIME.search(text)
     if not m:
         return None
-    g = m.groupdict()
-    secs = int(g["h"]) * 3600 + int(g["m"]) * 60 + float(g["s"].replace(",", "."))
-    return ((int(g["mon"]) * 31 + int(g["day"])) * 86400) + secs
+    mon, day, h, mi, s = m.group("mon", "day", "h", "m", "s")
+    secs = int(h) * 3600 + int(mi) * 60 + float(s.replace(",", "."))
+    return ((int(mon) * 31 + int(day)) * 86400) + secs
 
 
 def record(source: str, lineno: int, line: str) -> Record:
