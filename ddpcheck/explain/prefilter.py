@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
+from typing import Protocol, TypeVar
 
 try:  # re's own parser and the names of its tree's nodes
     from re import _constants as sre  # type: ignore[attr-defined]
@@ -125,6 +126,32 @@ def lines_with(texts: Sequence[str], needs: Sequence[Literals | None]) -> set[in
     strings = tuple(sorted({s for n in needs for s in n.strings}))  # type: ignore[union-attr]
     folded = tuple(sorted({s for n in needs for s in n.folded}))  # type: ignore[union-attr]
     return _lines(texts).containing(Literals(strings, folded))
+
+
+class HasText(Protocol):
+    """A line: what ``records_for`` needs of a record."""
+
+    @property
+    def text(self) -> str: ...
+
+
+Line = TypeVar("Line", bound=HasText)
+
+
+def records_for(records: Sequence[Line], regex: re.Pattern[str]) -> Sequence[Line]:
+    """The records whose text may match ``regex``, in their order: those that hold one of
+    its strings (found in the records' shared search index); all of them when unsure."""
+    if literals(regex) is None or not (ENABLED and GATES) or not records:
+        return records
+    return [records[k] for k in lines_for([r.text for r in records], regex)]
+
+
+def lines_for(texts: Sequence[str], regex: re.Pattern[str]) -> Sequence[int]:
+    """The indices of the texts that may match ``regex``, in order (all when unsure)."""
+    need = literals(regex)
+    if need is None or not (ENABLED and GATES):
+        return range(len(texts))
+    return sorted(_lines(texts).containing(need))
 
 
 _recent: list[_Lines] = []  # the texts searched last, with what was found in them
