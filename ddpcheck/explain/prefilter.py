@@ -40,6 +40,10 @@ ENABLED = True  # False: every pattern on every line (the equivalence checks com
 GATES = True
 MIN_LITERAL = 3  # shorter strings are in most lines: no use as a filter
 MAX_STRINGS = 32  # alternatives expanded per set at most
+# a string inside one found already is looked for in that one's lines while they are fewer
+# than the text's characters / VERIFY_CHARS (one look at a line costs about as much as a
+# whole-text search's pass over that many characters)
+VERIFY_CHARS = 2000
 REPEATS = tuple(getattr(sre, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
                 if hasattr(sre, n))  # the possessive one: Python >= 3.11
 ATOMIC = getattr(sre, "ATOMIC_GROUP", object())  # (?>...): Python >= 3.11
@@ -125,7 +129,9 @@ def lines_with(texts: Sequence[str], needs: Sequence[Literals | None]) -> set[in
         return None
     strings = tuple(sorted({s for n in needs for s in n.strings}))  # type: ignore[union-attr]
     folded = tuple(sorted({s for n in needs for s in n.folded}))  # type: ignore[union-attr]
-    return _lines(texts).containing(Literals(strings, folded))
+    lines = _lines(texts)
+    lines.prefetch([Literals(strings, folded)])
+    return lines.containing(Literals(strings, folded))
 
 
 class HasText(Protocol):
@@ -294,6 +300,7 @@ def candidates(texts: Sequence[str],
     always = tuple(i for i, n in enumerate(needs) if n is None)
     out: list[tuple[int, ...]] = [always] * len(texts)
     lines = _lines(texts)
+    lines.prefetch([n for n in needs if n is not None])
     extra: dict[int, list[int]] = {}
     for i, need in enumerate(needs):
         if need is None:
@@ -318,11 +325,34 @@ class _Lines:
     def containing(self, need: Literals) -> set[int]:
         """The indices of the lines that contain one of the strings."""
         hit: set[int] = set()
-        for piece in [*((s, False) for s in need.strings), *((s, True) for s in need.folded)]:
+        for piece in _pieces(need):
             if piece not in self.found:
-                self.found[piece] = self._search(*piece)
+                self.found[piece] = self._find(piece)
             hit |= self.found[piece]
         return hit
+
+    def prefetch(self, needs: Iterable[Literals]) -> None:
+        """Find the needs' strings shortest first: a string that holds one found before is
+        then looked for only in that one's lines (``_find``)."""
+        for piece in sorted({p for n in needs for p in _pieces(n)},
+                            key=lambda p: (len(p[0]), p)):
+            if piece not in self.found:
+                self.found[piece] = self._find(piece)
+
+    def _find(self, piece: Piece) -> frozenset[int]:
+        """The lines that contain the string: among the few lines of a string found already
+        that every line holding this one holds too (``_covers``), else one whole-text search."""
+        if GATES:
+            few = len(self.joined) // VERIFY_CHARS
+            inner = [lines for other, lines in self.found.items()
+                     if len(lines) <= few and _covers(other, piece)]
+            if inner:
+                s, folded = piece
+                joined, starts = self.folded() if folded else (self.joined, self.starts)
+                last = len(starts) - 1
+                return frozenset(k for k in min(inner, key=len) if joined.find(
+                    s, starts[k], starts[k + 1] - 1 if k < last else len(joined)) >= 0)
+        return self._search(*piece)
 
     def _search(self, s: str, folded: bool) -> frozenset[int]:
         joined, starts = self.folded() if folded else (self.joined, self.starts)
@@ -348,6 +378,20 @@ class _Lines:
                 parts = [fold(t) for t in self.texts]
                 self._folded = "\n".join(parts), _starts(parts)
         return self._folded
+
+
+def _pieces(need: Literals) -> list[Piece]:
+    return [*((s, False) for s in need.strings), *((s, True) for s in need.folded)]
+
+
+def _covers(outer: Piece, inner: Piece) -> bool:
+    """Whether every line that holds ``inner`` holds ``outer`` (a part of it; a folded part
+    of its folded copy: fold maps character by character)."""
+    if outer == inner:
+        return False
+    if outer[1]:
+        return outer[0] in (inner[0] if inner[1] else fold(inner[0]))
+    return not inner[1] and outer[0] in inner[0]
 
 
 def _starts(texts: Iterable[str]) -> list[int]:

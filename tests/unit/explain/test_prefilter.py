@@ -200,3 +200,24 @@ def test_the_gates_change_nothing_on_lines_that_match_only_at_their_start(monkey
 def test_the_reader_skips_the_nccl_host_regex_only_where_it_cannot_match():
     may = prefilter.may_match(reader.NCCL_HOST)
     assert may("node1:12:34 [0] NCCL INFO x") and not may("rank 1: step 3 loss 0.2")
+
+
+def test_a_string_inside_another_is_found_in_its_lines_alone(monkeypatch):
+    """A string that holds one found already ("NCCL WARN" holds "NCCL"; "no route" folded
+    holds "route") is looked for in that one's lines: the same lines as a whole-text search."""
+    texts = ["NCCL WARN x", "nccl warn y", "NCCL INFO", "No Route to host", "route 66",
+             *(f"step {i} loss 0.1" for i in range(3000))]
+    regexes = [re.compile("NCCL"), re.compile("NCCL WARN"), re.compile("(?i)nccl warn"),
+               re.compile("route"), re.compile("(?i)no route"), re.compile("Route to")]
+    searched: list[str] = []
+    whole = prefilter._Lines._search
+    monkeypatch.setattr(prefilter._Lines, "_search",
+                        lambda self, s, f: searched.append(s) or whole(self, s, f))
+    prefilter.forget()
+    on = candidates(texts, regexes)
+    assert on[:5] == [(0, 1, 2), (2,), (0,), (4, 5), (3,)] and on[5] == ()
+    assert len(searched) < 6  # the longer strings were looked for in the shorter's lines
+    monkeypatch.setattr(prefilter, "GATES", False)
+    assert candidates(texts, regexes) == on
+    assert prefilter._covers(("route", True), ("No Route", False))
+    assert not prefilter._covers(("Route", False), ("no route", True))
