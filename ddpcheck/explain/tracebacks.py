@@ -154,7 +154,8 @@ class Matcher(Protocol):
 def unclaimed(records: Sequence[Record], patterns: Sequence[Matcher]) -> list[Crash]:
     """Exceptions no pattern explains and nothing wraps: a failure of its own, which a hint
     (a SIGKILL, a warning) may have followed. The first of each rank, earliest first."""
-    bare = [Crash(r.rank, r.text.strip()[:300], "", r) for r in records if BARE.match(r.text)]
+    bare = [Crash(r.rank, r.text.strip()[:300], "", r)
+            for r in prefilter.records_for(records, BARE) if BARE.match(r.text)]
     first: dict[int | None, Crash] = {}
     for crash in sorted([*crashes(records), *bare], key=lambda c: c.record.order):
         text = crash.record.text
