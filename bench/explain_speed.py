@@ -8,11 +8,16 @@ reading included) with ``ddpcheck.explain.prefilter`` off and on, alternately (o
 on ...: machine noise hits both alike), and prints each one's median seconds (min-max), lines
 per second and the off/on ratio, and whether both said the same.
 
-``--check`` also compares explain's whole output (JSON, text, exit code) with the prefilter
-off and on for every corpus input (tests/helpers/explain_corpus.py), held-out logs included:
-it prints counts only, and the ids of differing non-held-out inputs (never a held-out log).
+``--gates`` compares, the same way, the per-line gates and the shared search index
+(``prefilter.GATES``) off and on, the prefilter on in both: the code before them and after.
 
-Usage: python -m bench.explain_speed [--lines 50000] [--rounds 3] [--run mismatch-op] [--check]
+``--check`` also compares explain's whole output (JSON, text, exit code) with the prefilter
+and the gates off and on for every corpus input (tests/helpers/explain_corpus.py), held-out
+logs included: it prints counts only, and the ids of differing non-held-out inputs (never a
+held-out log).
+
+Usage: python -m bench.explain_speed [--lines 50000] [--rounds 3] [--run mismatch-op] [--gates]
+       [--check]
 """
 
 from __future__ import annotations
@@ -65,17 +70,19 @@ def output(ex: Explanation) -> str:
     return json.dumps(ex.to_json(), sort_keys=True) + ex.render_text() + str(ex.exit_code)
 
 
-def explained(path: str, on: bool) -> tuple[float, str]:
-    prefilter.ENABLED = on
+def explained(path: str, on: bool, switch: str = "ENABLED") -> tuple[float, str]:
+    """Explain ``path`` with ``prefilter.<switch>`` (ENABLED, GATES or both: "ALL") on or off."""
+    for name in ("ENABLED", "GATES") if switch == "ALL" else (switch,):
+        setattr(prefilter, name, on)
     try:
         start = time.perf_counter()
         ex = explain_inputs(read_inputs([path], None))
         return time.perf_counter() - start, output(ex)
     finally:
-        prefilter.ENABLED = True
+        prefilter.ENABLED = prefilter.GATES = True
 
 
-def speed(lines: int, rounds: int, run: str) -> bool:
+def speed(lines: int, rounds: int, run: str, switch: str = "ENABLED") -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "console.log"
         log.write_text(synthetic_log(lines, run))
@@ -84,16 +91,17 @@ def speed(lines: int, rounds: int, run: str) -> bool:
         said: dict[str, set[str]] = {"off": set(), "on": set()}
         for i in range(rounds):
             for mode in ("off", "on"):
-                t, out = explained(str(log), mode == "on")
+                t, out = explained(str(log), mode == "on", switch)
                 times[mode].append(t)
                 said[mode].add(out)
             print(f"round {i + 1}: off {times['off'][-1]:.2f} s, on {times['on'][-1]:.2f} s",
                   flush=True)
     print(f"\nsynthetic log: {n} lines (8 ranks' training output + the failure of run {run})")
+    what = "prefilter" if switch == "ENABLED" else "gates    "
     for mode in ("off", "on"):
         xs = times[mode]
         med = statistics.median(xs)
-        print(f"  prefilter {mode:<3}  median {med:6.2f} s (min {min(xs):.2f}, max "
+        print(f"  {what} {mode:<3}  median {med:6.2f} s (min {min(xs):.2f}, max "
               f"{max(xs):.2f})  {n / med:9.0f} lines/s")
     ratio = statistics.median(times["off"]) / statistics.median(times["on"])
     same = said["off"] == said["on"] and len(said["on"]) == 1
@@ -102,12 +110,13 @@ def speed(lines: int, rounds: int, run: str) -> bool:
 
 
 def check() -> bool:
-    """Explain's whole output off and on, on every corpus input: counts and dev ids only."""
+    """Explain's whole output off and on (the prefilter and the gates), on every corpus
+    input: counts and dev ids only."""
     inputs = corpus_inputs()
-    differ = [c for c in inputs if explained(str(c.path), False)[1]
-              != explained(str(c.path), True)[1]]
+    differ = [c for c in inputs if explained(str(c.path), False, "ALL")[1]
+              != explained(str(c.path), True, "ALL")[1]]
     held = sum(c.heldout for c in inputs)
-    print(f"\nequivalence, prefilter off vs on, whole output: {len(inputs)} inputs "
+    print(f"\nequivalence, prefilter and gates off vs on, whole output: {len(inputs)} inputs "
           f"({held} held out, compared only): {len(differ)} differ "
           f"({sum(c.heldout for c in differ)} held out)")
     for c in differ:
@@ -121,10 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lines", type=int, default=50_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--run", default="mismatch-op", help="a run of tests/data/explain/runs")
+    ap.add_argument("--gates", action="store_true",
+                    help="compare the gates off and on (prefilter.GATES) instead")
     ap.add_argument("--check", action="store_true",
                     help="also compare off and on on every corpus input (counts only)")
     args = ap.parse_args(argv)
-    ok = speed(args.lines, args.rounds, args.run)
+    ok = speed(args.lines, args.rounds, args.run, "GATES" if args.gates else "ENABLED")
     if args.check:
         ok = check() and ok
     return 0 if ok else 1

@@ -212,6 +212,7 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     ordered = ordered if errors else condition_alone(ordered)  # a warning, and no failure line
     # the rank the launcher saw fail first decides what the words leave undetermined
     final = firstfailure.first_failure(ordered, found, records, crashes)
+    prefilter.forget()  # the log's search index
     return Explanation([replace(e, next_run=codes.NEXT_RUN.get(e.problem.code, e.next_run))
                         for e in final], sources, notes, quoted)
 

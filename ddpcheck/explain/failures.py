@@ -71,7 +71,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ddpcheck.explain import tracebacks
+from ddpcheck.explain import prefilter, tracebacks
 from ddpcheck.explain.reader import Record
 from ddpcheck.explain.tracebacks import Matcher
 
@@ -111,10 +111,15 @@ WORDS = re.compile((
     r"forcing job termination|oom[-_]kill|segfault at|general protection|NVRM: Xid|"
     r"fallen off the bus|blocked for more than \d+ seconds|Bus error|Illegal instruction"
 ).lower())
+# Marks anywhere in a line; the others are at its start (after blanks), where its first
+# other character is one of MARK_STARTS.
+MARKS_ANYWHERE = (r"Socket Timeout\b|SIG(?:KILL|TERM|SEGV|ABRT|BUS|FPE|ILL|HUP|INT|QUIT)\b|"
+                  r"CRITICAL\b")
+MARK_STARTS = "[EFT"
 MARKS = re.compile(
     # glog severity E (error) or F (fatal): "[E ProcessGroupNCCL.cpp:566]", "E0325 20:57:27"
     r"^\s*(?:\[[EF][\s\d]|\[?[EF]\d{4} \d\d:\d\d:\d\d)|"
-    r"Socket Timeout\b|SIG(?:KILL|TERM|SEGV|ABRT|BUS|FPE|ILL|HUP|INT|QUIT)\b|CRITICAL\b|"
+    + MARKS_ANYWHERE + "|"
     # py-spy dump: 'Thread 4242 (active): "MainThread"'
     r"^\s*Thread (?:0x)?[0-9a-fA-F]+ \((?:active|idle)[^)]*\): \"")
 # Python's traceback frame (Lib/traceback.py StackSummary.format): '  File "p", line N, in f'
@@ -144,6 +149,20 @@ def is_failure(text: str) -> bool:
     return bool(WORDS.search(text.lower()) or MARKS.search(text)) and not BENIGN.search(text)
 
 
+def _words_need() -> prefilter.Literals | None:
+    """WORDS' strings, compared in the folded line (WORDS reads the lowercased one, and a
+    string of lowercase ASCII in ``text.lower()`` is in ``prefilter.fold(text)`` too)."""
+    need = prefilter.branch_literals(WORDS)
+    return need and prefilter.Literals((), tuple(sorted({*need.strings, *need.folded})))
+
+
+# What a line needs to be more than a line for ``failure_records`` (exact by construction):
+# a string of one of its regexes, or a first character MARKS may start with.
+LINE_NEEDS = (_words_need(), prefilter.branch_literals(re.compile(MARKS_ANYWHERE)),
+              prefilter.literals(TRACEBACK_START), prefilter.literals(FRAME),
+              prefilter.literals(EXCEPTION_LINE))
+
+
 def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) -> list[Record]:
     """The records that show a failure: failure words outside warnings and INFO lines, and
     a traceback frame whose header was trimmed
@@ -153,7 +172,13 @@ def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) ->
     # streams whose last line was a frame, with the frame's indent: traceback.py prints the
     # frame's source line under it, indented deeper ('  File ...' then '    raise X(...)')
     framed: dict[tuple[str, int | None], int] = {}
-    for r in records:
+    # the lines that may match one of the regexes below; on the others, only ``framed`` moves
+    maybe = prefilter.lines_with([r.text for r in records], LINE_NEEDS)
+    for k, r in enumerate(records):
+        if maybe is not None and k not in maybe and r.text.lstrip()[:1] not in MARK_STARTS:
+            if framed:
+                framed.pop((r.source, r.rank), None)
+            continue
         stream = (r.source, r.rank)
         if TRACEBACK_START.search(r.text):
             open_.add(stream)

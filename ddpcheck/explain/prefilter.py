@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
+from typing import Protocol, TypeVar
 
 try:  # re's own parser and the names of its tree's nodes
     from re import _constants as sre  # type: ignore[attr-defined]
@@ -34,8 +35,15 @@ except ImportError:  # Python < 3.11
     import sre_parse as _parser  # type: ignore[no-redef]
 
 ENABLED = True  # False: every pattern on every line (the equivalence checks compare both)
+# False: the per-line gates built on these strings (reader, failures, tracebacks) are off and
+# every line takes the full path (bench/explain_speed.py compares both, whole output)
+GATES = True
 MIN_LITERAL = 3  # shorter strings are in most lines: no use as a filter
 MAX_STRINGS = 32  # alternatives expanded per set at most
+# a string inside one found already is looked for in that one's lines while they are fewer
+# than the text's characters / VERIFY_CHARS (one look at a line costs about as much as a
+# whole-text search's pass over that many characters)
+VERIFY_CHARS = 2000
 REPEATS = tuple(getattr(sre, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
                 if hasattr(sre, n))  # the possessive one: Python >= 3.11
 ATOMIC = getattr(sre, "ATOMIC_GROUP", object())  # (?>...): Python >= 3.11
@@ -87,8 +95,93 @@ def may_match(regex: re.Pattern[str], shortest: int = 2) -> Callable[[str], bool
     if need is None:
         return lambda text: True
     strings, folded = need.strings, need.folded
+    if len(strings) == 1 and not folded:  # one string: its test alone
+        one = strings[0]
+        return lambda text: one in text
     return lambda text: (any(s in text for s in strings)
                          or bool(folded) and any(s in fold(text) for s in folded))
+
+
+def branch_literals(regex: re.Pattern[str]) -> Literals | None:
+    """``literals`` of a regex that is one alternation of many branches (more than
+    ``MAX_STRINGS``): every branch's own strings, however many; None when one has none."""
+    try:
+        tree = list(_parser.parse(regex.pattern, regex.flags))
+    except (re.error, RecursionError):
+        return None
+    if len(tree) != 1 or tree[0][0] is not sre.BRANCH:
+        return literals(regex)
+    icase = bool(regex.flags & re.IGNORECASE)
+    found: set[Piece] = set()
+    for branch in tree[0][1][1]:
+        need = _required(list(branch), icase, MIN_LITERAL)
+        if need is None:
+            return None
+        found |= need
+    return Literals(tuple(sorted(s for s, f in found if not f)),
+                    tuple(sorted(s for s, f in found if f)))
+
+
+def lines_with(texts: Sequence[str], needs: Sequence[Literals | None]) -> set[int] | None:
+    """The indices of the texts that contain a string of one of ``needs``; None (every
+    line) when a need is None or the gates are off."""
+    if not (ENABLED and GATES) or any(n is None for n in needs):
+        return None
+    strings = tuple(sorted({s for n in needs for s in n.strings}))  # type: ignore[union-attr]
+    folded = tuple(sorted({s for n in needs for s in n.folded}))  # type: ignore[union-attr]
+    lines = _lines(texts)
+    lines.prefetch([Literals(strings, folded)])
+    return lines.containing(Literals(strings, folded))
+
+
+class HasText(Protocol):
+    """A line: what ``records_for`` needs of a record."""
+
+    @property
+    def text(self) -> str: ...
+
+
+Line = TypeVar("Line", bound=HasText)
+
+
+def records_for(records: Sequence[Line], regex: re.Pattern[str]) -> Sequence[Line]:
+    """The records whose text may match ``regex``, in their order: those that hold one of
+    its strings (found in the records' shared search index); all of them when unsure."""
+    if literals(regex) is None or not (ENABLED and GATES) or not records:
+        return records
+    return [records[k] for k in lines_for([r.text for r in records], regex)]
+
+
+def lines_for(texts: Sequence[str], regex: re.Pattern[str]) -> Sequence[int]:
+    """The indices of the texts that may match ``regex``, in order (all when unsure)."""
+    need = literals(regex)
+    if need is None or not (ENABLED and GATES):
+        return range(len(texts))
+    return sorted(_lines(texts).containing(need))
+
+
+_recent: list[_Lines] = []  # the texts searched last, with what was found in them
+RECENT = 2  # indexes kept: a log's lines, and a part of them a family reads between
+
+
+def _lines(texts: Sequence[str]) -> _Lines:
+    """The texts' search index: a recent one when the same texts come again (explain's
+    engine and its readers search one log's lines, each for its own strings)."""
+    texts = texts if isinstance(texts, list) else list(texts)
+    if not GATES:
+        return _Lines(texts)
+    for i, lines in enumerate(_recent):
+        if lines.texts == texts:
+            _recent.insert(0, _recent.pop(i))
+            return lines
+    _recent.insert(0, _Lines(texts))
+    del _recent[RECENT:]
+    return _recent[0]
+
+
+def forget() -> None:
+    """Drop the texts' indexes (explain calls it when done with a log)."""
+    _recent.clear()
 
 
 def _required(items: list, icase: bool, shortest: int) -> frozenset[Piece] | None:
@@ -206,7 +299,8 @@ def candidates(texts: Sequence[str],
     needs = [literals(r) for r in regexes]
     always = tuple(i for i, n in enumerate(needs) if n is None)
     out: list[tuple[int, ...]] = [always] * len(texts)
-    lines = _Lines(texts)
+    lines = _lines(texts)
+    lines.prefetch([n for n in needs if n is not None])
     extra: dict[int, list[int]] = {}
     for i, need in enumerate(needs):
         if need is None:
@@ -231,11 +325,34 @@ class _Lines:
     def containing(self, need: Literals) -> set[int]:
         """The indices of the lines that contain one of the strings."""
         hit: set[int] = set()
-        for piece in [*((s, False) for s in need.strings), *((s, True) for s in need.folded)]:
+        for piece in _pieces(need):
             if piece not in self.found:
-                self.found[piece] = self._search(*piece)
+                self.found[piece] = self._find(piece)
             hit |= self.found[piece]
         return hit
+
+    def prefetch(self, needs: Iterable[Literals]) -> None:
+        """Find the needs' strings shortest first: a string that holds one found before is
+        then looked for only in that one's lines (``_find``)."""
+        for piece in sorted({p for n in needs for p in _pieces(n)},
+                            key=lambda p: (len(p[0]), p)):
+            if piece not in self.found:
+                self.found[piece] = self._find(piece)
+
+    def _find(self, piece: Piece) -> frozenset[int]:
+        """The lines that contain the string: among the few lines of a string found already
+        that every line holding this one holds too (``_covers``), else one whole-text search."""
+        if GATES:
+            few = len(self.joined) // VERIFY_CHARS
+            inner = [lines for other, lines in self.found.items()
+                     if len(lines) <= few and _covers(other, piece)]
+            if inner:
+                s, folded = piece
+                joined, starts = self.folded() if folded else (self.joined, self.starts)
+                last = len(starts) - 1
+                return frozenset(k for k in min(inner, key=len) if joined.find(
+                    s, starts[k], starts[k + 1] - 1 if k < last else len(joined)) >= 0)
+        return self._search(*piece)
 
     def _search(self, s: str, folded: bool) -> frozenset[int]:
         joined, starts = self.folded() if folded else (self.joined, self.starts)
@@ -261,6 +378,20 @@ class _Lines:
                 parts = [fold(t) for t in self.texts]
                 self._folded = "\n".join(parts), _starts(parts)
         return self._folded
+
+
+def _pieces(need: Literals) -> list[Piece]:
+    return [*((s, False) for s in need.strings), *((s, True) for s in need.folded)]
+
+
+def _covers(outer: Piece, inner: Piece) -> bool:
+    """Whether every line that holds ``inner`` holds ``outer`` (a part of it; a folded part
+    of its folded copy: fold maps character by character)."""
+    if outer == inner:
+        return False
+    if outer[1]:
+        return outer[0] in (inner[0] if inner[1] else fold(inner[0]))
+    return not inner[1] and outer[0] in inner[0]
 
 
 def _starts(texts: Iterable[str]) -> list[int]:

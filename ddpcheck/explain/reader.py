@@ -74,9 +74,9 @@ def parse_time(text: str) -> float | None:
     m = ISO_TIME.search(text) or GLOG_TIME.search(text)
     if not m:
         return None
-    g = m.groupdict()
-    secs = int(g["h"]) * 3600 + int(g["m"]) * 60 + float(g["s"].replace(",", "."))
-    return ((int(g["mon"]) * 31 + int(g["day"])) * 86400) + secs
+    mon, day, h, mi, s = m.group("mon", "day", "h", "m", "s")
+    secs = int(h) * 3600 + int(mi) * 60 + float(s.replace(",", "."))
+    return ((int(mon) * 31 + int(day)) * 86400) + secs
 
 
 def record(source: str, lineno: int, line: str) -> Record:
@@ -104,14 +104,20 @@ def read_text(source: str, text: str) -> list[Record]:
 BLOCK_START = re.compile(r"^\s*(?:\[\d+\]:|Root Cause \(first observed failure\):|"
                          r"Failures:)\s*$")
 BLOCK_FIELD = re.compile(r"^\s*(?P<key>host|rank)\s*:\s*(?P<value>\S+)")
+BLOCK_FIRST = "[RFhr"  # the first characters of BLOCK_START's and BLOCK_FIELD's matches
 
 
 def _failure_blocks(records: list[Record]) -> list[Record]:
     rank: int | None = None
     host = ""
     out = []
+    gate = prefilter.GATES
     for r in records:
-        if BLOCK_START.match(r.text):
+        # a field or block start begins (after blanks) with one of BLOCK_FIRST: others move
+        # nothing (exact: str.lstrip and re's \s strip the same characters)
+        if gate and r.text.lstrip()[:1] not in BLOCK_FIRST and r.text[:1] != "=":
+            pass
+        elif BLOCK_START.match(r.text):
             rank, host = None, ""
         elif m := BLOCK_FIELD.match(r.text):
             if m["key"] == "host":
@@ -186,7 +192,8 @@ BLOCK_LINES = 8  # the fields of one failure: "[0]:", time, host, rank, exitcode
 
 def first_failed_rank(records: list[Record]) -> int | None:
     """The rank torchrun's "Root Cause (first observed failure)" block names, if any."""
-    for i, r in enumerate(records):
+    for i in prefilter.lines_for([r.text for r in records], ROOT_CAUSE_BLOCK):
+        r = records[i]
         if ROOT_CAUSE_BLOCK.match(r.text):
             for nxt in records[i + 1:i + 1 + BLOCK_LINES]:
                 if m := BLOCK_RANK.match(nxt.text):

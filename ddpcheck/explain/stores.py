@@ -35,6 +35,7 @@ from dataclasses import replace
 
 from ddpcheck.diagnoses import load_catalogue
 from ddpcheck.explain.causality import CAUSE, Explained
+from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record
 
 MASTER_STORE = re.compile(r"static_tcp_rendezvous\.py|rendezvous\.py\", line \d+, in "
@@ -103,10 +104,11 @@ def _unresolved_dial(found: list[Explained], records: Sequence[Record]) -> list[
     """A name getaddrinfo does not know, which the connect then gave up on: the master's
     or the rendezvous endpoint's name does not resolve (whose, by the traceback)."""
     names: dict[tuple[str, str], Record] = {}
-    for r in records:
+    for r in records_for(records, NO_NAME):
         if m := NO_NAME.search(r.text):
             names.setdefault((m["host"], m["port"]), r)  # the first, which came before all
-    gave_up = {(m["host"], m["port"]) for r in records if (m := GAVE_UP.search(r.text))}
+    gave_up = {(m["host"], m["port"]) for r in records_for(records, GAVE_UP)
+               if (m := GAVE_UP.search(r.text))}
     dialed = [k for k in names if k in gave_up]
     if not dialed:
         return found

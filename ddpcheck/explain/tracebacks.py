@@ -10,11 +10,13 @@ lines may interleave: each rank's records are read on their own.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ddpcheck.explain import prefilter
 from ddpcheck.explain.reader import Record
 
 START = re.compile(r"Traceback \(most recent call last\):")
@@ -58,7 +60,18 @@ def crashes(records: Sequence[Record]) -> list[Crash]:
     open_: dict[int | None, str | None] = {}  # rank -> user frame so far (None: no traceback)
     coll: dict[int | None, str] = {}  # rank -> innermost torch.distributed collective so far
     spawned: int | None = None  # mp.spawn's "-- Process N terminated ..." before a traceback
-    for r in records:
+    begin = 0
+    texts = [r.text for r in records]
+    starts = prefilter.lines_with(texts, [prefilter.literals(START)])  # None: every line
+    if starts is not None:  # before the first traceback only "-- Process N" lines count
+        if not starts:
+            return out
+        begin = min(starts)
+        spawns = prefilter.lines_with(texts, [prefilter.literals(SPAWNED)])
+        for k in sorted(spawns) if spawns is not None else range(begin):
+            if k < begin and (m := SPAWNED.match(texts[k])) and records[k].rank is None:
+                spawned = int(m["rank"])
+    for r in itertools.islice(records, begin, None):
         text = r.text
         if (m := SPAWNED.match(text)) and r.rank is None:
             spawned = int(m["rank"])
@@ -141,7 +154,8 @@ class Matcher(Protocol):
 def unclaimed(records: Sequence[Record], patterns: Sequence[Matcher]) -> list[Crash]:
     """Exceptions no pattern explains and nothing wraps: a failure of its own, which a hint
     (a SIGKILL, a warning) may have followed. The first of each rank, earliest first."""
-    bare = [Crash(r.rank, r.text.strip()[:300], "", r) for r in records if BARE.match(r.text)]
+    bare = [Crash(r.rank, r.text.strip()[:300], "", r)
+            for r in prefilter.records_for(records, BARE) if BARE.match(r.text)]
     first: dict[int | None, Crash] = {}
     for crash in sorted([*crashes(records), *bare], key=lambda c: c.record.order):
         text = crash.record.text

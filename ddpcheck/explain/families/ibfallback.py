@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from ddpcheck.explain.causality import WARNING, Explained
 from ddpcheck.explain.families.ncclinterfaces import inside_node, vias_by_file
+from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record
 from ddpcheck.node.ncclinfo import NCCL_SOCKET_FALLBACK
 
@@ -41,6 +42,8 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     and shows NCCL finding no IB device (none when a pattern already names it)."""
     if any(e.problem.code == NCCL_SOCKET_FALLBACK.code for e in found):
         return found
+    if not any(NO_IB_DEVICE.search(r.text) for r in records_for(records, NO_IB_DEVICE)):
+        return list(found)  # no file shows NCCL finding no IB device
     by_file: dict[str, list[Record]] = {}
     for r in records:
         by_file.setdefault(r.source, []).append(r)

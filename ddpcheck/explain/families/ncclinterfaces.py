@@ -19,6 +19,7 @@ from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
 from ddpcheck.explain.causality import HINT, Explained
 from ddpcheck.explain.codes import NCCL_ERROR, NCCL_WRONG_INTERFACE
 from ddpcheck.explain.families.ncclresult import FILES, TRACE_LINE
+from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record
 
 # The interface NCCL's bootstrap uses: bootstrap.cc "Bootstrap : Using ib0:10.1.2.3<0>" (2.4
@@ -94,7 +95,7 @@ def odd_family(found: list[Explained], ifname_set: bool,
                records: Sequence[Record]) -> list[Explained]:
     """The odd family is the variable only when it is set and the same file does not show
     NCCL finding an interface (another node's or job's log beside it does not count)."""
-    found_in = {r.source for r in records if IF_FOUND.search(r.text)}
+    found_in = {r.source for r in records_for(records, IF_FOUND) if IF_FOUND.search(r.text)}
     return [e if ifname_set and e.first.source not in found_in else _hedged_family(e)
             for e in found]
 
@@ -136,7 +137,7 @@ def vias_by_file(records: Sequence[Record]) -> dict[str, set[str]]:
     """The transports NCCL's connection lines name ("P2P", "SHM", "NET"), per file: another
     job's or node's log is not this one."""
     vias: dict[str, set[str]] = {}
-    for r in records:
+    for r in records_for(records, CHANNEL):
         if m := CHANNEL.search(r.text):
             vias.setdefault(r.source, set()).add(m["via"])
     return vias

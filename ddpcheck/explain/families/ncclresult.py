@@ -45,6 +45,7 @@ from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.causality import CAUSE, SYMPTOM, Explained
 from ddpcheck.explain.codes import NCCL_ERROR
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
+from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record
 
 COLL = "ddpcheck run --nodes N --backend nccl --stages node,collectives"
@@ -221,7 +222,7 @@ def quoted_tail(found: Sequence[Explained], records: Sequence[Record]) -> list[E
     "Last error:" tail (a hint there would otherwise give way to it): one paste of the
     exception tells one story whether its lines were joined or not."""
     tails: dict[str, list[int]] = {}
-    for r in records:
+    for r in records_for(records, LAST_ERROR):
         if LAST_ERROR.match(r.text):
             tails.setdefault(r.source, []).append(r.lineno)
     if not tails:

@@ -35,6 +35,7 @@ from ddpcheck.explain.families import (
     ncclresult,
     ncclshm,
 )
+from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record
 from ddpcheck.explain.stores import RDZV_STORE
 
@@ -159,14 +160,14 @@ def _own_name(e: Explained, records: Sequence[Record]) -> Explained:
 
 
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
-    ifname_set = any(IFNAME_SET.search(r.text) for r in records)
+    ifname_set = any(IFNAME_SET.search(r.text) for r in records_for(records, IFNAME_SET))
     out = []
     for e in found:
         e = _own_name(_own_endpoint(_zero_params(e, records), records), records)
         p = e.problem
         if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE.search(p.observed):
             e = _no_interface(e, ifname_set or any(SHELL_IFNAME.search(r.text)
-                                                   for r in records))
+                                                   for r in records_for(records, SHELL_IFNAME)))
         out.append(e)
     out = addresses.gloo_wrapper(out)
     out = ncclresult.quoted_tail(ncclinterfaces.bootstrap_interface(out, records), records)

@@ -16,6 +16,7 @@ from ddpcheck.explain.codes import (
 )
 from ddpcheck.explain.families import formation, slurmgpus
 from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record
 from ddpcheck.scheduler.contradictions import SHAPE_MISMATCH as JOB_SHAPE_MISMATCH
 from ddpcheck.scheduler.contradictions import TASKS_GPUS_MISMATCH
@@ -268,9 +269,9 @@ def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Expla
                      consequence_of=SLURM_JOB_CANCELLED.code))
                  if e.problem.code == HOST_OOM.code
                  and not OOM_WORDS.search(e.problem.observed) else e for e in found]
-    nodes = next((r for r in records if (m := SBATCH_NODES.match(r.text)) and int(m["n"]) > 1),
-                 None)
-    launch = next((r for r in records if LAUNCH.match(r.text)), None)
+    nodes = next((r for r in records_for(records, SBATCH_NODES)
+                  if (m := SBATCH_NODES.match(r.text)) and int(m["n"]) > 1), None)
+    launch = next((r for r in records_for(records, LAUNCH) if LAUNCH.match(r.text)), None)
     if (nodes is None or launch is None or any(SRUN.search(r.text) for r in records)
             or not any(e.problem.code in WAITED_FOR_PEERS for e in found)):
         return found

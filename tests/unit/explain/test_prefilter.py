@@ -147,9 +147,77 @@ def test_explain_says_the_same_with_and_without_the_prefilter(monkeypatch):
     inputs = [c for c in corpus_inputs() if not c.heldout]
     on = {c.id: _output(str(c.path)) for c in inputs}
     monkeypatch.setattr(prefilter, "ENABLED", False)
+    monkeypatch.setattr(prefilter, "GATES", False)
     assert [c.id for c in inputs if _output(str(c.path)) != on[c.id]] == []
+
+
+def test_every_branch_of_a_long_alternation_gives_its_strings():
+    from ddpcheck.explain.failures import WORDS
+    need = prefilter.branch_literals(WORDS)
+    assert need is not None and "out of memory" in need.strings and len(need.strings) > 32
+    assert prefilter.branch_literals(re.compile(r"abc|\d+x")) is None  # a branch without one
+
+
+# Lines that the gates must not skip: each matches a regex only at its start or in a
+# capitalisation other than the string's, or names a field of torchrun's failure block.
+TRICKY = """\
+step 1 loss 0.1
+  E0325 20:57:27.620000 123 ProcessGroupNCCL.cpp:1 boom
+[F socket.cpp:2] fatal
+Thread 0x1A (active): "MainThread"
+\u212aILLED by the kernel
+-- Process 1 terminated with the following error:
+Traceback (most recent call last):
+  File "train.py", line 3, in main
+    raise ValueError("x")
+ValueError: x
+Root Cause (first observed failure):
+[0]:
+  host      : node7
+  rank      : 5 (local_rank: 1)
+  exitcode  : 1 (pid: 42)
+==========
+got SIGKILL
+"""
+
+
+def test_the_gates_change_nothing_on_lines_that_match_only_at_their_start(monkeypatch):
+    from ddpcheck.explain import failures, tracebacks
+    from ddpcheck.explain.engine import NOT_AN_ERROR
+
+    def said() -> tuple[object, ...]:
+        prefilter.forget()
+        recs = read_text("j.log", TRICKY)
+        return (recs, failures.failure_records(recs, NOT_AN_ERROR), tracebacks.crashes(recs),
+                reader.first_failed_rank(recs))
+
+    on = said()
+    assert on[1] and on[2] and on[3] == 5
+    monkeypatch.setattr(prefilter, "GATES", False)
+    assert said() == on
 
 
 def test_the_reader_skips_the_nccl_host_regex_only_where_it_cannot_match():
     may = prefilter.may_match(reader.NCCL_HOST)
     assert may("node1:12:34 [0] NCCL INFO x") and not may("rank 1: step 3 loss 0.2")
+
+
+def test_a_string_inside_another_is_found_in_its_lines_alone(monkeypatch):
+    """A string that holds one found already ("NCCL WARN" holds "NCCL"; "no route" folded
+    holds "route") is looked for in that one's lines: the same lines as a whole-text search."""
+    texts = ["NCCL WARN x", "nccl warn y", "NCCL INFO", "No Route to host", "route 66",
+             *(f"step {i} loss 0.1" for i in range(3000))]
+    regexes = [re.compile("NCCL"), re.compile("NCCL WARN"), re.compile("(?i)nccl warn"),
+               re.compile("route"), re.compile("(?i)no route"), re.compile("Route to")]
+    searched: list[str] = []
+    whole = prefilter._Lines._search
+    monkeypatch.setattr(prefilter._Lines, "_search",
+                        lambda self, s, f: searched.append(s) or whole(self, s, f))
+    prefilter.forget()
+    on = candidates(texts, regexes)
+    assert on[:5] == [(0, 1, 2), (2,), (0,), (4, 5), (3,)] and on[5] == ()
+    assert len(searched) < 6  # the longer strings were looked for in the shorter's lines
+    monkeypatch.setattr(prefilter, "GATES", False)
+    assert candidates(texts, regexes) == on
+    assert prefilter._covers(("route", True), ("No Route", False))
+    assert not prefilter._covers(("Route", False), ("no route", True))
