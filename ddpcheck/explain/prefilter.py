@@ -44,6 +44,7 @@ MAX_STRINGS = 32  # alternatives expanded per set at most
 # than the text's characters / VERIFY_CHARS (one look at a line costs about as much as a
 # whole-text search's pass over that many characters)
 VERIFY_CHARS = 2000
+COVER_MIN_CHARS = 1 << 20  # below a MiB of text, search each string in the whole text
 REPEATS = tuple(getattr(sre, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT")
                 if hasattr(sre, n))  # the possessive one: Python >= 3.11
 ATOMIC = getattr(sre, "ATOMIC_GROUP", object())  # (?>...): Python >= 3.11
@@ -342,7 +343,9 @@ class _Lines:
     def _find(self, piece: Piece) -> frozenset[int]:
         """The lines that contain the string: among the few lines of a string found already
         that every line holding this one holds too (``_covers``), else one whole-text search."""
-        if GATES:
+        # (comparing each string with every one found before costs the square of their
+        # number, about 0.05 s a log: worth it only where a whole-text search is dear)
+        if GATES and len(self.joined) >= COVER_MIN_CHARS:
             few = len(self.joined) // VERIFY_CHARS
             inner = [lines for other, lines in self.found.items()
                      if len(lines) <= few and _covers(other, piece)]
