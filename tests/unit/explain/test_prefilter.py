@@ -210,6 +210,7 @@ def test_a_string_inside_another_is_found_in_its_lines_alone(monkeypatch):
     regexes = [re.compile("NCCL"), re.compile("NCCL WARN"), re.compile("(?i)nccl warn"),
                re.compile("route"), re.compile("(?i)no route"), re.compile("Route to")]
     searched: list[str] = []
+    monkeypatch.setattr(prefilter, "COVER_MIN_CHARS", 0)  # a long log's path, on a short one
     whole = prefilter._Lines._search
     monkeypatch.setattr(prefilter._Lines, "_search",
                         lambda self, s, f: searched.append(s) or whole(self, s, f))
