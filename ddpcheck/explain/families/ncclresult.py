@@ -209,11 +209,18 @@ REMOTE_SUMMARY = re.compile(r"remote process exited or there was a network error
                             r"ncclRemoteError: A call failed")
 
 
-def _summary(e: Explained) -> bool:
-    """Whether ``e`` was read from torch's or NCCL's result string (not from a WARN)."""
-    return not e.problem.consequence_of and (
-        e.problem.code == NCCL_ERROR.code
-        or e.problem.code == PEER_UNREACHABLE.code and bool(REMOTE_SUMMARY.search(e.first.text)))
+def _yields_to(e: Explained, q: Explained) -> bool:
+    """Whether ``e``, read from torch's or NCCL's result string, is the consequence of ``q``
+    read in its "Last error:" tail: nccl-error always; torch's ncclRemoteError summary only to
+    a tail that names the cause (a hint there, an IB retry-exceeded completion or a connect to
+    a bridge address, is also what a peer that exited leaves, as the summary's own words say:
+    both stay, and explain abstains)."""
+    if e.problem.consequence_of or q.problem.code == e.problem.code:
+        return False
+    if e.problem.code == NCCL_ERROR.code:
+        return True
+    return (e.problem.code == PEER_UNREACHABLE.code and q.grade == CAUSE
+            and bool(REMOTE_SUMMARY.search(e.first.text)))
 
 
 def quoted_tail(found: Sequence[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -233,16 +240,11 @@ def quoted_tail(found: Sequence[Explained], records: Sequence[Record]) -> list[E
 
     quoted = [e for e in found if e.problem.code != NCCL_ERROR.code
               and not e.problem.consequence_of and in_tail(e.first)]
-    # ncclRemoteError's summary yields only to a tail that names the cause: a hint there (an
-    # IB retry-exceeded completion, a connect to a bridge address) is also what a peer that
-    # exited leaves, as the summary's own words say: both stay, and explain abstains.
     out = []
     for e in found:
         q = next((q for q in quoted if q.first.source == e.first.source
-                  and e.first.lineno < q.first.lineno and q.problem.code != e.problem.code),
-                 None)
-        if q is not None and _summary(e) and (e.problem.code == NCCL_ERROR.code
-                                               or q.grade == CAUSE):
+                  and e.first.lineno < q.first.lineno and _yields_to(e, q)), None)
+        if q is not None:
             e = replace(e, problem=e.problem.where(consequence_of=q.problem.code))
         out.append(e)
     return out

@@ -150,7 +150,7 @@ def summary_desync(found: Sequence[Wait]) -> dict[int, int] | None:
     sequence numbers (the summary lines, which name their group): they ran different
     collectives. None when they agree."""
     # A summary names no op: the rank's own watchdog line at that number says whether it was
-    # point-to-point work, which torch >= 2.4 numbers apart from collectives (``watchdog.P2P``)
+    # point-to-point work, which torch >= 2.4 numbers apart from collectives (see watchdog.py)
     p2p = {(w.record.rank, w.seq) for w in found if w.op in P2P_OPS}
     by_pg: dict[str, dict[int, int]] = {}
     for w in found:

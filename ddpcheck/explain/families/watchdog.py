@@ -57,13 +57,12 @@ SYNC_POINT = ("every rank that reported was waiting in #{seq} {op} of {numel} el
               "(evaluation, saving, preprocessing), gone (it left the loop early on uneven "
               "data, or crashed) or in another collective; the log does not show which (that "
               "rank's own lines, TORCH_NCCL_DESYNC_DEBUG=1 or the Flight Recorder dumps do)")
-# Point-to-point work is no collective to compare across ranks (audit, stop 27): SEND on one
-# rank and RECV on its peer are the two ends of one transfer, and each pipeline stage issues
-# its own number of them. torch >= 2.4 numbers them apart (ProcessGroupNCCL::initWork: "isP2P ?
-# seqP2P_ : seqCollective_"), so a SEND #12 and an ALLREDUCE #500 share no counter; before 2.4
-# a P2P op bumped the group's one counter, so stages drift apart by design. COALESCED is the op
-# of a batch_isend_irecv group as of a coalesced collective (endCoalescing's default): unknown.
-P2P = P2P_OPS
+# Point-to-point work (waiters.P2P_OPS) is no collective to compare across ranks (audit, stop 27):
+# SEND on one rank and RECV on its peer are the two ends of one transfer, and each pipeline stage
+# issues its own number of them. torch >= 2.4 numbers them apart (ProcessGroupNCCL::initWork: "isP2P
+# ? seqP2P_ : seqCollective_"), so a SEND #12 and an ALLREDUCE #500 share no counter; before 2.4 a
+# P2P op bumped the group's one counter, so stages drift apart by design. COALESCED is the op of a
+# batch_isend_irecv group as of a coalesced collective (endCoalescing's default): unknown.
 # Ops whose input size is the same on every rank (ALLTOALL, SCATTER and P2P may differ).
 SIZE_FIXED = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED",
               "ALLREDUCE_COALESCED", "REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "REDUCE", "GATHER"}
@@ -72,7 +71,7 @@ SIZE_FIXED = {"ALLREDUCE", "BROADCAST", "ALLGATHER", "_ALLGATHER_BASE", "ALLGATH
 def _rank_zero_step(ops: dict[tuple[str, str, str], set[int]]) -> str:
     """Why this timeout is a rank busy alone, or "" when the lines do not show it."""
     ((seq, op, _), ranks), = ops.items()
-    if op in P2P:  # a P2P number counts that pair's transfers, not the job's collectives
+    if op in P2P_OPS:  # a P2P number counts that pair's transfers, not the job's collectives
         return ""
     # When rank 0 itself waits there with the others, the log shows no rank busy alone: the
     # one missing is not in the log, or none is and the ranks could not connect.
@@ -126,7 +125,7 @@ def combine(hits: Sequence[Hit]) -> Problem:
         ops.setdefault(key, set()).add(rank)
         # a line that names no op (a bare watchdog line) compares to none; torch 1.8-1.9 name
         # the op without a number
-        if key[1] != "?" and key[1] not in P2P:
+        if key[1] != "?" and key[1] not in P2P_OPS:
             firsts = earliest.setdefault(process_group(h.record.text), {})
             seen = (int(key[0]) if key[0].isdigit() else -1, key[0], key[1])
             firsts[rank] = min(firsts.get(rank, seen), seen)
