@@ -170,6 +170,14 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
 
     ``patterns`` is every family's by default; the robustness checks leave some out to see
     what explain says of a cause it has no rule for (it must abstain, not guess)."""
+    try:
+        return _explain(named_texts, traces, patterns)
+    finally:
+        prefilter.forget()  # the log's search index, kept only while its rules read it
+
+
+def _explain(named_texts: Iterable[tuple[str, str]], traces: Sequence[RankTrace],
+             patterns: Sequence[Pattern]) -> Explanation:
     _load_catalogue()
     records: list[Record] = []
     found: list[Explained] = []
@@ -212,7 +220,6 @@ def explain_texts(named_texts: Iterable[tuple[str, str]],
     ordered = ordered if errors else condition_alone(ordered)  # a warning, and no failure line
     # the rank the launcher saw fail first decides what the words leave undetermined
     final = firstfailure.first_failure(ordered, found, records, crashes)
-    prefilter.forget()  # the log's search index
     return Explanation([replace(e, next_run=codes.NEXT_RUN.get(e.problem.code, e.next_run))
                         for e in final], sources, notes, quoted)
 

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from ddpcheck.explain import prefilter, reader
-from ddpcheck.explain.engine import explain_inputs
+from ddpcheck.explain.engine import explain_inputs, explain_texts
 from ddpcheck.explain.families import PATTERNS
 from ddpcheck.explain.inputs import read_inputs
 from ddpcheck.explain.prefilter import Literals, candidates, literals
@@ -222,3 +222,17 @@ def test_a_string_inside_another_is_found_in_its_lines_alone(monkeypatch):
     assert candidates(texts, regexes) == on
     assert prefilter._covers(("route", True), ("No Route", False))
     assert not prefilter._covers(("Route", False), ("no route", True))
+
+
+def test_explain_drops_the_logs_index_even_when_a_rule_raises(monkeypatch):
+    """The index of a log's lines lives only while explain reads that log: a rule that
+    raises must not leave a (possibly huge) index behind for the next log."""
+    from ddpcheck.explain import failures
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a rule's bug")
+
+    monkeypatch.setattr(failures, "failure_records", broken)
+    with pytest.raises(RuntimeError, match="a rule's bug"):
+        explain_texts([("rank0.log", "NCCL WARN Cuda failure 'out of memory'\n" * 50)])
+    assert prefilter._recent == []
