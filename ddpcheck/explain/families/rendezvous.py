@@ -31,8 +31,16 @@ PATTERNS = [
     # c10d socket.cpp's connect, or Python's (torch 1.x store clients, scripts probing
     # MASTER_ADDR), ending in EHOSTUNREACH (113) or ENETUNREACH (101): the kernel or a router
     # answered that no route leads there, which a silent firewall never does.
+    # Who else (stop 28): socket.cpp SocketConnectOp::tryConnect tries every address the
+    # name resolves to (IPv6 and IPv4, AI_V4MAPPED | AI_ALL) and warns for each one that
+    # fails ("[W1124 ... socket.cpp:697] [c10d] The client socket has failed to connect to
+    # [node1]:29500 (errno: 101 - Network is unreachable)." with C10D_WARNING), then tries
+    # the next: a dual-stack name whose IPv6 address has no route prints it in healthy jobs.
+    # Only the thrown error ("failed to connect to any network address of (h, p). ...",
+    # which carries the per-address errors) or a line that is not that warning is read.
     pattern(ENDPOINT_NO_ROUTE,
-            r"failed to connect to (?P<addr>\S+?) \(errno: (?:113|101)\b|"
+            r"^(?!.*\[W[\s\d][^\]]*socket\.cpp)"
+            r".*failed to connect to (?P<addr>\S+?) \(errno: (?:113|101)\b|"
             r"\[Errno (?:113|101)\] (?:No route to host|Network is unreachable)", RDZV,
             cause="the kernel or a router answered that no route leads to {addr} (EHOSTUNREACH"
                   " / ENETUNREACH): the address is on a network this node is not connected to "
@@ -41,10 +49,18 @@ PATTERNS = [
             fix="set MASTER_ADDR (or --rdzv-endpoint) to an address on a network every node "
                 "has (ip -o addr; a name that resolves to the cluster network's address), or "
                 "fix the routing"),
+    # The thrown "failed to connect to any network address of (h, p)." (every address
+    # failed), or one address timing out (errno 110). Not the per-address warning with
+    # another errno: socket.cpp then tries the next address (a healthy job printing
+    # "[W socket.cpp] ... failed to connect to [localhost]:29500 (errno: 99 - Cannot assign
+    # requested address)." where localhost is ::1 without IPv6, then connecting over IPv4 was
+    # read as endpoint-unreachable until stop 28).
     pattern(ENDPOINT_UNREACHABLE,
-            r"client socket has failed to connect to (?:any network address of )?"
-            r"\(?(?P<addr>[^ )]+(?:, \d+)?)\)?.*(?:errno: 110|Connection timed out|\.$)",
-            RDZV, cause=UNREACHABLE_CAUSE),
+            r"client socket has failed to connect to any network address of "
+            r"\((?P<addr>[^)]+)\)", RDZV, cause=UNREACHABLE_CAUSE),
+    pattern(ENDPOINT_UNREACHABLE,
+            r"client socket has failed to connect to (?P<addr>\S+) \((?:errno: 110|"
+            r"[^)]*Connection timed out)", RDZV, cause=UNREACHABLE_CAUSE),
     # torch >= 2.3 TCPStore.cpp's client retry loop, and torch 1.x tcputils' connect():
     # "TCP client failed to connect/validate to host h:29500 - timed out (try=7, ...)",
     # "RuntimeError: connect() timed out. Original timeout was 1800000 ms."
@@ -64,9 +80,31 @@ PATTERNS = [
     # host name missing from /etc/hosts): a symptom.
     pattern(ENDPOINT_UNRESOLVABLE,
             r"^(?!.*network addresses (?:of \(|cannot be retrieved))"
-            r".*(?:Name or service not known|gaierror: \[Errno -[235]\])", RDZV,
+            # glibc's EAI_NONAME text; Python's gaierror with glibc's -2/-3/-5, and macOS's
+            # EAI_NONAME 8 ("nodename nor servname provided, or not known", netdb.h)
+            r".*(?:Name or service not known|gaierror: \[Errno (?:-[235]|8)\])", RDZV,
             grade="symptom"),
     pattern(RENDEZVOUS_TIMEOUT, r"RendezvousTimeoutError", RDZV),
+    # The store's host waiting for the others to connect: TCPStore.cpp waitForWorkers (2.2+,
+    # init_process_group's env:// and tcp:// stores wait for every rank): "DistStoreError:
+    # Timed out after 901 seconds waiting for clients. 1/2 clients joined." The same fact as
+    # the store-based barrier below: ranks that never connected, for any reason (not
+    # started, crashed first, or cannot reach MASTER_ADDR:MASTER_PORT).
+    pattern(RENDEZVOUS_TIMEOUT,
+            r"Timed out after (?P<secs>\d+) seconds waiting for clients\. "
+            r"(?P<joined>\d+)/(?P<world>\d+) clients joined", RDZV, root=False,
+            cause="only {joined} of {world} processes connected to the store hosted here in "
+                  "{secs} s: the others were not started, crashed before init_process_group, "
+                  "or cannot reach MASTER_ADDR:MASTER_PORT (a firewall, a wrong address)"),
+    # c10d_rendezvous_backend.py (torch >= 1.9): "RendezvousConnectionError: The connection to
+    # the C10d store has failed. See inner exception for details." wraps whatever the store
+    # raised (a connect timeout, a refusal, a name that does not resolve, a store host that
+    # went away): the inner exception, printed above it, is read by its own rule.
+    pattern(ENDPOINT_UNREACHABLE,
+            r"RendezvousConnectionError: The connection to the C10d store has failed", RDZV,
+            root=False,
+            cause="torchrun's c10d rendezvous lost or could not open its connection to the "
+                  "store at --rdzv-endpoint; the inner exception (printed above it) says why"),
     # torch/distributed/distributed_c10d.py _store_based_barrier (torch 1.8-2.0): "Timed out
     # initializing process group in store based barrier on rank: 0, for key:
     # store_based_barrier_key:1 (world_size=8, worker_count=1, timeout=0:30:00)" (2.0:

@@ -1,0 +1,175 @@
+"""Stop-28 audit of the network and rendezvous rules: each line as its producer prints it
+(source and version cited), the other causes that print it, and a near miss.
+
+Producers read: torch/csrc/distributed/c10d/socket.cpp (SocketListenOp, SocketConnectOp,
+1.10-2.13), TCPStoreLibUvBackend.cpp (makeWithPort, init), TCPStore.cpp (waitForWorkers),
+Utils.hpp (recvBytes/sendBytes), torch/distributed/elastic/rendezvous/*.py, gloo
+transport/tcp/device.cc, pair.cc, helpers.h, error.cc (2017-2026).
+"""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+
+HEALTHY = ("epoch 1 loss 0.31", "Training completed.")
+
+
+def _verdict(*lines: str) -> tuple[str, bool]:
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    causes = [p.code for p in e.problems if not p.consequence_of]
+    return (causes[0] if causes else "none"), e.undetermined
+
+
+def test_per_address_connect_warning_is_no_failure():
+    # socket.cpp SocketConnectOp::tryConnect: recordError (C10D_WARNING) for one address,
+    # then the next address (IPv4 after ::1); a healthy job prints it where localhost is ::1
+    # without IPv6, or a dual-stack name's IPv6 address has no route
+    for errno in ("99 - Cannot assign requested address", "97 - Address family not supported "
+                  "by protocol", "101 - Network is unreachable"):
+        line = (f"[W1124 08:52:25.123 socket.cpp:697] [c10d] The client socket has failed to "
+                f"connect to [localhost]:29500 (errno: {errno}).")
+        assert first_cause(line, *HEALTHY) == "none", errno
+    # near miss: the thrown error (every address failed) is read, by its errno
+    assert first_cause("torch.distributed.DistNetworkError: The client socket has failed to "
+                       "connect to any network address of (node1, 29500). The client socket "
+                       "has failed to connect to [node1]:29500 (errno: 113 - No route to "
+                       "host).") == "endpoint-no-route"
+    assert _verdict("RuntimeError: The client socket has failed to connect to any network "
+                    "address of (localhost, 29500). The client socket has failed to connect to "
+                    "[localhost]:29500 (errno: 99 - Cannot assign requested address).") == \
+        ("endpoint-unreachable", True)
+    # near miss: one address timing out is still read
+    assert first_cause("The client socket has failed to connect to [node1]:29500 (errno: 110 "
+                       "- Connection timed out).") == "endpoint-unreachable"
+
+
+def test_store_waiting_for_clients_is_a_rendezvous_timeout_symptom():
+    # TCPStore.cpp waitForWorkers (2.2+): the store's host counted who connected
+    line = ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. "
+            "1/2 clients joined.")
+    assert _verdict(line) == ("rendezvous-timeout", True)
+    e = explain_texts([("job.log", line + "\n")])
+    assert "only 1 of 2" in e.problems[0].cause
+    # near miss: the client's own wait for a key is the watchdog's (another family)
+    assert first_cause("torch.distributed.DistStoreError: wait timeout after 1800000ms, keys: "
+                       "/default_pg/0//cuda//0") != "rendezvous-timeout"
+
+
+def test_store_connection_lost_wordings_by_torch_version():
+    # Utils.hpp recvBytes: "failed to recv, got 0 bytes" (2.x to 2.6); 2.7+ capitalised with
+    # "Connection was likely closed. Did the remote server shutdown or crash?"; sendBytes'
+    # twin; SYSCHECK's strerror (EPIPE)
+    for line in ("torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection "
+                 "was likely closed. Did the remote server shutdown or crash?",
+                 "torch.distributed.DistNetworkError: Failed to send, sent 0 bytes. Connection "
+                 "was likely closed. Did the remote server shutdown or crash?",
+                 "torch.distributed.DistNetworkError: failed to recv, got 0 bytes",
+                 "torch.distributed.DistNetworkError: Broken pipe"):
+        assert _verdict(line) == ("peer-unreachable", True), line
+    # near miss: TCPStore.cpp's teardown warning, printed by healthy jobs whose store host
+    # exits first, is no failure
+    assert first_cause("[W522 11:47:45.949247853 TCPStore.cpp:125] [c10d] recvValue failed on "
+                       "SocketImpl(fd=77, addr=[::ffff:127.0.0.1]:39732, remote=[::ffff:127.0."
+                       "0.1]:29600): failed to recv, got 0 bytes", *HEALTHY) == "none"
+    # near miss: a Python BrokenPipeError (a closed stdout pipe) is not the store
+    assert first_cause("BrokenPipeError: [Errno 32] Broken pipe") != "peer-unreachable"
+
+
+def test_gloo_peer_lost_wordings_by_gloo_version():
+    # gloo pair.cc <= 2022 (torch <= 2.0): connect/writev with strerror, socket closed;
+    # gloo >= 2023 helpers.h ConnectOperation: "timed out connecting: SO_ERROR: ..., remote="
+    for line in ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect "
+                 "[10.0.3.7]:40331: Connection refused",
+                 "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:331] writev "
+                 "[10.0.3.7]:40331: Broken pipe",
+                 "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:193] Socket "
+                 "unexpectedly closed [10.0.3.7]:40331",
+                 "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:812] Socket "
+                 "closed [10.0.3.7]:40331",
+                 "[../third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: "
+                 "SO_ERROR: No route to host, remote=[10.0.3.7]:40331"):
+        assert _verdict(line) == ("peer-unreachable", True), line
+    # near miss: a socket closed in prose names no peer address
+    assert first_cause("INFO: Socket closed by client") != "peer-unreachable"
+
+
+def test_gloo_host_name_lookups_by_gloo_version():
+    # device.cc lookupAddrForHostname, gloo >= 2019-07: the name resolves, but no address
+    # it resolves to is this node's (EADDRNOTAVAIL): a hint, and not MASTER_ADDR's problem
+    line = ("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:"
+            "128] bind_rv == 0. Unable to find address for node01; bind(2) for [10.1.2.3]:0 "
+            "failed with: Cannot assign requested address")
+    assert _verdict(line) == ("hostname-unresolvable", False)
+    e = explain_texts([("job.log", line + "\n")])
+    assert e.found[0].grade == "hint"
+    assert "10.1.2.3" in e.problems[0].cause
+    # gloo >= 2025-04 (GLOO_ENFORCE_EQ(rv, 0)): getaddrinfo's EAI_NONAME
+    assert first_cause("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
+                       "device.cc:99] rv == 0. -2 vs 0") == "hostname-unresolvable"
+    # older gloo: "rp != nullptr. Unable to find address for: host" (unchanged)
+    assert first_cause("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
+                       "device.cc:127] rp != nullptr. Unable to find address for: dgx-1.ai") \
+        == "hostname-unresolvable"
+    # near miss: another enforce on rv in another file is not a name lookup
+    assert first_cause("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
+                       "pair.cc:99] rv == 0. -2 vs 0") != "hostname-unresolvable"
+
+
+def test_store_binds_wildcards_so_eaddrnotavail_names_no_master_addr():
+    # TCPStoreLibUvBackend.cpp makeWithPort binds "::", then "0.0.0.0" (2.4+): a symptom
+    assert _verdict("torch.distributed.DistNetworkError: The server socket has failed to "
+                    "listen on any local network address. port: 29500, useIpv6: 0, code: -99, "
+                    "name: EADDRNOTAVAIL, message: address not available") == \
+        ("master-addr-not-rank0-node", True)
+    # a program binding a named address (NCCL_COMM_ID, a launcher's socket.bind): a hint
+    e = explain_texts([("job.log", "node1:9:9 [0] misc/socket.cc:430 NCCL WARN Call to bind "
+                        "failed : Cannot assign requested address\n")])
+    assert e.found[0].grade == "hint"
+    # near miss: EADDRINUSE in the same wording is the port in use, a cause
+    assert _verdict("torch.distributed.DistNetworkError: The server socket has failed to "
+                    "listen on any local network address. port: 29500, useIpv6: 0, code: -98, "
+                    "name: EADDRINUSE, message: address already in use") == \
+        ("master-port-in-use", False)
+
+
+def test_listen_path_gai_error_yields_to_the_bind_error_beside_it():
+    # socket.cpp joins every family's error into the thrown message: the errno 98 decides
+    assert _verdict("RuntimeError: The server socket has failed to listen on any local network "
+                    "address. The local IPv6 network addresses cannot be retrieved (gai error: "
+                    "-2 - Name or service not known). The server socket has failed to bind to "
+                    "0.0.0.0:29500 (errno: 98 - Address already in use).") == \
+        ("master-port-in-use", False)
+    # alone it is shown and undecided (the listen path looks up no name)
+    assert _verdict("[W socket.cpp:558] [c10d] The local IPv4 network addresses cannot be "
+                    "retrieved (gai error: -2 - Name or service not known).")[1]
+
+
+def test_c10d_rendezvous_connection_error_is_a_wrapper():
+    # c10d_rendezvous_backend.py: wraps the store's own exception ("See inner exception")
+    assert _verdict("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The "
+                    "connection to the C10d store has failed. See inner exception for "
+                    "details.") == ("endpoint-unreachable", True)
+    # near miss: the state error of the same module is not a connection failure
+    assert first_cause("torch.distributed.elastic.rendezvous.api.RendezvousStateError: The "
+                       "state object is corrupt. See inner exception for details.") != \
+        "endpoint-unreachable"
+
+
+def test_gloo_loopback_fallback_names_the_unresolved_name():
+    # ProcessGroupGloo createDefaultDevice: printed when the name does not resolve to a local
+    # address (a name at 127.0.1.1 binds and prints nothing)
+    e = explain_texts([("job.log", "[W ProcessGroupGloo.cpp:694] Warning: Unable to resolve "
+                        "hostname to a (local) address. Using the loopback address as "
+                        "fallback. Manually set the network interface to bind to with "
+                        "GLOO_SOCKET_IFNAME. (function operator())\n")])
+    assert e.problems[0].code == "hostname-loopback"
+    assert "does not resolve to an address of its own" in e.problems[0].cause
+
+
+def test_python_name_lookup_on_macos():
+    # CPython socket.gaierror with macOS's EAI_NONAME (8)
+    assert first_cause("socket.gaierror: [Errno 8] nodename nor servname provided, or not "
+                       "known") == "endpoint-unresolvable"
+    # near miss: another errno 8 (ENOEXEC) is not a name lookup
+    assert first_cause("OSError: [Errno 8] Exec format error") != "endpoint-unresolvable"
