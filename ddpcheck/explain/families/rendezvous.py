@@ -18,10 +18,19 @@ from ddpcheck.node.netprobe import (
 
 RDZV = "ddpcheck run --nodes N --stages rendezvous (on every node, same --rdzv-endpoint)"
 # Evidence the log alone cannot split: say which candidates remain.
+# socket.cpp SocketConnectOp (1.10-2.13) retries a refused or reset connect and a name
+# getaddrinfo cannot resolve until the deadline, then throws "timed out": so the timeout is
+# printed alike for a store host not started yet (or gone), a dropped SYN (firewall), a name
+# that does not resolve, and a c10d endpoint node that did not recognise itself (its agent
+# waits as a client of its own address).
 UNREACHABLE_CAUSE = (
     "nothing answered at {addr} in time: the host node (or rank 0) had not started or had "
-    "crashed, a firewall drops the port, or the address is wrong or on a network this node "
-    "does not reach")
+    "crashed, a firewall drops the port, the name does not resolve here, or the address is "
+    "wrong or on a network this node does not reach")
+# C10D_WARNING's prefix: "[W1124 08:52:25.123 socket.cpp:697] [c10d] " (2.2+), "[W
+# socket.cpp:558] [c10d] " (1.10-2.1). socket.cpp warns once per address and per retry, and
+# goes on: only the thrown error (C10D_ERROR "[E ...]", or the exception) ends the connect.
+NOT_A_SOCKET_WARNING = r"^(?!.*\[W[\s\d][^\]]*socket\.cpp)"
 
 PATTERNS = [
     pattern(ENDPOINT_UNREACHABLE,
@@ -39,7 +48,7 @@ PATTERNS = [
     # Only the thrown error ("failed to connect to any network address of (h, p). ...",
     # which carries the per-address errors) or a line that is not that warning is read.
     pattern(ENDPOINT_NO_ROUTE,
-            r"^(?!.*\[W[\s\d][^\]]*socket\.cpp)"
+            NOT_A_SOCKET_WARNING +
             r".*failed to connect to (?P<addr>\S+?) \(errno: (?:113|101)\b|"
             r"\[Errno (?:113|101)\] (?:No route to host|Network is unreachable)", RDZV,
             cause="the kernel or a router answered that no route leads to {addr} (EHOSTUNREACH"
@@ -59,7 +68,8 @@ PATTERNS = [
             r"client socket has failed to connect to any network address of "
             r"\((?P<addr>[^)]+)\)", RDZV, cause=UNREACHABLE_CAUSE),
     pattern(ENDPOINT_UNREACHABLE,
-            r"client socket has failed to connect to (?P<addr>\S+) \((?:errno: 110|"
+            NOT_A_SOCKET_WARNING +
+            r".*client socket has failed to connect to (?P<addr>\S+) \((?:errno: 110|"
             r"[^)]*Connection timed out)", RDZV, cause=UNREACHABLE_CAUSE),
     # torch >= 2.3 TCPStore.cpp's client retry loop, and torch 1.x tcputils' connect():
     # "TCP client failed to connect/validate to host h:29500 - timed out (try=7, ...)",
@@ -71,7 +81,8 @@ PATTERNS = [
     # c10d socket.cpp, and Python's own ConnectionRefusedError (torch 1.x store clients,
     # scripts probing MASTER_ADDR): nothing listened there
     pattern(ENDPOINT_REFUSED,
-            r"client socket has failed to connect to (?P<addr>\S+) \(errno: 111|"
+            NOT_A_SOCKET_WARNING +
+            r".*client socket has failed to connect to (?P<addr>\S+) \(errno: 111|"
             r"ConnectionRefusedError: \[Errno 111\] Connection refused", RDZV),
     # c10d socket.cpp's "The IPv4 network addresses of (host, port) cannot be retrieved (gai
     # error: -2 - Name or service not known)" is a name the node looks up for itself

@@ -173,3 +173,20 @@ def test_python_name_lookup_on_macos():
                        "known") == "endpoint-unresolvable"
     # near miss: another errno 8 (ENOEXEC) is not a name lookup
     assert first_cause("OSError: [Errno 8] Exec format error") != "endpoint-unresolvable"
+
+
+def test_per_address_refused_or_timed_out_warning_is_no_failure():
+    # socket.cpp warns per address and retries a refused connect until the store host
+    # listens: a job whose workers start before rank 0 prints it, then runs
+    for errno in ("111 - Connection refused", "110 - Connection timed out"):
+        line = (f"[W socket.cpp:558] [c10d] The client socket has failed to connect to "
+                f"[node0]:29500 (errno: {errno}).")
+        assert first_cause(line, *HEALTHY) == "none", errno
+    # near miss: the same words as C10D_ERROR (the connect gave up) are read
+    assert _verdict("[E socket.cpp:1019] [c10d] The client socket has failed to connect to "
+                    "[node0]:29500 (errno: 111 - Connection refused).") == \
+        ("endpoint-refused", True)
+    assert first_cause("[W socket.cpp:558] [c10d] The client socket has failed to connect to "
+                       "[node0]:29500 (errno: 111 - Connection refused).",
+                       "ConnectionRefusedError: [Errno 111] Connection refused") == \
+        "endpoint-refused"
