@@ -190,3 +190,30 @@ def test_per_address_refused_or_timed_out_warning_is_no_failure():
                        "[node0]:29500 (errno: 111 - Connection refused).",
                        "ConnectionRefusedError: [Errno 111] Connection refused") == \
         "endpoint-refused"
+
+
+C10D_FRAME = ('  File "/usr/lib/python3/site-packages/torch/distributed/elastic/rendezvous/'
+              'c10d_rendezvous_backend.py", line 174, in _create_tcp_store')
+C10D_TIMEOUT = ("torch.distributed.DistNetworkError: The client socket has timed out after 60s "
+                "while trying to connect to (gpu-a01, 29400).")
+
+
+def test_own_name_wait_after_any_server_failure_is_not_the_endpoint_unrecognised():
+    # c10d_rendezvous_backend.py _create_tcp_store: "for is_server in [is_host, False]" retries
+    # as a client after any ValueError/RuntimeError/TimeoutError of the server, not only
+    # EADDRINUSE: a privileged port (EACCES) too
+    code = first_cause("[W socket.cpp:426] [c10d] The server socket has failed to bind to "
+                       "0.0.0.0:400 (errno: 13 - Permission denied).", C10D_FRAME,
+                       C10D_TIMEOUT, "  host      : gpu-a01")
+    assert code != "endpoint-not-recognised"
+    # the agent that hosted the store logs it: its client wait is something else
+    assert first_cause("INFO:torch.distributed.elastic.rendezvous.c10d_rendezvous_backend:"
+                       "Process 4711 hosts the TCP store for the C10d rendezvous backend.",
+                       C10D_FRAME, C10D_TIMEOUT, "  host      : gpu-a01") != \
+        "endpoint-not-recognised"
+    # near miss: IPv6 turned off ([::] errno 97), then the IPv4 bind succeeded: still
+    # the endpoint not recognised
+    assert first_cause("[W socket.cpp:436] [c10d] The server socket cannot be initialized on "
+                       "[::]:29400 (errno: 97 - Address family not supported by protocol).",
+                       C10D_FRAME, C10D_TIMEOUT, "  host      : gpu-a01") == \
+        "endpoint-not-recognised"
