@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
 from ddpcheck.explain.matching import pattern
+from ddpcheck.judgements.ranklayout import RANK_OVERLAP, WORLD_SIZE_DIFFERS
 from ddpcheck.node.netprobe import (
     ENDPOINT_NO_ROUTE,
     ENDPOINT_REFUSED,
@@ -96,6 +97,26 @@ PATTERNS = [
             r".*(?:Name or service not known|gaierror: \[Errno (?:-[235]|8)\])", RDZV,
             grade="symptom"),
     pattern(RENDEZVOUS_TIMEOUT, r"RendezvousTimeoutError", RDZV),
+    # NCCL bootstrap.cc bootstrapRoot (2.4-2.30): the root receives each rank's address once;
+    # "Bootstrap Root : rank 3 of 8 ranks has already checked in" is a second process with
+    # the same rank in one communicator (two nodes given one node rank, a RANK computed the
+    # same on two nodes), or, with a fixed NCCL_COMM_ID, another job's rank at the same root.
+    # torch passes the id through its store (NCCL_COMM_ID unset), so the first: a hint.
+    pattern(RANK_OVERLAP,
+            r"Bootstrap Root : rank (?P<rank>\d+) of (?P<world>\d+) ranks has already checked "
+            r"in", RDZV, grade="hint",
+            cause="two processes joined one NCCL communicator as rank {rank} (of {world}): two "
+                  "nodes started with the same node rank or rank offset, or (with "
+                  "NCCL_COMM_ID set) another job's rank reached the same bootstrap root"),
+    # the same root, ranks that disagree on the communicator's size: "Bootstrap Root :
+    # mismatch in rank count from procs 8 : 16" (2.4-2.26), "mismatch in info from procs,
+    # nranks 8 vs 16, nroots 1 vs 1, iroot 0 vs 0" (2.27+)
+    pattern(WORLD_SIZE_DIFFERS,
+            r"Bootstrap Root : mismatch in (?:rank count from procs \d+ : \d+|"
+            r"info from procs, nranks (?P<a>\d+) vs (?P<b>\d+))", RDZV, grade="hint",
+            cause="ranks of one NCCL communicator disagree on its size: the nodes were started "
+                  "with different world sizes (or, with NCCL_COMM_ID set, two jobs share one "
+                  "bootstrap root)"),
     # The store's host waiting for the others to connect: TCPStore.cpp waitForWorkers (2.2+,
     # init_process_group's env:// and tcp:// stores wait for every rank): "DistStoreError:
     # Timed out after 901 seconds waiting for clients. 1/2 clients joined." The same fact as

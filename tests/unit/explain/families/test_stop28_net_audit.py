@@ -217,3 +217,16 @@ def test_own_name_wait_after_any_server_failure_is_not_the_endpoint_unrecognised
                        "[::]:29400 (errno: 97 - Address family not supported by protocol).",
                        C10D_FRAME, C10D_TIMEOUT, "  host      : gpu-a01") == \
         "endpoint-not-recognised"
+
+
+def test_nccl_bootstrap_root_sees_a_rank_twice_or_sizes_disagree():
+    # NCCL bootstrap.cc bootstrapRoot, 2.4-2.30, as the WARN line prints it
+    assert first_cause("node2:51:51 [0] bootstrap.cc:131 NCCL WARN Bootstrap Root : rank 3 of "
+                       "8 ranks has already checked in") == "rank-overlap"
+    assert first_cause("node2:51:51 [0] bootstrap.cc:127 NCCL WARN Bootstrap Root : mismatch "
+                       "in rank count from procs 8 : 16") == "world-size-differs"
+    assert first_cause("node2:51:51 [0] bootstrap.cc:203 NCCL WARN Bootstrap Root : mismatch "
+                       "in info from procs, nranks 8 vs 16, nroots 1 vs 1, iroot 0 vs 0") == \
+        "world-size-differs"
+    # near miss: the INFO line of a rank checking in is no failure
+    assert first_cause("node2:51:51 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>") == "none"
