@@ -80,8 +80,11 @@ PATTERNS = [
     # [127.0.1.1]:port: Connection refused") or c10d socket (remote=[127.0.1.1]) talking to it
     # means a node advertised its host name's loopback address to its peers.
     pattern(HOSTNAME_LOOPBACK,
-            r"(?:Connection closed by peer|Read error|Connect timeout|connect|remote=|"
-            r"Timed out .* from) \[127\.0\.1\.1\]:\d+", HOSTS, grade="hint",
+            # gloo error.cc prints "remote=[127.0.1.1]:port" with no space after "=" (the
+            # rule wanted one until stop 28: "SO_ERROR: Connection timed out, remote=[...]"
+            # was missed)
+            r"(?:(?:Connection closed by peer|Read error|Connect timeout|connect|"
+            r"Timed out .* from) |remote=)\[127\.0\.1\.1\]:\d+", HOSTS, grade="hint",
             cause="this node's host name resolves to 127.0.1.1 (the /etc/hosts line Debian and "
                   "Ubuntu add), so gloo advertised a loopback address the other nodes cannot "
                   "reach (in a one-node job, where 127.0.1.1 works, the peer there exited)"),

@@ -230,3 +230,12 @@ def test_nccl_bootstrap_root_sees_a_rank_twice_or_sizes_disagree():
         "world-size-differs"
     # near miss: the INFO line of a rank checking in is no failure
     assert first_cause("node2:51:51 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>") == "none"
+
+
+def test_gloo_remote_at_127_0_1_1_in_its_error_cc_format():
+    # gloo error.cc SystemError::what: "<syscall>: <strerror>, remote=[ip]:port" (no space)
+    line = ("[../third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: "
+            "SO_ERROR: Connection timed out, remote=[127.0.1.1]:29500")
+    assert first_cause(line) == "hostname-loopback"
+    # near miss: a routable remote is a peer that did not answer, not a loopback address
+    assert first_cause(line.replace("127.0.1.1", "10.0.1.1")) == "peer-unreachable"
