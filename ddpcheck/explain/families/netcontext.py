@@ -150,9 +150,13 @@ def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
 # A name lookup whose traceback shows the node looking up its own name: Python's socket
 # module (gethostbyname(gethostname()), getfqdn()) as torch's elastic agent
 # (agent/server/api.py _get_fq_hostname), accelerate and user scripts call it.
+# torch elastic rendezvous/utils.py _matches_machine_hostname (1.9-2.13, c10d backend's
+# is-this-node-the-host test): its lookup of the endpoint is in a try (2.x), its
+# socket.getaddrinfo(socket.gethostname(), ...) is not, so a gaierror raised in that frame is
+# this node's own name (the call spans lines: the frame name, not the code line, says so).
 OWN_NAME_LOOKUP = re.compile(r"gethostbyname\((?:socket\.)?gethostname\(\)\)|"
                              r"getaddrinfo\((?:socket\.)?gethostname\(\)|getfqdn\(|"
-                             r"_get_fq_hostname")
+                             r"_get_fq_hostname|in _matches_machine_hostname\s*$")
 LOOKUP_FRAMES = 8  # lines of traceback above the gaierror that may hold the call
 
 

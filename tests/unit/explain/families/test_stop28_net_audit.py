@@ -239,3 +239,19 @@ def test_gloo_remote_at_127_0_1_1_in_its_error_cc_format():
     assert first_cause(line) == "hostname-loopback"
     # near miss: a routable remote is a peer that did not answer, not a loopback address
     assert first_cause(line.replace("127.0.1.1", "10.0.1.1")) == "peer-unreachable"
+
+
+def test_gaierror_in_the_c10d_host_test_is_this_nodes_own_name():
+    # elastic/rendezvous/utils.py _matches_machine_hostname: socket.getaddrinfo(this_host, ...)
+    # outside any try (1.9-2.13); the call spans lines, the frame name says whose lookup
+    tb = ("Traceback (most recent call last):",
+          '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/elastic/rendezvous/'
+          'utils.py", line 149, in _matches_machine_hostname',
+          "    addr_list = socket.getaddrinfo(",
+          '  File "/opt/conda/lib/python3.10/socket.py", line 955, in getaddrinfo',
+          "    for res in _socket.getaddrinfo(host, port, family, type, proto, flags):",
+          "socket.gaierror: [Errno -2] Name or service not known")
+    assert first_cause(*tb) == "hostname-unresolvable"
+    # near miss: a gaierror under another frame does not say whose name
+    other = tuple(t.replace("_matches_machine_hostname", "_create_tcp_store") for t in tb)
+    assert _verdict(*other) == ("endpoint-unresolvable", True)
