@@ -31,7 +31,10 @@ UNREACHABLE_CAUSE = (
 # C10D_WARNING's prefix: "[W1124 08:52:25.123 socket.cpp:697] [c10d] " (2.2+), "[W
 # socket.cpp:558] [c10d] " (1.10-2.1). socket.cpp warns once per address and per retry, and
 # goes on: only the thrown error (C10D_ERROR "[E ...]", or the exception) ends the connect.
-NOT_A_SOCKET_WARNING = r"^(?!.*\[W[\s\d][^\]]*socket\.cpp)"
+# TCPStore.cpp's client loop (2.3+) warns "TCP client failed to connect/validate to host
+# h:p - retrying (try=0, timeout=..., delay=...): <socket.cpp's error>" and tries again (a
+# store host that comes up later ends it); its last word is "- timed out (try=N, ...): ...".
+NOT_A_SOCKET_WARNING = r"^(?!.*\[W[\s\d][^\]]*socket\.cpp)(?!.* - retrying \(try=)"
 
 PATTERNS = [
     pattern(ENDPOINT_UNREACHABLE,
@@ -66,7 +69,8 @@ PATTERNS = [
     # requested address)." where localhost is ::1 without IPv6, then connecting over IPv4 was
     # read as endpoint-unreachable until stop 28).
     pattern(ENDPOINT_UNREACHABLE,
-            r"client socket has failed to connect to any network address of "
+            NOT_A_SOCKET_WARNING +
+            r".*client socket has failed to connect to any network address of "
             r"\((?P<addr>[^)]+)\)", RDZV, cause=UNREACHABLE_CAUSE),
     pattern(ENDPOINT_UNREACHABLE,
             NOT_A_SOCKET_WARNING +

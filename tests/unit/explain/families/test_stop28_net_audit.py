@@ -255,3 +255,21 @@ def test_gaierror_in_the_c10d_host_test_is_this_nodes_own_name():
     # near miss: a gaierror under another frame does not say whose name
     other = tuple(t.replace("_matches_machine_hostname", "_create_tcp_store") for t in tb)
     assert _verdict(*other) == ("endpoint-unresolvable", True)
+
+
+RETRY = ("[W1124 08:52:25.123456 TCPStore.cpp:343] [c10d] TCP client failed to connect/validate "
+         "to host node1:29500 - retrying (try=0, timeout=1800000ms, delay=496ms): The client "
+         "socket has failed to connect to any network address of (node1, 29500). The client "
+         "socket has failed to connect to [node1]:29500 (errno: 113 - No route to host).")
+
+
+def test_tcpstore_retry_warning_is_no_failure_its_last_word_is():
+    # TCPStore.cpp TCPClient::connect (2.3+): warns and retries; a store host that comes up
+    # later ends the loop
+    assert first_cause(RETRY, *HEALTHY) == "none"
+    # near miss: the loop's last word, "- timed out (try=N, ...): <error>", is read by the
+    # error it carries
+    final = RETRY.replace("[W1124", "[E1124").replace("retrying (try=0, timeout=1800000ms, "
+                                                      "delay=496ms)", "timed out (try=7, "
+                                                      "timeout=1800000ms)")
+    assert first_cause(final) == "endpoint-no-route"
