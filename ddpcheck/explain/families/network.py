@@ -193,6 +193,19 @@ PATTERNS = [
             cause="EADDRNOTAVAIL: a bind() of an address that is not this machine's (MASTER_ADDR "
                   "naming another node) or a connect() that found no free local port; the "
                   "line does not say which call"),
+    # Who else (stop 28): torch's store is C++ (socket.cpp "(errno: 98 - ...)", libuv
+    # "EADDRINUSE", torch 1.x tcputils "RuntimeError: Address already in use"); Python's own
+    # OSError ("[Errno 98]", macOS "[Errno 48]", Windows "[WinError 10048]") comes from a
+    # Python bind: a web or metrics server of the job (TensorBoard, a serving API, a
+    # dashboard) as well as a script that binds MASTER_PORT itself. A hint.
+    pattern(ENDPOINT_PORT_IN_USE,
+            r"^(?!.*\(errno: )(?!.*EADDRINUSE)"
+            r".*(?:\[Errno (?:98|48)\] Address already in use|\[WinError 10048\])", RDZV,
+            grade="hint",
+            cause="a Python program's bind() found its port taken (OSError EADDRINUSE): the "
+                  "store's port when the job's own code binds MASTER_PORT, else another server "
+                  "of the job (TensorBoard, a serving API); torch's store prints socket.cpp's "
+                  "words instead"),
     pattern(ENDPOINT_PORT_IN_USE,
             r"failed to (?:bind to|listen on) (?P<addr>\S+) \(errno: 98|EADDRINUSE|"
             r"RuntimeError: Address already in use|\[Errno 98\] Address already in use|"

@@ -273,3 +273,14 @@ def test_tcpstore_retry_warning_is_no_failure_its_last_word_is():
                                                       "delay=496ms)", "timed out (try=7, "
                                                       "timeout=1800000ms)")
     assert first_cause(final) == "endpoint-no-route"
+
+
+def test_pythons_own_eaddrinuse_is_a_hint():
+    # CPython OSError from a Python bind(): torch's store (C++) never prints it
+    e = explain_texts([("job.log", "OSError: [Errno 98] Address already in use\n")])
+    assert e.problems[0].code == "master-port-in-use" and e.found[0].grade == "hint"
+    # near miss: socket.cpp's own words stay a cause
+    e = explain_texts([("job.log", "torch.distributed.DistNetworkError: The server socket has "
+                        "failed to listen on any local network address. The server socket has "
+                        "failed to bind to [::]:29500 (errno: 98 - Address already in use).\n")])
+    assert e.problems[0].code == "master-port-in-use" and e.found[0].grade == "cause"
