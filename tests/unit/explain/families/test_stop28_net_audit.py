@@ -284,3 +284,37 @@ def test_pythons_own_eaddrinuse_is_a_hint():
                         "failed to listen on any local network address. The server socket has "
                         "failed to bind to [::]:29500 (errno: 98 - Address already in use).\n")])
     assert e.problems[0].code == "master-port-in-use" and e.found[0].grade == "cause"
+
+
+def test_the_prefilter_changes_nothing_on_these_wordings(monkeypatch):
+    # the rules above use leading lookaheads (a [W] socket.cpp / TCPStore.cpp prefix): the
+    # literal prefilter and the gates must keep every line they match
+    from ddpcheck.explain import prefilter
+
+    lines = [RETRY, C10D_TIMEOUT, *HEALTHY,
+             "[W socket.cpp:558] [c10d] The client socket has failed to connect to [node0]:29500 "
+             "(errno: 111 - Connection refused).",
+             "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was "
+             "likely closed. Did the remote server shutdown or crash?",
+             "[W522 11:47:45.949247853 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl("
+             "fd=77): failed to recv, got 0 bytes",
+             "[../third_party/gloo/gloo/transport/tcp/pair.cc:152] timed out connecting: "
+             "SO_ERROR: Connection timed out, remote=[127.0.1.1]:29500",
+             "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:128]"
+             " bind_rv == 0. Unable to find address for node01; bind(2) for [10.1.2.3]:0 failed "
+             "with: Cannot assign requested address",
+             "OSError: [Errno 98] Address already in use",
+             "node2:51:51 [0] bootstrap.cc:131 NCCL WARN Bootstrap Root : rank 3 of 8 ranks has "
+             "already checked in"]
+
+    def each() -> list[tuple[tuple[str, str, bool], ...]]:
+        out = []
+        for line in lines:
+            e = explain_texts([("job.log", line + "\n")])
+            out.append(tuple((p.code, p.consequence_of, e.undetermined) for p in e.problems))
+        return out
+
+    on = each()
+    monkeypatch.setattr(prefilter, "ENABLED", False)
+    monkeypatch.setattr(prefilter, "GATES", False)
+    assert each() == on
