@@ -117,8 +117,17 @@ LOOPBACK_NAMES = re.compile(r"^(?:localhost|127\.|::1$|::ffff:127\.)")
 # The same client wait on the endpoint node's own name follows an agent that did recognise
 # itself but could not bind the port (another process holds it): _create_tcp_store then
 # retries as a client. socket.cpp's bind warning (errno 98) tells that case apart.
-PORT_TAKEN = re.compile(r"\(errno: (?:98|48|10048)\b|EADDRINUSE|Address already in use|"
-                        r"Only one usage of each socket address")
+# Who else (stop 28, c10d_rendezvous_backend.py _create_tcp_store, torch 1.9-2.13): the agent
+# that recognised itself retries as a client after *any* failure to create the server
+# (ValueError, RuntimeError, TimeoutError): a privileged port (errno 13) or the thrown "failed
+# to listen on any local network address" too, not only a port in use. A bind warning on
+# [::] with errno 97/99 alone is IPv6 turned off, after which the IPv4 bind succeeds.
+PORT_TAKEN = re.compile(r"\(errno: (?:98|48|10048|13)\b|EADDRINUSE|Address already in use|"
+                        r"Only one usage of each socket address|"
+                        r"failed to listen on any local network address")
+# The agent that did host the store says so (logger.info in _create_tcp_store): then its own
+# client wait is not the endpoint going unrecognised.
+HOSTED = re.compile(r"hosts the TCP store for the C10d rendezvous backend")
 
 
 def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
@@ -130,7 +139,8 @@ def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
         return e
     local = {r.host for r in records if r.host}
     local |= {n["host"] or n["addr"] for r in records if (n := LOCAL_NAME.search(r.text))}
-    if target not in local or any(PORT_TAKEN.search(r.text) for r in records):
+    if target not in local or any(PORT_TAKEN.search(r.text) for r in records) or any(
+            r.source == e.first.source and HOSTED.search(r.text) for r in records):
         return e
     return replace(e, problem=ENDPOINT_NOT_RECOGNISED.problem(
         f"{p.observed} | {target} is this node's own name or address, and its agent "
@@ -140,9 +150,13 @@ def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
 # A name lookup whose traceback shows the node looking up its own name: Python's socket
 # module (gethostbyname(gethostname()), getfqdn()) as torch's elastic agent
 # (agent/server/api.py _get_fq_hostname), accelerate and user scripts call it.
+# torch elastic rendezvous/utils.py _matches_machine_hostname (1.9-2.13, c10d backend's
+# is-this-node-the-host test): its lookup of the endpoint is in a try (2.x), its
+# socket.getaddrinfo(socket.gethostname(), ...) is not, so a gaierror raised in that frame is
+# this node's own name (the call spans lines: the frame name, not the code line, says so).
 OWN_NAME_LOOKUP = re.compile(r"gethostbyname\((?:socket\.)?gethostname\(\)\)|"
                              r"getaddrinfo\((?:socket\.)?gethostname\(\)|getfqdn\(|"
-                             r"_get_fq_hostname")
+                             r"_get_fq_hostname|in _matches_machine_hostname\s*$")
 LOOKUP_FRAMES = 8  # lines of traceback above the gaierror that may hold the call
 
 

@@ -37,8 +37,18 @@ GAI_NO_NAME = r"(?:-[235]\b|8 - nodename nor servname|1100[124]\b)"
 PATTERNS = [
     # c10d's warning (torch/csrc/distributed/c10d/socket.cpp) and gloo's fallback
     # (ProcessGroupGloo.cpp createDefaultDevice): the host name resolves to nothing usable.
+    # Who prints it (stop 28): only ProcessGroupGloo::createDefaultDevice (torch 1.x-2.13,
+    # TORCH_WARN_ONCE), when doesHostnameResolveToUsableAddress(gethostname()) is false:
+    # getaddrinfo of the name failed, or bind() failed on every address it resolved to. A
+    # name at 127.0.1.1 binds (lo holds 127.0.0.0/8) and prints nothing, so the cause is the
+    # name not resolving to an address of this node; the effect is the code's: gloo binds
+    # and advertises loopback.
     pattern(HOSTNAME_LOOPBACK,
-            r"Unable to resolve hostname to a \(local\) address\. Using the loopback", HOSTS),
+            r"Unable to resolve hostname to a \(local\) address\. Using the loopback", HOSTS,
+            cause="this node's host name does not resolve to an address of its own (missing "
+                  "from /etc/hosts and DNS, or an entry for another address), so gloo fell "
+                  "back to loopback and advertises it: in a multi-node job the other nodes "
+                  "cannot connect to it"),
     # A peer at 127.0.1.1: across nodes, a node advertised its host name's loopback address;
     # within one node 127.0.1.1 is valid and a refused connection there is a peer that exited.
     # The line does not say which job it is: a hint.
@@ -70,8 +80,11 @@ PATTERNS = [
     # [127.0.1.1]:port: Connection refused") or c10d socket (remote=[127.0.1.1]) talking to it
     # means a node advertised its host name's loopback address to its peers.
     pattern(HOSTNAME_LOOPBACK,
-            r"(?:Connection closed by peer|Read error|Connect timeout|connect|remote=|"
-            r"Timed out .* from) \[127\.0\.1\.1\]:\d+", HOSTS, grade="hint",
+            # gloo error.cc prints "remote=[127.0.1.1]:port" with no space after "=" (the
+            # rule wanted one until stop 28: "SO_ERROR: Connection timed out, remote=[...]"
+            # was missed)
+            r"(?:(?:Connection closed by peer|Read error|Connect timeout|connect|"
+            r"Timed out .* from) |remote=)\[127\.0\.1\.1\]:\d+", HOSTS, grade="hint",
             cause="this node's host name resolves to 127.0.1.1 (the /etc/hosts line Debian and "
                   "Ubuntu add), so gloo advertised a loopback address the other nodes cannot "
                   "reach (in a one-node job, where 127.0.1.1 works, the peer there exited)"),
@@ -87,13 +100,28 @@ PATTERNS = [
                   "rendezvous endpoint): this node's own name missing from /etc/hosts, another "
                   "node's name (torchrun advertises the rank-0 node's FQDN) missing from this "
                   "node's DNS, or a misspelt name"),
+    # gloo device.cc lookupAddrForHostname: before gloo 575bf30 (2025-04) getaddrinfo's
+    # result was checked with GLOO_ENFORCE_NE(rv, -1), so a name that does not resolve
+    # (EAI_NONAME is -2) left no address and failed "rp != nullptr. Unable to find address
+    # for: <host>"; since then the check is GLOO_ENFORCE_EQ(rv, 0): "[enforce fail at
+    # .../gloo/transport/tcp/device.cc:99] rv == 0. -2 vs 0" (torch builds with that gloo).
     pattern(HOSTNAME_UNRESOLVABLE,
             r"rp != nullptr\. Unable to find address for:|"
-            # socket.cpp's listen path: "The local IPv6 network addresses cannot be retrieved
-            # (gai error: -2 - Name or service not known)" (the node's own name)
-            r"The local (?:IPv[46] )?network addresses cannot be retrieved \(gai error: "
-            + GAI_NO_NAME + "|"
+            r"device\.cc:\d+\] rv == 0\. -[235] vs 0|"
             r"Unable to find address for: ?(?!" + IFACE_NAME + r"\s*$)\S*[.-]\S*\s*$", HOSTS),
+    # gloo device.cc lookupAddrForHostname (gloo 1ff2d84, 2019-07, onwards): the name
+    # resolved, but bind(2) failed for every address it resolved to: "Unable to find address
+    # for node01; bind(2) for [10.1.2.3]:0 failed with: Cannot assign requested address".
+    # EADDRNOTAVAIL: the name resolves to an address no interface of this node has (a stale
+    # /etc/hosts entry, a name that resolves to another machine). torch's default device
+    # checks the name first (ProcessGroupGloo doesHostnameResolveToUsableAddress) and falls
+    # back to loopback instead, so this is a name given to gloo explicitly: a hint.
+    pattern(HOSTNAME_UNRESOLVABLE,
+            r"Unable to find address for (?P<host>[^;\s]+); bind\(2\) for (?P<addr>\S+) "
+            r"failed with: (?P<err>Cannot assign requested address|.+)", HOSTS, grade="hint",
+            cause="gloo was given the host name {host}, which resolves to {addr}, and bind(2) "
+                  "there failed ({err}): that address is not one of this node's (a stale "
+                  "/etc/hosts entry, or a name of another machine)"),
     # c10d's reverse lookup of a peer (socket.cpp): healthy jobs print it too (a symptom).
     # socket.cpp prints it with C10D_WARNING ("[W1124 08:52:25.68 socket.cpp:207] [c10d] The
     # hostname of the client socket cannot be retrieved. err=-3", a container without
@@ -130,12 +158,33 @@ PATTERNS = [
     # assign requested address)").
     # A wildcard ([::], 0.0.0.0) is every machine's: EADDRNOTAVAIL there is IPv6 turned off
     # (socket.cpp then binds 0.0.0.0 and goes on), not another node's address.
+    # Who else (stop 28): torch's store never binds MASTER_ADDR. socket.cpp's listen
+    # (1.10-2.13) binds what getaddrinfo(nullptr, port, AI_PASSIVE) gives ([::] and 0.0.0.0),
+    # and the libuv store (TCPStoreLibUvBackend.cpp makeWithPort, 2.4+) binds "::", then
+    # "0.0.0.0": with MASTER_ADDR naming another node, rank 0 binds fine and then times out
+    # connecting to it. So a bind of a named address failing with EADDRNOTAVAIL comes from
+    # another program: NCCL's bootstrap root binding NCCL_COMM_ID ("Call to bind failed :
+    # Cannot assign requested address"), a launcher or script binding MASTER_ADDR itself
+    # (socket.bind): a hint, not a cause. gloo's own "bind(2) for ... failed" is a host
+    # name's (above).
     pattern(MASTER_NOT_RANK0,
             r"failed to bind to (?P<addr>(?!\[::\]|0\.0\.0\.0)\S+) \(errno: 99|"
-            r"bind(?!.*(?:\[::\]|0\.0\.0\.0)).*Cannot assign requested address|"
-            # torch >= 2.3 socket.cpp: "The server socket has failed to listen on any local
-            # network address. port: 29500, useIpv6: 0, code: -99, name: EADDRNOTAVAIL, ..."
-            r"failed to listen on .*code: -99, name: EADDRNOTAVAIL", RDZV),
+            r"^(?!.*bind\(2\) for)(?!.*\bfailed to listen on\b).*"
+            r"bind(?!.*(?:\[::\]|0\.0\.0\.0)).*Cannot assign requested address", RDZV,
+            grade="hint",
+            cause="a bind() of an address that is not this machine's failed (EADDRNOTAVAIL): "
+                  "torch's store binds only wildcard addresses, so it is a program binding "
+                  "MASTER_ADDR or NCCL_COMM_ID itself, whose address names another node"),
+    # The libuv store's "The server socket has failed to listen on any local network
+    # address. port: 29500, useIpv6: 0, code: -99, name: EADDRNOTAVAIL" (2.4+) is the
+    # wildcard 0.0.0.0 (after "::" failed): no address of MASTER_ADDR's is involved. A
+    # symptom (was master-addr-not-rank0-node, cause, until stop 28).
+    pattern(MASTER_NOT_RANK0, r"failed to listen on .*code: -99, name: EADDRNOTAVAIL", RDZV,
+            grade="symptom",
+            cause="the store could not bind its wildcard address (EADDRNOTAVAIL): torch binds "
+                  "'::' and '0.0.0.0', not MASTER_ADDR, so the line does not say MASTER_ADDR "
+                  "names another node; an IP stack without that family, or a network "
+                  "namespace without addresses, prints it"),
     # Python's OSError without the call: a bind() of an address this machine lacks, or a
     # connect() that found no free local port (EADDRNOTAVAIL: ephemeral ports used up by
     # many connections in TIME_WAIT) print it alike: a symptom.
@@ -144,6 +193,19 @@ PATTERNS = [
             cause="EADDRNOTAVAIL: a bind() of an address that is not this machine's (MASTER_ADDR "
                   "naming another node) or a connect() that found no free local port; the "
                   "line does not say which call"),
+    # Who else (stop 28): torch's store is C++ (socket.cpp "(errno: 98 - ...)", libuv
+    # "EADDRINUSE", torch 1.x tcputils "RuntimeError: Address already in use"); Python's own
+    # OSError ("[Errno 98]", macOS "[Errno 48]", Windows "[WinError 10048]") comes from a
+    # Python bind: a web or metrics server of the job (TensorBoard, a serving API, a
+    # dashboard) as well as a script that binds MASTER_PORT itself. A hint.
+    pattern(ENDPOINT_PORT_IN_USE,
+            r"^(?!.*\(errno: )(?!.*EADDRINUSE)"
+            r".*(?:\[Errno (?:98|48)\] Address already in use|\[WinError 10048\])", RDZV,
+            grade="hint",
+            cause="a Python program's bind() found its port taken (OSError EADDRINUSE): the "
+                  "store's port when the job's own code binds MASTER_PORT, else another server "
+                  "of the job (TensorBoard, a serving API); torch's store prints socket.cpp's "
+                  "words instead"),
     pattern(ENDPOINT_PORT_IN_USE,
             r"failed to (?:bind to|listen on) (?P<addr>\S+) \(errno: 98|EADDRINUSE|"
             r"RuntimeError: Address already in use|\[Errno 98\] Address already in use|"
@@ -159,6 +221,19 @@ PATTERNS = [
             r"failed to bind to (?P<addr>\S+) \(errno: 13 - Permission denied", RDZV,
             cause="ports below 1024 are privileged: only root may listen on {addr}",
             fix="pick a port >= 1024 for --master-port / --rdzv-endpoint (e.g. 29500)"),
+    # socket.cpp's listen path (SocketListenOp::tryListen, torch 1.10-2.13) calls
+    # getaddrinfo(nullptr, port, AI_PASSIVE | AI_NUMERICSERV): it looks up no name (the
+    # wildcard address), so "The local IPv6 network addresses cannot be retrieved (gai
+    # error: -2 ...)" does not say this node's name fails to resolve (it was read as that
+    # until stop 28): the resolver itself failed (nsswitch, gai.conf, a libc without the
+    # family). A symptom: the line names no cause. After the bind rules: the thrown error joins
+    # every family's error in one line, and an errno 98 there is the cause.
+    pattern(HOSTNAME_UNRESOLVABLE,
+            r"The local (?:IPv[46] )?network addresses cannot be retrieved \(gai error: "
+            + GAI_NO_NAME, HOSTS, grade="symptom",
+            cause="getaddrinfo failed for the store's wildcard listen address, which looks up "
+                  "no host name: the resolver configuration of this node (nsswitch.conf, "
+                  "gai.conf) or its libc failed, not a name"),
     # gloo/transport/tcp/device.cc prints the same words for an interface (lookupAddrForIface:
     # "ifa != nullptr. Unable to find address for: eth9") and for a host name
     # (lookupAddrForHostname: "rp != nullptr. ..."): the enforce expression, or a name that
@@ -171,7 +246,9 @@ PATTERNS = [
             fix="set GLOO_SOCKET_IFNAME to an interface that exists on every node (ip -4 "
                 "addr), e.g. the one that routes to the master address"),
     # "rp != nullptr." quotes the host-name lookup: never an interface (HOSTNAME_UNRESOLVABLE)
-    pattern(BAD_SOCKET_IFNAME, r"(?<!rp != nullptr\. )Unable to find address for: ?(?P<iface>\S+)",
+    # (not gloo's "Unable to find address for node01; bind(2) for ..." host-name form)
+    pattern(BAD_SOCKET_IFNAME, r"(?<!rp != nullptr\. )Unable to find address for: ?"
+            r"(?P<iface>[^;\s]+)(?!;)(?!\S)",
             IFACE, grade="symptom",
             cause="gloo found no address for {iface}: either GLOO_SOCKET_IFNAME names an "
                   "interface this node lacks, or {iface} is a host name that does not resolve "
@@ -216,12 +293,29 @@ PATTERNS = [
     # >= 2.13) "remote process exited or there was a network error"; gloo pair.cc
     # "Connection closed by peer [ip]:port", "Read error [ip]:port: Connection reset by
     # peer"; c10d TCPStore "failed to recv, got 0 bytes" (the store's host died).
+    #
+    # torch's TCPStore client (Utils.hpp recvBytes / sendBytes): "failed to recv, got 0
+    # bytes" (2.x up to 2.6), "Failed to recv, got 0 bytes. Connection was likely closed.
+    # Did the remote server shutdown or crash?" and "Failed to send, sent 0 bytes. ..." (2.7+),
+    # and SYSCHECK's strerror, "DistNetworkError: Broken pipe" / "Connection reset by peer"
+    # (the store's host is gone). Who else (stop 28): TCPStore.cpp's teardown warning
+    # "[W... TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(...): failed to recv,
+    # got 0 bytes" is printed by healthy jobs whose store host exits first: a [W] TCPStore
+    # line is no failure. gloo's other words for a peer that went away or never answered:
+    # pair.cc <= 2022 "connect [ip]:port: Connection refused", "Socket unexpectedly closed
+    # [ip]:port", "Socket closed [ip]:port", "writev [ip]:port: Broken pipe"; gloo >= 2023
+    # helpers.h/error.cc "timed out connecting: SO_ERROR: No route to host, remote=[ip]:port".
     pattern(PEER_UNREACHABLE,
+            r"^(?!.*\[W[\s\d][^\]]*TCPStore\.cpp)(?:.*(?:"
             r"Connection closed by (?:remote )?peer|Connection reset by peer|"
             r"remote process exited or there was a network error|"
             # torch's detail line for it (NCCLUtils getNcclErrorDetailStr, NCCL >= 2.13)
             r"ncclRemoteError: A call failed possibly due to a network error|"
-            r"failed to recv, got 0 bytes|"
+            r"[Ff]ailed to recv, got 0 bytes|Failed to send, sent 0 bytes|"
+            r"DistNetworkError: Broken pipe|"
+            r"Socket (?:unexpectedly )?closed \[[^\]]+\]:\d+|"
+            r"(?:connect|writev) \[[^\]]+\]:\d+: [A-Z]|"
+            r"timed out connecting: SO_ERROR: .*remote=\[))|"
             # NCCL proxy.cc: 2.12-2.16 "Proxy Call to rank 3 failed (Connect)", later
             # "[Proxy Service 3] Failed to execute operation Connect from rank 1, retcode 3"
             r"Proxy Call to rank \d+ failed|\[Proxy Service \d+\] Failed to execute operation",

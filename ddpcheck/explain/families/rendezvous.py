@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
 from ddpcheck.explain.matching import pattern
+from ddpcheck.judgements.ranklayout import RANK_OVERLAP, WORLD_SIZE_DIFFERS
 from ddpcheck.node.netprobe import (
     ENDPOINT_NO_ROUTE,
     ENDPOINT_REFUSED,
@@ -18,10 +19,22 @@ from ddpcheck.node.netprobe import (
 
 RDZV = "ddpcheck run --nodes N --stages rendezvous (on every node, same --rdzv-endpoint)"
 # Evidence the log alone cannot split: say which candidates remain.
+# socket.cpp SocketConnectOp (1.10-2.13) retries a refused or reset connect and a name
+# getaddrinfo cannot resolve until the deadline, then throws "timed out": so the timeout is
+# printed alike for a store host not started yet (or gone), a dropped SYN (firewall), a name
+# that does not resolve, and a c10d endpoint node that did not recognise itself (its agent
+# waits as a client of its own address).
 UNREACHABLE_CAUSE = (
     "nothing answered at {addr} in time: the host node (or rank 0) had not started or had "
-    "crashed, a firewall drops the port, or the address is wrong or on a network this node "
-    "does not reach")
+    "crashed, a firewall drops the port, the name does not resolve here, or the address is "
+    "wrong or on a network this node does not reach")
+# C10D_WARNING's prefix: "[W1124 08:52:25.123 socket.cpp:697] [c10d] " (2.2+), "[W
+# socket.cpp:558] [c10d] " (1.10-2.1). socket.cpp warns once per address and per retry, and
+# goes on: only the thrown error (C10D_ERROR "[E ...]", or the exception) ends the connect.
+# TCPStore.cpp's client loop (2.3+) warns "TCP client failed to connect/validate to host
+# h:p - retrying (try=0, timeout=..., delay=...): <socket.cpp's error>" and tries again (a
+# store host that comes up later ends it); its last word is "- timed out (try=N, ...): ...".
+NOT_A_SOCKET_WARNING = r"^(?!.*\[W[\s\d][^\]]*socket\.cpp)(?!.* - retrying \(try=)"
 
 PATTERNS = [
     pattern(ENDPOINT_UNREACHABLE,
@@ -31,8 +44,16 @@ PATTERNS = [
     # c10d socket.cpp's connect, or Python's (torch 1.x store clients, scripts probing
     # MASTER_ADDR), ending in EHOSTUNREACH (113) or ENETUNREACH (101): the kernel or a router
     # answered that no route leads there, which a silent firewall never does.
+    # Who else (stop 28): socket.cpp SocketConnectOp::tryConnect tries every address the
+    # name resolves to (IPv6 and IPv4, AI_V4MAPPED | AI_ALL) and warns for each one that
+    # fails ("[W1124 ... socket.cpp:697] [c10d] The client socket has failed to connect to
+    # [node1]:29500 (errno: 101 - Network is unreachable)." with C10D_WARNING), then tries
+    # the next: a dual-stack name whose IPv6 address has no route prints it in healthy jobs.
+    # Only the thrown error ("failed to connect to any network address of (h, p). ...",
+    # which carries the per-address errors) or a line that is not that warning is read.
     pattern(ENDPOINT_NO_ROUTE,
-            r"failed to connect to (?P<addr>\S+?) \(errno: (?:113|101)\b|"
+            NOT_A_SOCKET_WARNING +
+            r".*failed to connect to (?P<addr>\S+?) \(errno: (?:113|101)\b|"
             r"\[Errno (?:113|101)\] (?:No route to host|Network is unreachable)", RDZV,
             cause="the kernel or a router answered that no route leads to {addr} (EHOSTUNREACH"
                   " / ENETUNREACH): the address is on a network this node is not connected to "
@@ -41,10 +62,20 @@ PATTERNS = [
             fix="set MASTER_ADDR (or --rdzv-endpoint) to an address on a network every node "
                 "has (ip -o addr; a name that resolves to the cluster network's address), or "
                 "fix the routing"),
+    # The thrown "failed to connect to any network address of (h, p)." (every address
+    # failed), or one address timing out (errno 110). Not the per-address warning with
+    # another errno: socket.cpp then tries the next address (a healthy job printing
+    # "[W socket.cpp] ... failed to connect to [localhost]:29500 (errno: 99 - Cannot assign
+    # requested address)." where localhost is ::1 without IPv6, then connecting over IPv4 was
+    # read as endpoint-unreachable until stop 28).
     pattern(ENDPOINT_UNREACHABLE,
-            r"client socket has failed to connect to (?:any network address of )?"
-            r"\(?(?P<addr>[^ )]+(?:, \d+)?)\)?.*(?:errno: 110|Connection timed out|\.$)",
-            RDZV, cause=UNREACHABLE_CAUSE),
+            NOT_A_SOCKET_WARNING +
+            r".*client socket has failed to connect to any network address of "
+            r"\((?P<addr>[^)]+)\)", RDZV, cause=UNREACHABLE_CAUSE),
+    pattern(ENDPOINT_UNREACHABLE,
+            NOT_A_SOCKET_WARNING +
+            r".*client socket has failed to connect to (?P<addr>\S+) \((?:errno: 110|"
+            r"[^)]*Connection timed out)", RDZV, cause=UNREACHABLE_CAUSE),
     # torch >= 2.3 TCPStore.cpp's client retry loop, and torch 1.x tcputils' connect():
     # "TCP client failed to connect/validate to host h:29500 - timed out (try=7, ...)",
     # "RuntimeError: connect() timed out. Original timeout was 1800000 ms."
@@ -55,7 +86,8 @@ PATTERNS = [
     # c10d socket.cpp, and Python's own ConnectionRefusedError (torch 1.x store clients,
     # scripts probing MASTER_ADDR): nothing listened there
     pattern(ENDPOINT_REFUSED,
-            r"client socket has failed to connect to (?P<addr>\S+) \(errno: 111|"
+            NOT_A_SOCKET_WARNING +
+            r".*client socket has failed to connect to (?P<addr>\S+) \(errno: 111|"
             r"ConnectionRefusedError: \[Errno 111\] Connection refused", RDZV),
     # c10d socket.cpp's "The IPv4 network addresses of (host, port) cannot be retrieved (gai
     # error: -2 - Name or service not known)" is a name the node looks up for itself
@@ -64,9 +96,51 @@ PATTERNS = [
     # host name missing from /etc/hosts): a symptom.
     pattern(ENDPOINT_UNRESOLVABLE,
             r"^(?!.*network addresses (?:of \(|cannot be retrieved))"
-            r".*(?:Name or service not known|gaierror: \[Errno -[235]\])", RDZV,
+            # glibc's EAI_NONAME text; Python's gaierror with glibc's -2/-3/-5, and macOS's
+            # EAI_NONAME 8 ("nodename nor servname provided, or not known", netdb.h)
+            r".*(?:Name or service not known|gaierror: \[Errno (?:-[235]|8)\])", RDZV,
             grade="symptom"),
     pattern(RENDEZVOUS_TIMEOUT, r"RendezvousTimeoutError", RDZV),
+    # NCCL bootstrap.cc bootstrapRoot (2.4-2.30): the root receives each rank's address once;
+    # "Bootstrap Root : rank 3 of 8 ranks has already checked in" is a second process with
+    # the same rank in one communicator (two nodes given one node rank, a RANK computed the
+    # same on two nodes), or, with a fixed NCCL_COMM_ID, another job's rank at the same root.
+    # torch passes the id through its store (NCCL_COMM_ID unset), so the first: a hint.
+    pattern(RANK_OVERLAP,
+            r"Bootstrap Root : rank (?P<rank>\d+) of (?P<world>\d+) ranks has already checked "
+            r"in", RDZV, grade="hint",
+            cause="two processes joined one NCCL communicator as rank {rank} (of {world}): two "
+                  "nodes started with the same node rank or rank offset, or (with "
+                  "NCCL_COMM_ID set) another job's rank reached the same bootstrap root"),
+    # the same root, ranks that disagree on the communicator's size: "Bootstrap Root :
+    # mismatch in rank count from procs 8 : 16" (2.4-2.26), "mismatch in info from procs,
+    # nranks 8 vs 16, nroots 1 vs 1, iroot 0 vs 0" (2.27+)
+    pattern(WORLD_SIZE_DIFFERS,
+            r"Bootstrap Root : mismatch in (?:rank count from procs \d+ : \d+|"
+            r"info from procs, nranks (?P<a>\d+) vs (?P<b>\d+))", RDZV, grade="hint",
+            cause="ranks of one NCCL communicator disagree on its size: the nodes were started "
+                  "with different world sizes (or, with NCCL_COMM_ID set, two jobs share one "
+                  "bootstrap root)"),
+    # The store's host waiting for the others to connect: TCPStore.cpp waitForWorkers (2.2+,
+    # init_process_group's env:// and tcp:// stores wait for every rank): "DistStoreError:
+    # Timed out after 901 seconds waiting for clients. 1/2 clients joined." The same fact as
+    # the store-based barrier below: ranks that never connected, for any reason (not
+    # started, crashed first, or cannot reach MASTER_ADDR:MASTER_PORT).
+    pattern(RENDEZVOUS_TIMEOUT,
+            r"Timed out after (?P<secs>\d+) seconds waiting for clients\. "
+            r"(?P<joined>\d+)/(?P<world>\d+) clients joined", RDZV, root=False,
+            cause="only {joined} of {world} processes connected to the store hosted here in "
+                  "{secs} s: the others were not started, crashed before init_process_group, "
+                  "or cannot reach MASTER_ADDR:MASTER_PORT (a firewall, a wrong address)"),
+    # c10d_rendezvous_backend.py (torch >= 1.9): "RendezvousConnectionError: The connection to
+    # the C10d store has failed. See inner exception for details." wraps whatever the store
+    # raised (a connect timeout, a refusal, a name that does not resolve, a store host that
+    # went away): the inner exception, printed above it, is read by its own rule.
+    pattern(ENDPOINT_UNREACHABLE,
+            r"RendezvousConnectionError: The connection to the C10d store has failed", RDZV,
+            root=False,
+            cause="torchrun's c10d rendezvous lost or could not open its connection to the "
+                  "store at --rdzv-endpoint; the inner exception (printed above it) says why"),
     # torch/distributed/distributed_c10d.py _store_based_barrier (torch 1.8-2.0): "Timed out
     # initializing process group in store based barrier on rank: 0, for key:
     # store_based_barrier_key:1 (world_size=8, worker_count=1, timeout=0:30:00)" (2.0:
