@@ -18,7 +18,19 @@ when a rank enters it and, often, when the world formed:
   store_based_barrier_key:1 to store for rank: 3``, ``Waiting in store based barrier to
   initialize process group for rank: 3, key: ... (world_size=8, worker_count=5, ...)``
   while ranks are missing, ``Rank 3: Completed store-based barrier for key:... with 8
-  nodes.`` once all came.
+  nodes.`` once all came;
+- Megatron-LM ``_initialize_distributed`` (megatron/initialize.py, megatron/training/
+  initialize.py, and the DeepSpeed fork): ``> initializing torch distributed ...`` (rank 0,
+  just before ``init_process_group``), then, once it returned, ``> initialized tensor model
+  parallel with size 1`` / ``> initialized pipeline model parallel with size 1`` (older mpu:
+  ``> initializing model parallel with size 1``);
+- torchrun's agents, before any worker starts (torch/distributed/elastic, 1.9-2.13):
+  dynamic_rendezvous.py ``The node 'n1_42_0' attempts to join the next round of the
+  rendezvous 'job'.``, and ``... has joined round 0 of the rendezvous 'job' as rank 0 in a world
+  of size 2.`` once every node came (agent api.py then ``Rendezvous complete for workers``);
+  the etcd backend ``Attempting to join next rendezvous`` / ``Waiting for remaining peers.``,
+  then ``Rendezvous version N is complete``. A log that ends there is the agents' world,
+  not yet the workers' (``RDZV_CAUSE``).
 
 NCCL's own INFO log (``NCCL_DEBUG=INFO``; its default subsystems include INIT) says the same
 of a communicator, which torch creates at a group's first collective: ``init.cc`` prints
@@ -53,6 +65,9 @@ from ddpcheck.explain.causality import CLOCK_SLACK_S, SYMPTOM, Explained
 from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.spawn.formation import WORLD_NOT_FORMED
 
+# torchrun's agents entered their rendezvous (dynamic_rendezvous.py next_rendezvous; etcd)
+RDZV_ENTERED = (r"attempts to join the next round of the rendezvous|"
+                r"Attempting to join next rendezvous|Waiting for remaining peers\.")
 # A rank entered init_process_group (or the barrier inside it).
 ENTERED = re.compile(
     r"init_distributed\] cdb=None\s*$|"
@@ -61,10 +76,14 @@ ENTERED = re.compile(
     r"(?i:initializing (?:ddp|distributed)): GLOBAL_RANK: \d+, MEMBER: \d+/\d+|"
     r"\| distributed init \(rank \d+\)|"
     r"Added key: store_based_barrier_key:\d+ to store for rank: ?\d+|"
-    r"Waiting in store based barrier to initialize process group for")
+    r"Waiting in store based barrier to initialize process group for|"
+    r"^\s*> initializing torch distributed \.\.\.\s*$|" + RDZV_ENTERED)
 # The world formed: every rank got through (or rank 0's init returned).
 FORMED = re.compile(r"All distributed processes registered|\| initialized host \S+ as rank|"
-                    r"Completed store-based barrier|distributed init done")
+                    r"Completed store-based barrier|distributed init done|"
+                    r"> initiali[sz](?:ed|ing) (?:tensor |pipeline )?model parallel with size|"
+                    r"has joined round \d+ of the rendezvous|Rendezvous complete for workers|"
+                    r"Rendezvous version \d+ is complete")
 # The barrier's own count: how many ranks of the world had come.
 COUNT = re.compile(r"world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)="
                    r"(?P<came>\d+)")
@@ -87,6 +106,11 @@ CANCELLED_CAUSE = ("the ranks entered init_process_group and waited there until 
                    "cancelled the job: some rank never arrived (not started, crashed before "
                    "it, or a world size larger than the processes started) or could not reach "
                    "rank 0's store (MASTER_ADDR/MASTER_PORT wrong, a firewall)")
+RDZV_CAUSE = ("the log ends while torchrun's agents were still in their rendezvous, before "
+              "any worker started, and no line says every node came: if the job stopped there, "
+              "a node never ran torchrun (or with another --rdzv-id / --nnodes), or could not "
+              "reach the rendezvous endpoint (--rdzv-endpoint wrong, its port closed); a log "
+              "cut there from a healthy job looks the same")
 IN_SLURM = ("; with Lightning under Slurm the world is every srun task (SLURM_NTASKS): "
             "--ntasks-per-node must equal Trainer(devices), one task per GPU")
 
@@ -134,9 +158,12 @@ def stopped_forming(records: Sequence[Record]) -> Explained | None:
     came = (f"; {counts[-1]['came']} of {counts[-1]['world']} ranks had joined"
             if counts else "")
     ranks = sorted({r.rank for r in last.values() if r.rank is not None})
+    agents = bool(re.search(RDZV_ENTERED, first.text))
     problem = WORLD_NOT_FORMED.problem(
-        "the log ends inside process-group initialisation, with no line saying the world "
-        f"formed: {first.text.strip()[:200]}{came}", cause=CAUSE, fix=FIX, ranks=ranks)
+        ("the log ends inside torchrun's rendezvous" if agents else
+         "the log ends inside process-group initialisation")
+        + f", with no line saying the world formed: {first.text.strip()[:200]}{came}",
+        cause=RDZV_CAUSE if agents else CAUSE, fix=FIX, ranks=ranks)
     return Explained(problem, first, True, NEXT,
                      tuple(f"{r.source}:{r.lineno}" for r in last.values()), SYMPTOM)
 

@@ -179,3 +179,54 @@ def test_nccl_unfinished_reads_records():
     recs = read_text("r.log", START_218 + "\n")
     assert nccl_unfinished(recs) is not None
     assert nccl_unfinished(read_text("r.log", "epoch 1\n")) is None
+
+
+# --- other producers' "entered init" / "world formed" lines (families/formation.py)
+
+def _shown(*files: list[str]) -> str:
+    e = explain_texts([(f"f{i}.log", "\n".join(lines) + "\n") for i, lines in enumerate(files)])
+    return e.problems[0].code if e.problems else "none"
+
+
+# torch/distributed/elastic/rendezvous/dynamic_rendezvous.py next_rendezvous (1.9-2.13)
+RDZV_JOIN = ("I0129 19:30:00.934000 8689 torch/distributed/elastic/rendezvous/dynamic_rendezvous"
+             ".py:1149] The node 'gpu1_8689_0' attempts to join the next round of the "
+             "rendezvous 'job42'.")
+RDZV_JOINED = ("I0129 19:30:05.102000 8689 torch/distributed/elastic/rendezvous/dynamic_"
+               "rendezvous.py:1186] The node 'gpu1_8689_0' has joined round 0 of the rendezvous "
+               "'job42' as rank 0 in a world of size 2.")
+
+
+def test_a_log_that_ends_in_torchruns_rendezvous_is_the_agents_world_not_formed():
+    e = explain_texts([("n1.log", RDZV_JOIN + "\n")])
+    assert e.problems[0].code == "world-not-formed" and e.undetermined
+    assert "torchrun's rendezvous" in e.problems[0].observed
+    assert "--rdzv-endpoint" in e.problems[0].cause
+    # variant: the etcd backend's join and wait (etcd_rendezvous.py)
+    assert _shown(["INFO:torch.distributed.elastic.rendezvous.etcd_rendezvous:Attempting to "
+                   "join next rendezvous"]) == "world-not-formed"
+    assert _shown(["INFO:torch.distributed.elastic.rendezvous.etcd_rendezvous:Waiting for "
+                   "remaining peers."]) == "world-not-formed"
+
+
+def test_a_rendezvous_that_completed_is_no_unformed_world():
+    assert _shown([RDZV_JOIN, RDZV_JOINED]) == "none"
+    assert _shown([RDZV_JOIN, "INFO:torch.distributed.elastic.agent.server.api:[default] "
+                   "Rendezvous complete for workers. Result:"]) == "none"
+    assert _shown(["INFO:torch.distributed.elastic.rendezvous.etcd_rendezvous:Rendezvous "
+                   "version 1 is complete. Final state: {'status': 'final'}"]) == "none"
+    # near miss: a node that joined and then the job's own output
+    assert _shown([RDZV_JOIN, "epoch 1 loss 0.3"]) == "none"
+
+
+def test_megatrons_entry_and_its_model_parallel_lines():
+    # megatron/training/initialize.py _initialize_distributed: rank 0, before the init
+    assert _shown(["> building GPT2BPETokenizer tokenizer ...",
+                   "> initializing torch distributed ..."]) == "world-not-formed"
+    # after init_process_group returned (current, and the older mpu's wording)
+    for formed in ("> initialized tensor model parallel with size 1",
+                   "> initialized pipeline model parallel with size 2",
+                   "> initializing model parallel with size 1"):
+        assert _shown(["> initializing torch distributed ...", formed]) == "none", formed
+    # near miss: another producer's wording (a NeMo recipe's log), not read as an entry
+    assert _shown(["> initializing torch distributed with 1 workers."]) == "none"
