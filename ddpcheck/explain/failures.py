@@ -49,7 +49,8 @@ Sources of the words, by producer:
   workers still alive when it shuts down after a failure or a signal); "Watchdog caught
   collective operation timeout" (ProcessGroupNCCL.cpp); "Detected mismatch between
   collectives on ranks" (ProcessGroupWrapper.cpp); launchers' "return code = 1"
-  (DeepSpeed's launcher) and "non-zero exit"; the agent's other failed state ("[default]
+  (DeepSpeed's launcher), "non-zero exit" and "exited with code 137" (docker compose); the
+  agent's other failed state ("[default]
   Worker group UNHEALTHY. 3/3 attempts left", agent/server/api.py); "DataLoader worker (pid(s)
   N) exited unexpectedly" (utils/data/dataloader.py, also "Pin memory thread exited
   unexpectedly"); messages whose exception name a wrapper may
@@ -130,9 +131,11 @@ WORDS = re.compile((
     r"Name or service not known|No address associated with hostname|"
     r"No space left on device|Too many open files|Cannot allocate memory|Permission denied|"
     r"No such file or directory|Read-only file system|Device or resource busy|"
-    # torch, torchelastic, gloo
+    # torch, torchelastic, gloo; "<service> exited with code 137" (docker compose, and the
+    # runners that print a child's end in its words)
     r"timed out|before timing out|exit ?code\s*[:=]?\s*-?[1-9]|"
-    r"exit status:? -?[1-9]|non-zero exit|death signal|closing signal|Signal \d+ \(SIG|"
+    r"exit status:? -?[1-9]|non-zero exit|exited with code -?[1-9]|death signal|"
+    r"closing signal|Signal \d+ \(SIG|"
     r"enforce fail|timeout caused pair closure|Watchdog caught|"
     r"Detected mismatch between collectives|return ?code\s*[:=]?\s*-?[1-9]|"
     r"No CUDA GPUs are available|process group has not been initialized|"
@@ -277,6 +280,7 @@ TEARDOWN = re.compile(r"closing signal|death signal|exitcode|exit ?code|return ?
                       # "Terminated" (a child ended by SIGTERM), Slurm's end states (seff,
                       # scontrol, sacct: the job ended, not why)
                       r"exited with non-zero status|MPI_ABORT was invoked|BAD TERMINATION OF|"
+                      r"exited with code|"
                       r"^\s*Terminated\s*$|line \d+: +\d+ Terminated\b|"
                       + SLURM_STATES,
                       re.IGNORECASE)

@@ -58,6 +58,8 @@ PAIRS = [
     # torch DataLoader (dataloader.py), Ray's actor / worker deaths
     ("DataLoader worker (pid(s) 52013) exited unexpectedly", "DataLoader workers exited: 4"),
     ("The actor died unexpectedly before finishing this task.", "the actor finished its task"),
+    # docker compose's "<service> exited with code N" (and runners that word it so)
+    ("trainer-1 exited with code 137", "trainer-1 exited with code 0"),
     # bash (jobs.c): a child ended by SIGTERM, foreground
     ("Terminated", "Terminated 3 idle tokenizer workers"),
     ("./train.sh: line 12: 40213 Terminated              python train.py",
@@ -88,7 +90,8 @@ def test_a_launchers_or_schedulers_end_line_says_a_process_ended_not_why():
     for line in ("mpirun detected that one or more processes exited with non-zero status",
                  "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD",
                  "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES", "Terminated",
-                 "State: TIMEOUT (exit code 0)", "4821337  train  gpu  acct  8  NODE_FAIL  0:0"):
+                 "State: TIMEOUT (exit code 0)", "4821337  train  gpu  acct  8  NODE_FAIL  0:0",
+                 "trainer-1 exited with code 137"):
         assert TEARDOWN.search(line), line
     # torchrun's teardown and an OOM kill, then mpirun's summary: still the OOM
     e = explain_texts([("job.log", "WARNING:torch.distributed.elastic.multiprocessing.api:"
