@@ -30,7 +30,11 @@ when a rank enters it and, often, when the world formed:
   of size 2.`` once every node came (agent api.py then ``Rendezvous complete for workers``);
   the etcd backend ``Attempting to join next rendezvous`` / ``Waiting for remaining peers.``,
   then ``Rendezvous version N is complete``. A log that ends there is the agents' world,
-  not yet the workers' (``RDZV_CAUSE``).
+  not yet the workers' (``RDZV_CAUSE``);
+- HF accelerate prints no line before ``init_process_group``, but its state's repr, which
+  scripts log once ``PartialState`` is up (accelerate/state.py, 0.x-1.x), says a process got
+  through: ``Distributed environment: MULTI_GPU  Backend: nccl`` (older
+  ``DistributedType.MULTI_GPU``; ``DEEPSPEED``, ``FSDP``, ``MEGATRON_LM``).
 
 NCCL's own INFO log (``NCCL_DEBUG=INFO``; its default subsystems include INIT) says the same
 of a communicator, which torch creates at a group's first collective: ``init.cc`` prints
@@ -83,7 +87,9 @@ FORMED = re.compile(r"All distributed processes registered|\| initialized host \
                     r"Completed store-based barrier|distributed init done|"
                     r"> initiali[sz](?:ed|ing) (?:tensor |pipeline )?model parallel with size|"
                     r"has joined round \d+ of the rendezvous|Rendezvous complete for workers|"
-                    r"Rendezvous version \d+ is complete")
+                    r"Rendezvous version \d+ is complete|"
+                    r"Distributed environment: (?:DistributedType\.)?(?:MULTI_|DEEPSPEED|FSDP|"
+                    r"MEGATRON)")
 # The barrier's own count: how many ranks of the world had come.
 COUNT = re.compile(r"world_size=(?P<world>\d+), (?:worker_count|num_workers_joined)="
                    r"(?P<came>\d+)")

@@ -233,3 +233,15 @@ def test_megatrons_entry_and_its_model_parallel_lines():
         assert _shown(["> initializing torch distributed ...", formed]) == "none", formed
     # near miss: another producer's wording (a NeMo recipe's log), not read as an entry
     assert _shown(["> initializing torch distributed with 1 workers."]) == "none"
+
+
+def test_accelerates_state_line_says_a_process_got_through_init():
+    # accelerate/state.py PartialState.__repr__, logged by scripts after the init
+    ds_entry = ["[2024-06-11 00:23:36,254] [INFO] [comm.py:637:init_distributed] cdb=None"]
+    assert _shown(ds_entry) == "world-not-formed"
+    for state in ("Distributed environment: DEEPSPEED  Backend: nccl",
+                  "Distributed environment: DistributedType.MULTI_GPU  Backend: nccl"):
+        assert _shown(ds_entry, ["Num processes: 2", state, "Process index: 1"]) == "none", state
+    # near miss: a single process (no distributed init at all) says nothing of the world
+    assert _shown(["Distributed environment: NO", "Num processes: 1", *ds_entry]) == \
+        "world-not-formed"
