@@ -203,9 +203,16 @@ BENIGN = re.compile(r"NCCL WARN (?:Failed to open libibverbs\.so|" + BENIGN_IB +
                     + SKIPPED_HCA + ")")
 
 
+# torchrun's launch-config dump (launcher/api.py launch_agent, LOGLEVEL=INFO, torch 2.13):
+# "  signals_to_handle        : SIGTERM,SIGINT,SIGHUP,SIGQUIT" names the signals it forwards;
+# every run prints it (a real run here made a hung rendezvous read UNEXPLAINED on it).
+LAUNCH_CONFIG = re.compile(r"\bsignals_to_handle\s*:")
+
+
 def is_failure(text: str) -> bool:
     """Whether one line shows a failure in its producer's words (warnings aside)."""
-    return bool(WORDS.search(text.lower()) or MARKS.search(text)) and not BENIGN.search(text)
+    return (bool(WORDS.search(text.lower()) or MARKS.search(text))
+            and not BENIGN.search(text) and not LAUNCH_CONFIG.search(text))
 
 
 def _words_need() -> prefilter.Literals | None:

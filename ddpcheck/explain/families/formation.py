@@ -28,6 +28,8 @@ when a rank enters it and, often, when the world formed:
   dynamic_rendezvous.py ``The node 'n1_42_0' attempts to join the next round of the
   rendezvous 'job'.``, and ``... has joined round 0 of the rendezvous 'job' as rank 0 in a world
   of size 2.`` once every node came (agent api.py then ``Rendezvous complete for workers``);
+  torch 2.13's torchrun with ``LOGLEVEL=INFO`` shows only the agent's ``[default]
+  Rendezvous'ing worker group`` before it (a real run here, one of two nodes started);
   the etcd backend ``Attempting to join next rendezvous`` / ``Waiting for remaining peers.``,
   then ``Rendezvous version N is complete``. A log that ends there is the agents' world,
   not yet the workers' (``RDZV_CAUSE``);
@@ -70,7 +72,7 @@ from ddpcheck.explain.reader import Record
 from ddpcheck.launcher.spawn.formation import WORLD_NOT_FORMED
 
 # torchrun's agents entered their rendezvous (dynamic_rendezvous.py next_rendezvous; etcd)
-RDZV_ENTERED = (r"attempts to join the next round of the rendezvous|"
+RDZV_ENTERED = (r"attempts to join the next round of the rendezvous|\] Rendezvous'ing worker group|"
                 r"Attempting to join next rendezvous|Waiting for remaining peers\.")
 # A rank entered init_process_group (or the barrier inside it).
 ENTERED = re.compile(

@@ -245,3 +245,27 @@ def test_accelerates_state_line_says_a_process_got_through_init():
     # near miss: a single process (no distributed init at all) says nothing of the world
     assert _shown(["Distributed environment: NO", "Num processes: 1", *ds_entry]) == \
         "world-not-formed"
+
+
+# torchrun 2.13 with LOGLEVEL=INFO, real runs here: its launch-config dump, and a two-node
+# rendezvous with one node started, killed after 20 s (launcher/api.py, agent/server/api.py)
+CONFIG = ["I1124 14:07:43.015000 14069 torch/distributed/launcher/api.py:254]   run_id"
+          "                   : j1",
+          "I1124 14:07:43.015000 14069 torch/distributed/launcher/api.py:254]   signals_to_handle"
+          "        : SIGTERM,SIGINT,SIGHUP,SIGQUIT"]
+RDZVING = ("I1124 14:07:43.020000 14069 torch/distributed/elastic/agent/server/api.py:707] "
+           "[default] Rendezvous'ing worker group")
+
+
+def test_torchruns_config_dump_is_no_failure_and_its_rendezvous_is_read():
+    assert not is_failure(CONFIG[1])
+    # near miss: a signal the agent received is still one
+    assert is_failure("W1124 14:07:50.1 14069 torch/distributed/elastic/agent/server/api.py:753"
+                      "] Received Signals.SIGTERM death signal, shutting down workers")
+    e = explain_texts([("n1.log", "\n".join([*CONFIG, RDZVING]) + "\n")])
+    assert e.problems[0].code == "world-not-formed" and "torchrun's rendezvous" in \
+        e.problems[0].observed
+    done = [*CONFIG, RDZVING, "I1124 14:08:21.9 14680 torch/distributed/elastic/agent/server/"
+            "api.py:932] [default] worker group successfully finished. Waiting 300 seconds "
+            "for other agents to finish."]
+    assert explain_texts([("n1.log", "\n".join(done) + "\n")]).exit_code == 0
