@@ -50,14 +50,15 @@ Sources of the words, by producer:
   collective operation timeout" (ProcessGroupNCCL.cpp); "Detected mismatch between
   collectives on ranks" (ProcessGroupWrapper.cpp); launchers' "return code = 1"
   (DeepSpeed's launcher), "non-zero exit" and "exited with code 137" (docker compose); the
-  agent's other failed state ("[default]
-  Worker group UNHEALTHY. 3/3 attempts left", agent/server/api.py); "DataLoader worker (pid(s)
-  N) exited unexpectedly" (utils/data/dataloader.py, also "Pin memory thread exited
-  unexpectedly"); messages whose exception name a wrapper may
-  drop: "No CUDA GPUs are available" (torch/cuda/__init__.py), "Default process group has
-  not been initialized" (distributed_c10d.py), "Parameter indices which did not receive
-  grad" (reducer.cpp), Accelerate's "another process is utilizing it" (its port check),
-  NCCL's "Duplicate GPU detected" (init.cc);
+  agent's other failed state ("[default] Worker group UNHEALTHY. 3/3 attempts left",
+  agent/server/api.py); "DataLoader worker (pid(s) N) exited unexpectedly"
+  (utils/data/dataloader.py, also "Pin memory thread exited unexpectedly"); torchrun's
+  launch-config line ``signals_to_handle : SIGTERM,...`` is no failure (``LAUNCH_CONFIG``);
+  messages whose exception name a wrapper may drop: "No CUDA GPUs are available"
+  (torch/cuda/__init__.py), "Default process group has not been initialized"
+  (distributed_c10d.py), "Parameter indices which did not receive grad" (reducer.cpp),
+  Accelerate's "another process is utilizing it" (its port check), NCCL's "Duplicate GPU
+  detected" (init.cc);
 - NCCL: "NCCL WARN", ``nccl*Error``, the result strings without the word "error" ("invalid
   usage", "remote process exited or there was a network error": ncclGetErrorString). Its
   "INFO file.cc:N -> R" trace is no failure line of its own: a job that ends well prints it
@@ -162,9 +163,9 @@ WORDS = re.compile((
 # src/common/slurm_protocol_defs.c), in upper case as seff ("State: TIMEOUT (exit code 0)"),
 # scontrol ("JobState=NODE_FAIL Reason=...") and sacct (a State column then ExitCode: "TIMEOUT
 # 0:0", truncated "OUT_OF_ME+", "CANCELLED by 1234") print them; a healthy job is COMPLETED.
-_ENDED = r"(?:FAILED|CANCELLED|TIMEOUT|NODE_FAIL|PREEMPTED|BOOT_FAIL|DEADLINE|OUT_OF_MEMORY)"
-SLURM_STATES = (r"(?:\bState: |JobState=)" + _ENDED + r"\b|"
-                r"\b(?:" + _ENDED[3:-1] + r"|CANCELLED by \d+|OUT_OF_ME\+|CANCELLED\+) +\d+:\d+\b")
+ENDED_STATES = "FAILED|CANCELLED|TIMEOUT|NODE_FAIL|PREEMPTED|BOOT_FAIL|DEADLINE|OUT_OF_MEMORY"
+SLURM_STATES = (r"(?:\bState: |JobState=)(?:" + ENDED_STATES + r")\b|"
+                r"\b(?:" + ENDED_STATES + r"|CANCELLED by \d+|OUT_OF_ME\+|CANCELLED\+) +\d+:\d+\b")
 # Marks anywhere in a line; the others are at its start (after blanks), where its first
 # other character is one of MARK_STARTS.
 MARKS_ANYWHERE = (r"Socket Timeout\b|SIG(?:KILL|TERM|SEGV|ABRT|BUS|FPE|ILL|HUP|INT|QUIT)\b|"

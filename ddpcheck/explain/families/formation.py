@@ -84,6 +84,7 @@ ENTERED = re.compile(
     r"Added key: store_based_barrier_key:\d+ to store for rank: ?\d+|"
     r"Waiting in store based barrier to initialize process group for|"
     r"^\s*> initializing torch distributed \.\.\.\s*$|" + RDZV_ENTERED)
+AGENTS = re.compile(RDZV_ENTERED)
 # The world formed: every rank got through (or rank 0's init returned).
 FORMED = re.compile(r"All distributed processes registered|\| initialized host \S+ as rank|"
                     r"Completed store-based barrier|distributed init done|"
@@ -166,7 +167,7 @@ def stopped_forming(records: Sequence[Record]) -> Explained | None:
     came = (f"; {counts[-1]['came']} of {counts[-1]['world']} ranks had joined"
             if counts else "")
     ranks = sorted({r.rank for r in last.values() if r.rank is not None})
-    agents = bool(re.search(RDZV_ENTERED, first.text))
+    agents = bool(AGENTS.search(first.text))
     problem = WORLD_NOT_FORMED.problem(
         ("the log ends inside torchrun's rendezvous" if agents else
          "the log ends inside process-group initialisation")
