@@ -209,6 +209,8 @@ def _explain(named_texts: Iterable[tuple[str, str]], traces: Sequence[RankTrace]
     elif not found and (forming := formation.stopped_forming(records)):
         found.append(forming)
     found = slurm.refine(found, records)
+    if not found and not errors and (unfinished := formation.nccl_unfinished(records)):
+        notes.append(unfinished)  # no failure shown, but where a hang would have stopped
     # The first failure lines: error words, and the first line of each problem found.
     firsts = sorted({(r.order, r.source, r.lineno): r for r in
                      [*errors[:QUOTED_ERRORS], *(e.first for e in found)]}.items())

@@ -22,13 +22,18 @@ Sources of the words, by producer:
   asynchronously reported ...", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1");
   the libraries' status names (cuBLAS ``cublasStatus_t``, cuDNN ``cudnnStatus_t``: any
   ``CUBLAS_STATUS_*`` / ``CUDNN_STATUS_*`` but ``SUCCESS``); the driver's "A GPU crash dump
-  has been created" (NVRM);
+  has been created" (NVRM); the enum names tools print without the string (``cudaError*``,
+  ``hipError*`` from cudaGetErrorName / hipGetErrorName, the driver's ``CUDA_ERROR_*`` from
+  cuGetErrorName as triton, numba, cupy and JAX print it; ``NotReady`` is a query's answer);
 - Python: an exception's type name (``*Error``, ``*Exception``), ``Traceback (most recent
   call last):`` and its frames, ``File "...", line N, in f`` (Lib/traceback.py), shown even
   when the header was trimmed away; faulthandler's ``Fatal Python error`` and ``(most recent
   call first):`` (Modules/faulthandler.c); py-spy's ``Thread N (active|idle): "..."`` dump;
 - C++ runtime (libstdc++ verbose terminate handler): "terminate called after throwing an
-  instance of", "what():";
+  instance of", "what():"; glibc's heap checks (malloc/malloc.c ``malloc_printerr``: "double
+  free or corruption (out)", "free(): invalid pointer", "munmap_chunk(): invalid pointer",
+  "malloc(): unaligned tcache chunk detected", "corrupted size vs. prev_size") and stack
+  protector ("*** stack smashing detected ***: terminated", debug/fortify_fail.c);
 - errno strings (glibc strerror, gai_strerror), as torch's socket.cpp, gloo and NCCL quote
   them: "Connection refused", "Connection reset by peer", "Connection timed out", "Broken
   pipe", "No route to host", "Network is unreachable", "Address already in use", "Cannot
@@ -44,11 +49,16 @@ Sources of the words, by producer:
   workers still alive when it shuts down after a failure or a signal); "Watchdog caught
   collective operation timeout" (ProcessGroupNCCL.cpp); "Detected mismatch between
   collectives on ranks" (ProcessGroupWrapper.cpp); launchers' "return code = 1"
-  (DeepSpeed's launcher) and "non-zero exit"; messages whose exception name a wrapper may
-  drop: "No CUDA GPUs are available" (torch/cuda/__init__.py), "Default process group has
-  not been initialized" (distributed_c10d.py), "Parameter indices which did not receive
-  grad" (reducer.cpp), Accelerate's "another process is utilizing it" (its port check),
-  NCCL's "Duplicate GPU detected" (init.cc);
+  (DeepSpeed's launcher), "non-zero exit" and "exited with code 137" (docker compose); the
+  agent's other failed state ("[default] Worker group UNHEALTHY. 3/3 attempts left",
+  agent/server/api.py); "DataLoader worker (pid(s) N) exited unexpectedly"
+  (utils/data/dataloader.py, also "Pin memory thread exited unexpectedly"); torchrun's
+  launch-config line ``signals_to_handle : SIGTERM,...`` is no failure (``LAUNCH_CONFIG``);
+  messages whose exception name a wrapper may drop: "No CUDA GPUs are available"
+  (torch/cuda/__init__.py), "Default process group has not been initialized"
+  (distributed_c10d.py), "Parameter indices which did not receive grad" (reducer.cpp),
+  Accelerate's "another process is utilizing it" (its port check), NCCL's "Duplicate GPU
+  detected" (init.cc);
 - NCCL: "NCCL WARN", ``nccl*Error``, the result strings without the word "error" ("invalid
   usage", "remote process exited or there was a network error": ncclGetErrorString). Its
   "INFO file.cc:N -> R" trace is no failure line of its own: a job that ends well prints it
@@ -57,10 +67,25 @@ Sources of the words, by producer:
   caused pair closure" (transport/tcp/pair.cc);
 - Slurm: "srun: error", "slurmstepd: error: *** JOB N ON host CANCELLED AT ... DUE TO TIME
   LIMIT ***" (also NODE FAILURE, PREEMPTION), "Job step aborted", "forcing job termination";
+  the end states of a job that did not finish (``job_state_string``, slurm_protocol_defs.c:
+  FAILED, CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED, BOOT_FAIL, DEADLINE, OUT_OF_MEMORY) as seff
+  ("State: TIMEOUT (exit code 0)"), scontrol ("JobState=NODE_FAIL") and sacct (the state, then
+  the ExitCode "0:0"; "OUT_OF_ME+", "CANCELLED by 1001") print them, upper case only;
+- MPI launchers: Open MPI ("mpirun detected that one or more processes exited with non-zero
+  status", help-orterun.txt; "MPI_ABORT was invoked on rank N", help-mpi-api.txt), MPICH and
+  Intel MPI's Hydra ("BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"; its "KILLED BY
+  SIGNAL: 9 (Killed)" and "EXIT CODE: 9" were read already);
+- Ray: "The actor died unexpectedly before finishing this task", "The worker died
+  unexpectedly while executing this task" (its ``RayTaskError``, ``ActorDiedError`` are
+  exception names);
 - the kernel: "Out of memory: Killed process", "oom-kill", "invoked oom-killer", "segfault
   at", "general protection fault", "NVRM: Xid", "fallen off the bus", the hung-task
-  detector's "blocked for more than N seconds"; shells: "Killed", "Segmentation fault",
-  "Bus error", "Illegal instruction", "Aborted", "core dumped".
+  detector's "blocked for more than N seconds", "Kernel panic" (kernel/panic.c), "BUG: soft
+  lockup - CPU#3 stuck for 22s!" (kernel/watchdog.c), "Watchdog detected hard LOCKUP on cpu 3"
+  (kernel/watchdog_perf.c); shells: "Killed", "Segmentation fault", "Bus error", "Illegal
+  instruction", "Aborted", "core dumped", and bash's "Terminated" (jobs.c, a foreground
+  child ended by SIGTERM: the whole line, or "line 5:  1234 Terminated  cmd"; checked with
+  bash 5.2, which prints nothing for a background job killed so).
 
 Lines that carry such a word but report no failure (warnings, ``NCCL INFO``) are the
 engine's ``NOT_AN_ERROR``; ``BENIGN`` lists the NCCL ``WARN`` lines that report a fallback.
@@ -89,36 +114,71 @@ WORDS = re.compile((
     r"operation not supported|CUDA kernel errors might be asynchronously reported|"
     r"consider passing CUDA_LAUNCH_BLOCKING|CU(?:BLAS|DNN|SPARSE|FFT|SOLVER)_STATUS_(?!SUCCESS)|"
     r"GPU crash dump|"
+    # the enum names, which tools print without the string: the runtime's cudaError_t and
+    # HIP's hipError_t (cudaGetErrorName), the driver's CUresult (cuGetErrorName:
+    # CUDA_ERROR_*, as triton, numba, cupy and JAX print it); NotReady is a query's answer
+    r"cudaerror(?!notready\b)[a-z]|hiperror(?!notready\b)[a-z]|cuda_error_(?!not_ready\b)[a-z]|"
     # NCCL's result strings (ncclGetErrorString) that carry no "error"
     r"invalid usage|remote process exited|"
     # Python, faulthandler, py-spy, the C++ runtime
     r"most recent call (?:last|first)\)|terminate called|what\(\):|"
+    # glibc's malloc_printerr (malloc/malloc.c) and __fortify_fail (debug/fortify_fail.c)
+    r"double free or corruption|free\(\): (?:invalid|double free)|munmap_chunk\(\): invalid|"
+    r"malloc\(\): (?:memory corruption|corrupted|unaligned|invalid|mismatching)|"
+    r"corrupted (?:size vs\. prev_size|double-linked list)|stack smashing detected|"
     # errno and resolver strings
     r"Connection (?:refused|reset|timed out|closed)|Broken pipe|No route to host|"
     r"Network is unreachable|Address already in use|Cannot assign requested address|"
     r"Name or service not known|No address associated with hostname|"
     r"No space left on device|Too many open files|Cannot allocate memory|Permission denied|"
     r"No such file or directory|Read-only file system|Device or resource busy|"
-    # torch, torchelastic, gloo
+    # torch, torchelastic, gloo; "<service> exited with code 137" (docker compose, and the
+    # runners that print a child's end in its words)
     r"timed out|before timing out|exit ?code\s*[:=]?\s*-?[1-9]|"
-    r"exit status:? -?[1-9]|non-zero exit|death signal|closing signal|Signal \d+ \(SIG|"
+    r"exit status:? -?[1-9]|non-zero exit|exited with code -?[1-9]|death signal|"
+    r"closing signal|Signal \d+ \(SIG|"
     r"enforce fail|timeout caused pair closure|Watchdog caught|"
     r"Detected mismatch between collectives|return ?code\s*[:=]?\s*-?[1-9]|"
     r"No CUDA GPUs are available|process group has not been initialized|"
     r"Duplicate GPU detected|did not receive grad|another process is utilizing it|"
+    # torchelastic agent's other failed state (api.py _invoke_run: "[default] Worker group
+    # UNHEALTHY. 3/3 attempts left", "Worker group in UNHEALTHY state"); torch's DataLoader
+    # (dataloader.py "DataLoader worker (pid(s) N) exited unexpectedly", "Pin memory thread
+    # exited unexpectedly") and Ray ("The actor died unexpectedly before finishing this task",
+    # "The worker died unexpectedly while executing this task")
+    r"worker group (?:in )?unhealthy|(?:exited|died) unexpectedly|"
+    # MPI launchers: Open MPI's mpirun/mpiexec (help-orterun.txt "mpirun detected that one or
+    # more processes exited with non-zero status", help-mpi-api.txt "MPI_ABORT was invoked on
+    # rank N"), MPICH/Intel MPI's Hydra ("BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")
+    r"exited with non-zero status|MPI_ABORT was invoked|bad termination of one of your|"
     # Slurm, the kernel, shells
     r"CANCELLED AT|DUE TO (?:TIME LIMIT|NODE FAILURE|PREEMPTION)|Job step aborted|"
     r"forcing job termination|oom[-_]kill|segfault at|general protection|NVRM: Xid|"
-    r"fallen off the bus|blocked for more than \d+ seconds|Bus error|Illegal instruction"
+    r"fallen off the bus|blocked for more than \d+ seconds|Bus error|Illegal instruction|"
+    # kernel/panic.c, kernel/watchdog.c ("BUG: soft lockup - CPU#3 stuck for 22s!"),
+    # kernel/watchdog_perf.c ("Watchdog detected hard LOCKUP on cpu 3")
+    r"Kernel panic|soft lockup - CPU#|detected hard LOCKUP on cpu"
 ).lower())
+# Slurm's job states that end a job that did not finish (job_state_string,
+# src/common/slurm_protocol_defs.c), in upper case as seff ("State: TIMEOUT (exit code 0)"),
+# scontrol ("JobState=NODE_FAIL Reason=...") and sacct (a State column then ExitCode: "TIMEOUT
+# 0:0", truncated "OUT_OF_ME+", "CANCELLED by 1234") print them; a healthy job is COMPLETED.
+ENDED_STATES = "FAILED|CANCELLED|TIMEOUT|NODE_FAIL|PREEMPTED|BOOT_FAIL|DEADLINE|OUT_OF_MEMORY"
+SLURM_STATES = (r"(?:\bState: |JobState=)(?:" + ENDED_STATES + r")\b|"
+                r"\b(?:" + ENDED_STATES + r"|CANCELLED by \d+|OUT_OF_ME\+|CANCELLED\+) +\d+:\d+\b")
 # Marks anywhere in a line; the others are at its start (after blanks), where its first
 # other character is one of MARK_STARTS.
 MARKS_ANYWHERE = (r"Socket Timeout\b|SIG(?:KILL|TERM|SEGV|ABRT|BUS|FPE|ILL|HUP|INT|QUIT)\b|"
-                  r"CRITICAL\b")
+                  r"CRITICAL\b|" + SLURM_STATES + "|"
+                  # bash (jobs.c), a script's child ended by SIGTERM: "line 5:  1234 Terminated"
+                  r"line \d+: +\d+ Terminated\b")
 MARK_STARTS = "[EFT"
 MARKS = re.compile(
     # glog severity E (error) or F (fatal): "[E ProcessGroupNCCL.cpp:566]", "E0325 20:57:27"
     r"^\s*(?:\[[EF][\s\d]|\[?[EF]\d{4} \d\d:\d\d:\d\d)|"
+    # bash's whole line for a foreground child ended by SIGTERM (strsignal(SIGTERM); checked
+    # with bash 5.2: a background job killed by `kill %1` prints nothing)
+    r"^\s*Terminated\s*$|"
     + MARKS_ANYWHERE + "|"
     # py-spy dump: 'Thread 4242 (active): "MainThread"'
     r"^\s*Thread (?:0x)?[0-9a-fA-F]+ \((?:active|idle)[^)]*\): \"")
@@ -144,9 +204,16 @@ BENIGN = re.compile(r"NCCL WARN (?:Failed to open libibverbs\.so|" + BENIGN_IB +
                     + SKIPPED_HCA + ")")
 
 
+# torchrun's launch-config dump (launcher/api.py launch_agent, LOGLEVEL=INFO, torch 2.13):
+# "  signals_to_handle        : SIGTERM,SIGINT,SIGHUP,SIGQUIT" names the signals it forwards;
+# every run prints it (a real run here made a hung rendezvous read UNEXPLAINED on it).
+LAUNCH_CONFIG = re.compile(r"\bsignals_to_handle\s*:")
+
+
 def is_failure(text: str) -> bool:
     """Whether one line shows a failure in its producer's words (warnings aside)."""
-    return bool(WORDS.search(text.lower()) or MARKS.search(text)) and not BENIGN.search(text)
+    return (bool(WORDS.search(text.lower()) or MARKS.search(text))
+            and not BENIGN.search(text) and not LAUNCH_CONFIG.search(text))
 
 
 def _words_need() -> prefilter.Literals | None:
@@ -216,7 +283,14 @@ TEARDOWN = re.compile(r"closing signal|death signal|exitcode|exit ?code|return ?
                       r"Job step aborted|forcing job termination|exited on signal|"
                       r"non-zero exit|Terminating process \d+ via signal|"
                       # slurmstepd req.c (20.11+), the step of a task that failed
-                      r"ON \S+ FAILED \(non-zero exit code or other failure mode\)",
+                      r"ON \S+ FAILED \(non-zero exit code or other failure mode\)|"
+                      # mpirun/mpiexec and Hydra's summaries, MPI_Abort's notice, bash's
+                      # "Terminated" (a child ended by SIGTERM), Slurm's end states (seff,
+                      # scontrol, sacct: the job ended, not why)
+                      r"exited with non-zero status|MPI_ABORT was invoked|BAD TERMINATION OF|"
+                      r"exited with code|"
+                      r"^\s*Terminated\s*$|line \d+: +\d+ Terminated\b|"
+                      + SLURM_STATES,
                       re.IGNORECASE)
 
 
