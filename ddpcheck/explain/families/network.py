@@ -37,8 +37,17 @@ GAI_NO_NAME = r"(?:-[235]\b|8 - nodename nor servname|1100[124]\b)"
 PATTERNS = [
     # c10d's warning (torch/csrc/distributed/c10d/socket.cpp) and gloo's fallback
     # (ProcessGroupGloo.cpp createDefaultDevice): the host name resolves to nothing usable.
+    # torch/csrc/distributed/c10d/ProcessGroupGloo.cpp createDefaultDevice warns so when
+    # doesHostnameResolveToUsableAddress(gethostname()) is false (the name does not resolve,
+    # or to no address this machine can bind); a name resolving to 127.0.1.1 binds and is
+    # used without this warning. Recorded: tests/data/explain/runs/
+    # netns-own-hostname-not-in-hosts (node1's name missing from its /etc/hosts).
     pattern(HOSTNAME_LOOPBACK,
-            r"Unable to resolve hostname to a \(local\) address\. Using the loopback", HOSTS),
+            r"Unable to resolve hostname to a \(local\) address\. Using the loopback", HOSTS,
+            cause="gloo found no address of this machine for its host name (the name is not "
+                  "in /etc/hosts or DNS, or resolves to an address this node does not have) "
+                  "and fell back to the loopback address, which it advertised to the other "
+                  "ranks: on a multi-node run they cannot reach it"),
     # A peer at 127.0.1.1: across nodes, a node advertised its host name's loopback address;
     # within one node 127.0.1.1 is valid and a refused connection there is a peer that exited.
     # The line does not say which job it is: a hint.

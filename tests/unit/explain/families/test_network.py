@@ -211,6 +211,26 @@ def test_a_start_up_warning_explains_the_connection_failures_that_follow():
                        "575] Connection closed by peer [10.0.3.17]:57365") == "hostname-loopback"
 
 
+def test_gloos_loopback_fallback_says_the_host_name_found_no_local_address():
+    """Recorded (runs/netns-own-hostname-not-in-hosts): node1's name is missing from its
+    /etc/hosts; gloo falls back to 127.0.0.1 and node0 is refused there."""
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("console-node1.log",
+                        "[default0]:[W1124 13:57:24.772778635 ProcessGroupGloo.cpp:524] Warning: "
+                        "Unable to resolve hostname to a (local) address. Using the loopback "
+                        "address as fallback. Manually set the network interface to bind to "
+                        "with GLOO_SOCKET_IFNAME. (function operator())\n"),
+                       ("console.log",
+                        "[default0]:[E1124 13:57:24.992835843 ProcessGroupGloo.cpp:67] Gloo "
+                        "connectFullMesh failed with [/__w/pytorch/pytorch/third_party/gloo/gloo"
+                        "/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: Connection "
+                        "refused, remote=[127.0.0.1]:29606$0\n")])
+    root = next(p for p in e.problems if not p.consequence_of)
+    assert root.code == "hostname-loopback" and not e.undetermined
+    assert "not in /etc/hosts or DNS" in root.cause and "127.0.1.1" not in root.cause
+
+
 def test_nccl_proxy_call_failures_are_symptoms():
     from ddpcheck.explain import explain_texts
 
