@@ -81,6 +81,7 @@ class Scenario:
     high_net: bool = False  # netns: host addresses in 192.168.x (above 127.0.1.1)
     extra_net: bool = False  # netns: every host also has eth1 on a second network
     memory_limit: int = 0  # cgroup: bytes
+    script: dict[str, str] = field(default_factory=dict)  # netns: exported by a `sh -x` script
 
 
 SCENARIOS = [
@@ -179,6 +180,18 @@ def c10d_two(endpoint: Callable[[Any], str]) -> Callable[[Any, int, int], list[s
                                "--max-restarts", "0"]
 
 
+def only_port_open(c: Any, port: int) -> None:
+    """node0 answers new TCP connections from the network with a reset, but on ``port``.
+
+    REJECT, not DROP: a dropped SYN makes gloo's pair connect wait out the kernel's retries
+    (past the bench's deadline, a log that ends in a hang); a reset fails it in seconds."""
+    h = c.hosts[0]
+    h.iptables("-A", "INPUT", "-i", "lo", "-j", "ACCEPT")
+    h.iptables("-A", "INPUT", "-p", "tcp", "!", "--syn", "-j", "ACCEPT")  # replies, established
+    h.iptables("-A", "INPUT", "-p", "tcp", "--dport", str(port), "-j", "ACCEPT")
+    h.iptables("-A", "INPUT", "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset")
+
+
 def ifname_without_address(c: Any, port: int) -> None:
     """node0 gets ``gloo0``: an interface that is up and has no IPv4 address."""
     h = c.hosts[0]  # a veth pair (kernels without the dummy module); no IPv6 link-local either
@@ -219,19 +232,17 @@ WORLD_SCENARIOS = [
              node_args=lambda c, i, port: ["--master-port", str(port)],
              env={"GLOO_SOCKET_IFNAME": "gloo0", "RECORD": "1"}),
     Scenario("netns-socket-ifname-lo", "socket-ifname-unreachable",
-             "two hosts with GLOO_SOCKET_IFNAME=lo", world="netns", nodes=2, nproc=1,
-             node_args=static_two("node0"), env={"GLOO_SOCKET_IFNAME": "lo", "RECORD": "1"}),
-    Scenario("netns-peer-ports-dropped", "peer-ports-blocked",
-             "two hosts: node0's firewall drops every TCP port but the rendezvous port",
+             "two hosts whose job script (set -x) exports GLOO_SOCKET_IFNAME=lo",
              world="netns", nodes=2, nproc=1, node_args=static_two("node0"),
-             env={"RECORD": "1"},
-             prepare=lambda c, port: c.hosts[0].drop_all_tcp_except([port])),
-    Scenario("netns-store-port-rejected", "endpoint-refused",
-             "two hosts: node0's firewall rejects the master port (TCP reset)",
+             script={"GLOO_SOCKET_IFNAME": "lo"}, env={"RECORD": "1"}),
+    Scenario("netns-peer-ports-rejected", "peer-ports-blocked",
+             "two hosts: node0's firewall rejects (TCP reset) new connections to every port but "
+             "the rendezvous port", world="netns", nodes=2, nproc=1,
+             node_args=static_two("node0"), env={"RECORD": "1"}, prepare=only_port_open),
+    Scenario("netns-store-port-dropped", "endpoint-unreachable",
+             "two hosts: node0's firewall drops the master port (static rendezvous)",
              world="netns", nodes=2, nproc=1, node_args=static_two("node0"),
-             prepare=lambda c, port: c.hosts[0].iptables(
-                 "-I", "INPUT", "1", "!", "-i", "lo", "-p", "tcp", "--dport", str(port),
-                 "-j", "REJECT", "--reject-with", "tcp-reset")),
+             prepare=lambda c, port: c.hosts[0].drop_port(port)),
     Scenario("shm-too-small", "dev-shm-too-small",
              "DataLoader workers hand 4 MiB batches over a 1 MiB /dev/shm (unshare -m)",
              world="shm", env={"DATALOADER": "1", "FAULT": "none", "RECORD": "1"}),
@@ -261,8 +272,13 @@ def node_command(s: Scenario, out: Path, port: int) -> Callable[[Any, int], list
     def argv(cluster: Any, i: int) -> list[str]:
         _, logs = worlds.node_files(out, i)
         args = s.node_args(cluster, i, port) if s.node_args else []
-        return [str(Path(sys.executable).parent / "torchrun"), f"--nproc-per-node={s.nproc}",
-                *args, "--log-dir", str(logs), "--tee", "3", "--redirects", "3", TRAIN]
+        cmd = [str(Path(sys.executable).parent / "torchrun"), f"--nproc-per-node={s.nproc}",
+               *args, "--log-dir", str(logs), "--tee", "3", "--redirects", "3", TRAIN]
+        if not s.script:
+            return cmd
+        # a job script with `set -x`: its trace ("+ export VAR=value") is in the console
+        exports = "; ".join(f"export {k}={v}" for k, v in s.script.items())
+        return ["sh", "-xc", f'{exports}; exec "$@"', "sh", *cmd]
     return argv
 
 
@@ -393,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
             if dest.exists():
                 shutil.rmtree(dest)
             shutil.copytree(out, dest)
+            for d in sorted(dest.rglob("*"), reverse=True):  # a --log-dir no worker wrote to
+                if d.is_dir() and not any(d.iterdir()):
+                    d.rmdir()
     n = len(chosen)
     print("total " + ", ".join(f"{v} {counts[v]}/{n}" for v in VERDICTS))
     m = sum(logs_only.values())

@@ -345,3 +345,23 @@ def test_another_files_connection_lines_do_not_clear_an_interface_list():
                        ("b.log", "other:2:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via "
                                  "P2P/IPC\n")])
     assert e.problems[0].code == "nccl-wrong-interface"
+
+
+# runs/netns-socket-ifname-lo: a job script with `set -x`, two hosts, torch 2.13
+IFNAME_LO_REFUSED = ("[default0]:[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+                     "debug_logger.cc:9] ERROR failed to connect, willRetry=1, retry=1, "
+                     "retryLimit=3, rank=1, size=2, local=[127.0.0.1]:4264, "
+                     "remote=[127.0.0.1]:10642$1, error=SO_ERROR: Connection refused, "
+                     "remote=[127.0.0.1]:10642$1")
+
+
+def test_gloo_dialled_at_loopback_when_the_job_exports_gloo_socket_ifname_lo():
+    assert first_cause("+ export GLOO_SOCKET_IFNAME=lo", "+ exec torchrun --nnodes 2 t.py",
+                       IFNAME_LO_REFUSED) == "socket-ifname-unreachable"
+    assert first_cause("GLOO_SOCKET_IFNAME=lo torchrun --nnodes 2 t.py",
+                       IFNAME_LO_REFUSED) == "socket-ifname-unreachable"
+    # another interface, or advice in prose, says nothing of why gloo used loopback
+    assert first_cause("+ export GLOO_SOCKET_IFNAME=lo0", IFNAME_LO_REFUSED) == \
+        "hostname-loopback"
+    assert first_cause("try to set GLOO_SOCKET_IFNAME=lo", IFNAME_LO_REFUSED) == \
+        "hostname-loopback"
