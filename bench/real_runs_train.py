@@ -37,14 +37,33 @@ def save_checkpoint(model: torch.nn.Module, path: str) -> None:
         torch.save(model.state_dict(), fh)
 
 
+class Shards(torch.utils.data.Dataset):
+    """Samples of 1 MiB each, so a DataLoader worker hands batches over through /dev/shm."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.randn(32, 64 * 128)
+
+
+def batches() -> object:
+    """Plain random batches, or (DATALOADER=1) batches from 2 DataLoader worker processes."""
+    if not os.environ.get("DATALOADER"):
+        return iter(lambda: torch.randn(32, 64), None)
+    loader = torch.utils.data.DataLoader(Shards(), batch_size=4, num_workers=2)
+    return (b.view(-1, 64)[:32] for b in loader)
+
+
 def train(rank: int, world: int) -> None:
     torch.manual_seed(0)
     model = torch.nn.Linear(64, 64)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for p in model.parameters():
         dist.broadcast(p.data, 0)
+    data = batches()
     for step in range(STEPS):
-        x = torch.randn(32, 64)
+        x = next(data)
         loss = model(x).pow(2).mean()
         opt.zero_grad()
         loss.backward()
@@ -84,6 +103,11 @@ def inject(rank: int, model: torch.nn.Module) -> None:
     elif FAULT == "exit":
         log(rank, "leaving early")
         sys.exit(0)  # never joins the next collective
+    elif FAULT == "oom":  # grow until the memory cgroup's OOM killer ends this rank
+        log(rank, "caching the dataset in memory")
+        held = []
+        while True:
+            held.append(torch.ones(16 << 20))  # 64 MiB, every page written
     elif FAULT == "disk-full":
         save_checkpoint(model, os.environ.get("CKPT_PATH", "/dev/full"))
 
@@ -98,7 +122,7 @@ def main(local_rank: int | None = None, world: int | None = None) -> None:
     try:
         train(rank, world)
     finally:
-        if FAULT not in ("sigkill",):
+        if FAULT not in ("sigkill", "oom"):
             dist.destroy_process_group()
 
 

@@ -48,7 +48,18 @@ from ddpcheck.report.text import render_problem
 # "[W reducer.cpp:...] Warning:", Python's *Warning), NCCL INFO (a plugin it did not find,
 # a tuner it fell back from), and a rank's progress output.
 NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\b[Ww]arning:|\w+Warning\b|\bNCCL INFO\b|"
-                          r"^\s*warnings\.warn")
+                          r"^\s*warnings\.warn|"
+                          # torchrun's bookkeeping after a worker wrote its error.json
+                          # (elastic/multiprocessing/errors/error_handler.py
+                          # dump_error_file, logger.error when the agent has no error file
+                          # of its own): never a failure (runs/netns-socket-ifname-lo)
+                          r"no error file defined for parent, to copy child error file|"
+                          # the title of torchrun's failure summary, "{entrypoint} FAILED"
+                          # (errors/__init__.py ChildFailedError.format_msg): its Failures and
+                          # Root Cause blocks that follow say which rank failed and how
+                          # (runs/netns-own-hostname-not-in-hosts); pytest's "a.py::t FAILED"
+                          # has "::"
+                          r"^\s*[^\s:]+ FAILED\s*$")
 # Lines that report but do not fail: a glog/torch warning ("[W socket.cpp:...]", "W0325
 # 20:57:27"), a Python warning, NCCL INFO. A pattern that hits only such lines is a hint.
 WARNING_LINE = re.compile(NOT_AN_ERROR.pattern + r"|^\s*W\d{4} \d\d:\d\d:\d\d")

@@ -187,15 +187,34 @@ def _float(value: object) -> float | None:
 # "[0]:", "time", "host", "rank : R (local_rank: L)".
 ROOT_CAUSE_BLOCK = re.compile(r"^\s*Root Cause \(first observed failure\):")
 BLOCK_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)")
+# "time : 2026-11-24_13:58:07" (errors/__init__.py ``_format_failure``: the failure's
+# timestamp, strftime "%Y-%m-%d_%H:%M:%S", whole seconds)
+BLOCK_TIME = re.compile(r"^\s*time\s*:\s*(?P<time>\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)\s*$")
 BLOCK_LINES = 8  # the fields of one failure: "[0]:", time, host, rank, exitcode, ...
 
 
 def first_failed_rank(records: list[Record]) -> int | None:
-    """The rank torchrun's "Root Cause (first observed failure)" block names, if any."""
+    """The rank torchrun's "Root Cause (first observed failure)" block names, if any.
+
+    Each node's torchrun prints its own block, naming its own first failure: with the
+    consoles of several nodes, the block with the strictly earliest time is the job's first
+    failure (torchrun's own rule, ``get_first_failure``, across the nodes); blocks that tie
+    on their whole second name no rank. Recorded: tests/data/explain/runs/
+    netns-hostname-loopback, where node1's block ("time : ..._13:58:32", rank 1) sorts
+    before node0's ("time : ..._13:58:07", rank 0), which failed first."""
+    blocks: list[tuple[str, int]] = []  # (time or "", rank), in the records' order
     for i in prefilter.lines_for([r.text for r in records], ROOT_CAUSE_BLOCK):
-        r = records[i]
-        if ROOT_CAUSE_BLOCK.match(r.text):
-            for nxt in records[i + 1:i + 1 + BLOCK_LINES]:
-                if m := BLOCK_RANK.match(nxt.text):
-                    return int(m["rank"])
-    return None
+        if not ROOT_CAUSE_BLOCK.match(records[i].text):
+            continue
+        when = ""
+        for nxt in records[i + 1:i + 1 + BLOCK_LINES]:
+            if t := BLOCK_TIME.match(nxt.text):
+                when = t["time"]
+            if m := BLOCK_RANK.match(nxt.text):
+                blocks.append((when, int(m["rank"])))
+                break
+    ranks = {rank for _, rank in blocks}
+    if len(ranks) <= 1 or not all(when for when, _ in blocks):
+        return blocks[0][1] if blocks else None  # one rank, or no times to compare
+    (t0, r0), (t1, _) = sorted(set(blocks))[:2]
+    return r0 if t0 < t1 else None

@@ -49,9 +49,15 @@ RDZV_STORE = re.compile(r"c10d_rendezvous_backend|dynamic_rendezvous|"
 RDZV_DEFAULT_PORT = re.compile(r"[\]:]29400\b|\bport: 29400\b")
 # NCCL misc/socket.cc's bind of a fixed NCCL_COMM_ID port: neither store's.
 NCCL_BIND = re.compile(r"Call to bind failed")
-# EAI_NONAME (-2) for the dialed name, and the connect that then gave up on it.
+# EAI_NONAME (-2) or EAI_AGAIN (-3) for the dialed name, and the connect that then gave up
+# on it. -3 is glibc's "Temporary failure in name resolution": the name is not in /etc/hosts
+# and no DNS server answered (recorded: tests/data/explain/runs/netns-master-addr-not-in-hosts,
+# a namespace whose /etc/hosts lacks --master-addr node0 and has no nameserver, torch 2.13:
+# "The IPv6 network addresses of (node0, 56241) cannot be retrieved (gai error: -3 -
+# Temporary failure in name resolution)." then "The client socket has timed out after 8000ms
+# while trying to connect to (node0, 56241)."). Either way the dialed name did not resolve.
 NO_NAME = re.compile(r"network addresses of \((?P<host>[^,()]+), (?P<port>\d+)\) cannot be "
-                     r"retrieved \(gai error: -2\b")
+                     r"retrieved \(gai error: (?P<gai>-[23]) - (?P<why>[^)]*)")
 GAVE_UP = re.compile(r"(?:timed out after \d+ms while trying to connect to|failed to connect "
                      r"to any network address (?:of|on)) \((?P<host>[^,()]+), (?P<port>\d+)\)")
 # The rendezvous endpoint's code -> the master's twin, and whether the master's store must
@@ -120,8 +126,9 @@ def _unresolved_dial(found: list[Explained], records: Sequence[Record]) -> list[
     code = "master-addr-unresolvable" if master else "endpoint-unresolvable"
     (host, port), first = dialed[0], names[dialed[0]]
     problem = load_catalogue()[code].problem(
-        f"{host}:{port} was dialed and does not resolve (getaddrinfo: Name or service not "
-        f"known), then the connect gave up | {first.text.strip()[:200]}",
+        f"{host}:{port} was dialed and does not resolve (getaddrinfo: "
+        f"{NO_NAME.search(first.text)['why']}), then the connect gave up | "
+        f"{first.text.strip()[:200]}",
         ranks=(first.rank,) if first.rank is not None else (),
         hosts=(first.host,) if first.host else ())
     hit = Explained(problem, first, True, "ddpcheck run --nodes N --stages rendezvous (every "

@@ -30,7 +30,12 @@ WRAPPER = re.compile(r"ChildFailedError|CalledProcessError|SignalException|DistB
                      r"NCCL error|nccl\w*Error|Gloo |gloo|enforce fail|ProcessGroup|"
                      r"Connection (?:reset|closed)|KeyboardInterrupt|SystemExit|"
                      r"ProcessRaisedException|ProcessExitedException|DistNetworkError|"
-                     r"DistStoreError|TimeoutError|timed out|Timeout|[Ww]arning")
+                     r"DistStoreError|TimeoutError|timed out|Timeout|[Ww]arning|"
+                     # torch/_utils.py ExceptionWrapper.reraise: "Caught {type} {where}.\n
+                     # Original {traceback}", where = "in DataLoader worker process N"
+                     # (utils/data/_utils/worker.py) or "in pin memory thread for device N":
+                     # the worker's own exception follows (runs/shm-too-small)
+                     r"Caught \w+ in (?:DataLoader worker process|pin memory thread)")
 # An exception line pasted without its traceback: "module.Type: message" at a line's start.
 BARE = re.compile(r"^\s*(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen |\\lib\\")

@@ -19,8 +19,8 @@ from dataclasses import replace
 
 from ddpcheck.cluster.lifecycle import HOSTNAME_LOOPBACK
 from ddpcheck.cluster.userjob import ENDPOINT_NOT_RECOGNISED
-from ddpcheck.diagnoses import BAD_SOCKET_IFNAME
-from ddpcheck.explain.causality import SYMPTOM, Explained
+from ddpcheck.diagnoses import BAD_SOCKET_IFNAME, load_catalogue
+from ddpcheck.explain.causality import CAUSE, SYMPTOM, Explained
 from ddpcheck.explain.codes import (
     HOSTNAME_UNRESOLVABLE,
     NCCL_ERROR,
@@ -147,6 +147,25 @@ def _own_endpoint(e: Explained, records: Sequence[Record]) -> Explained:
         "connected to it as a client", ranks=p.ranks, hosts=p.hosts or (target,)))
 
 
+# GLOO_SOCKET_IFNAME=lo exported by the job's own script (its `set -x` trace "+ export
+# GLOO_SOCKET_IFNAME=lo", an env listing) beside a gloo peer dialled at 127.0.0.1: gloo bound
+# the interface it was told to (ProcessGroupGloo.cpp createDeviceForInterface) and
+# advertised loopback, whatever /etc/hosts says. Recorded: runs/netns-socket-ifname-lo.
+SHELL_GLOO_LO = re.compile(r"(?:^\s*(?:[$#+>]\s*)?(?:export\s+)?|\bexport\s+|\benv\s+)"
+                           r"GLOO_SOCKET_IFNAME=['\"]?lo['\"]?(?=[\s;]|$)")
+
+
+def _gloo_ifname_lo(e: Explained, records: Sequence[Record]) -> Explained:
+    p = e.problem
+    if p.code != HOSTNAME_LOOPBACK.code or "remote=[127.0.0.1]" not in p.observed or not any(
+            SHELL_GLOO_LO.search(r.text) for r in records_for(records, SHELL_GLOO_LO)):
+        return e
+    return replace(e, root=True, grade=CAUSE, problem=load_catalogue()[
+        "socket-ifname-unreachable"].problem(
+        f"the job exports GLOO_SOCKET_IFNAME=lo, and a gloo peer was dialled at 127.0.0.1 | "
+        f"{p.observed}", ranks=p.ranks, hosts=p.hosts))
+
+
 # A name lookup whose traceback shows the node looking up its own name: Python's socket
 # module (gethostbyname(gethostname()), getfqdn()) as torch's elastic agent
 # (agent/server/api.py _get_fq_hostname), accelerate and user scripts call it.
@@ -178,6 +197,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     out = []
     for e in found:
         e = _own_name(_own_endpoint(_zero_params(e, records), records), records)
+        e = _gloo_ifname_lo(e, records)
         p = e.problem
         if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE.search(p.observed):
             e = _no_interface(e, ifname_set or any(SHELL_IFNAME.search(r.text)

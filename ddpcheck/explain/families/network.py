@@ -42,7 +42,8 @@ PATTERNS = [
     # getaddrinfo of the name failed, or bind() failed on every address it resolved to. A
     # name at 127.0.1.1 binds (lo holds 127.0.0.0/8) and prints nothing, so the cause is the
     # name not resolving to an address of this node; the effect is the code's: gloo binds
-    # and advertises loopback.
+    # and advertises loopback. Recorded: tests/data/explain/runs/netns-own-hostname-not-in-hosts
+    # (node1's name missing from its /etc/hosts).
     pattern(HOSTNAME_LOOPBACK,
             r"Unable to resolve hostname to a \(local\) address\. Using the loopback", HOSTS,
             cause="this node's host name does not resolve to an address of its own (missing "

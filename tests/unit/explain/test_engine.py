@@ -73,3 +73,25 @@ def test_a_hint_before_the_cause_grade_line_of_its_code_does_not_make_the_proble
     assert found.first.lineno == 1  # still the first line of the problem in time
     (alone,) = _match(records[:1], [hint, cause])
     assert alone.grade == HINT
+
+
+def test_torchruns_error_file_bookkeeping_is_no_failure_line():
+    """error_handler.py dump_error_file logs it at ERROR after any worker wrote error.json
+    (runs/netns-socket-ifname-lo); it must not stand as an unexplained first failure."""
+    from ddpcheck.explain import explain_texts
+
+    line = ("E1124 14:07:25.323000 13620 torch/distributed/elastic/multiprocessing/errors/"
+            "error_handler.py:145] no error file defined for parent, to copy child error file "
+            "(/tmp/logs/none_04jcdl0d/attempt_0/0/error.json)\n")
+    e = explain_texts([("console.log", line)])
+    assert not [p for p in e.problems if p.code == "unexplained"]
+
+
+def test_the_title_of_torchruns_failure_summary_is_no_failure_line():
+    """errors/__init__.py format_msg: "{entrypoint} FAILED" above its Failures block."""
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("console.log", "bench/real_runs_train.py FAILED\n")])
+    assert not [p for p in e.problems if p.code == "unexplained"]
+    e = explain_texts([("pytest.log", "tests/test_a.py::test_b FAILED\n")])
+    assert [p.code for p in e.problems] == ["unexplained"]

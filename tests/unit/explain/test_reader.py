@@ -86,6 +86,27 @@ def test_the_root_cause_block_names_the_rank_that_failed_first():
     assert first_failed_rank(read_text("job.log", "rank : 3\n")) is None
 
 
+def test_with_every_nodes_console_the_earliest_root_cause_block_names_the_first_rank():
+    """Each node's torchrun prints its own block (runs/netns-hostname-loopback: node1's
+    console sorts first, but node0's rank 0 failed 25 s earlier); a tie names no rank."""
+    from ddpcheck.explain.reader import first_failed_rank
+
+    def block(when: str, host: str, rank: int) -> str:
+        return ("Root Cause (first observed failure):\n[0]:\n"
+                f"  time      : 2026-11-24_{when}\n  host      : {host}\n"
+                f"  rank      : {rank} (local_rank: 0)\n  exitcode  : 1 (pid: 1430)\n")
+
+    recs = [*read_text("console-node1.log", block("13:58:32", "node1", 1)),
+            *read_text("console.log", block("13:58:07", "node0", 0))]
+    assert first_failed_rank(recs) == 0
+    tie = [*read_text("a.log", block("13:58:07", "node1", 1)),
+           *read_text("b.log", block("13:58:07", "node0", 0))]
+    assert first_failed_rank(tie) is None
+    same = [*read_text("a.log", block("13:58:07", "node1", 1)),
+            *read_text("a.log", block("13:58:09", "node1", 1))]
+    assert first_failed_rank(same) == 1
+
+
 def _one_by_one(line: str) -> tuple[int | None, str]:
     """split_prefix as it was: each prefix regex in the list's order, up to three times."""
     rank = None

@@ -93,3 +93,49 @@ def test_the_rank_sigkill_hit_is_named_not_the_ranks_torchrun_tore_down_with_sig
     killed = _explain("fresh-sigkill-rank2-of-3").problems[0]
     assert killed.code == "host-out-of-memory" and killed.ranks == (2,)
     assert "-15" not in killed.observed
+
+
+# The worlds of bench/real_runs_worlds.py: two namespace hosts (one console and one --log-dir
+# tree per node), a 1 MiB /dev/shm, a memory cgroup.
+def test_two_nodes_consoles_and_log_dirs_are_all_recorded():
+    ids = {e["id"] for e in MANIFEST if e["id"].startswith("netns-") and e["id"] !=
+           "netns-socket-ifname-no-address"}
+    assert len(ids) >= 8
+    for i in ids:
+        assert (RUNS / i / "console-node1.log").read_text().strip(), i
+
+
+def test_of_two_nodes_the_earliest_root_cause_block_names_the_node_that_dialled_loopback():
+    """node1's name maps to 127.0.1.1: node0's rank 0 is refused at 127.0.1.1 and fails
+    first; node1's own block (rank 1, 25 s later) is read first but is not the first."""
+    ex = _explain("netns-hostname-loopback")
+    root = ex.problems[0]
+    assert root.code == "hostname-loopback" and not ex.undetermined
+    assert "127.0.1.1" in root.observed
+
+
+def test_a_master_addr_missing_from_one_nodes_hosts_file_is_named_on_that_node():
+    ex = _explain("netns-master-addr-not-in-hosts")
+    root = ex.problems[0]
+    assert root.code == "master-addr-unresolvable" and "node0:" in root.observed
+    hit = next(e for e in ex.found if e.problem.code == root.code)
+    assert hit.evidence[0].split(":")[0].endswith("console-node1.log")
+
+
+def test_a_tiny_dev_shm_behind_the_dataloader_wrapper_is_the_cause():
+    root = _explain("shm-too-small").problems[0]
+    assert root.code == "dev-shm-too-small" and "No space left on device" in root.observed
+
+
+def test_the_memory_cgroups_oom_kill_is_named_on_the_rank_it_killed():
+    root = _explain("cgroup-oom").problems[0]
+    assert root.code == "host-out-of-memory" and root.ranks == (1,)
+
+
+def test_what_the_logs_of_both_nodes_cannot_tell_stays_undetermined():
+    """No line says which node was meant to host the store (an endpoint on node0's second
+    NIC, --master-addr of the other node), nor that a firewall, not a wrong interface,
+    refused gloo's port: explain abstains."""
+    for name in ("netns-endpoint-not-recognised", "netns-master-addr-other-node",
+                 "netns-peer-ports-rejected"):
+        assert _explain(name).undetermined, name

@@ -71,3 +71,24 @@ def test_another_files_c10d_rendezvous_says_nothing_of_this_files_store():
     healthy = "+ torchrun --nproc_per_node=8 --rdzv_backend c10d --rdzv_endpoint=localhost:0 -m t\n"
     e = explain_texts([("healthy.log", healthy), ("job.log", LISTEN.format(port=29500) + "\n")])
     assert next(p for p in e.problems if not p.consequence_of).code == "master-port-in-use"
+
+
+def test_a_dialed_name_no_dns_server_answered_for_is_the_masters_under_static_rendezvous():
+    """Recorded (runs/netns-master-addr-not-in-hosts): node1's /etc/hosts lacks --master-addr
+    node0 and no DNS server answers, so getaddrinfo says EAI_AGAIN (-3), not -2."""
+    lines = ("[W1124 13:56:24.919947338 socket.cpp:764] [c10d] The IPv6 network addresses of "
+             "(node0, 56241) cannot be retrieved (gai error: -3 - Temporary failure in name "
+             "resolution).",
+             "[E1124 13:56:31.735772926 socket.cpp:1028] [c10d] The client socket has timed out "
+             "after 8000ms while trying to connect to (node0, 56241).",
+             "Traceback (most recent call last):",
+             '  File "/v/lib/python3.11/site-packages/torch/distributed/elastic/rendezvous/'
+             'static_tcp_rendezvous.py", line 67, in next_rendezvous',
+             "torch.distributed.DistNetworkError: The client socket has timed out after 8000ms "
+             "while trying to connect to (node0, 56241).")
+    p = _problem(*lines)
+    assert p.code == "master-addr-unresolvable"
+    assert "node0:56241" in p.observed and "Temporary failure in name resolution" in p.observed
+    # the same lines under the c10d rendezvous: the endpoint's name
+    c10d = lines[3].replace("static_tcp_rendezvous.py", "c10d_rendezvous_backend.py")
+    assert first_cause(*lines[:3], c10d, lines[4]) == "endpoint-unresolvable"

@@ -84,3 +84,27 @@ def test_an_unexplained_cut_traceback_in_set_device_lists_what_it_raises():
     (q,) = explain_texts([("d.log", COLOSSALAI.replace(
         "torch.cuda.set_device(device_ordinal)", "model.cuda()"))]).problems
     assert "ends without its error line" in q.observed and "device ordinal" not in q.observed
+
+
+# runs/shm-too-small (torch 2.13, DataLoader workers over a 1 MiB /dev/shm): torch/_utils.py
+# ExceptionWrapper.reraise prints "Caught <type> in DataLoader worker process N." then the
+# worker's own traceback under "Original Traceback".
+SHM_WORKER = """\
+[default0]:[rank0]: Traceback (most recent call last):
+[default0]:[rank0]:   File "/work/bench/real_runs_train.py", line 69, in train
+[default0]:[rank0]:     x = next(data)
+[default0]:[rank0]: RuntimeError: Caught RuntimeError in DataLoader worker process 0.
+[default0]:[rank0]: Original Traceback (most recent call last):
+[default0]:[rank0]:   File "/v/lib/python3.11/site-packages/torch/multiprocessing/reductions.py", line 642, in reduce_storage
+[default0]:[rank0]:     fd, size = storage._share_fd_cpu_()
+[default0]:[rank0]: RuntimeError: unable to allocate shared memory(shm) for file </torch_9939_526318745_0>: No space left on device (28)
+"""  # noqa: E501
+
+
+def test_a_dataloader_workers_wrapper_yields_to_the_workers_own_exception():
+    from ddpcheck.explain.families import PATTERNS
+    from ddpcheck.explain.tracebacks import unclaimed
+
+    assert unclaimed(read_text("console.log", SHM_WORKER), PATTERNS) == []
+    e = explain_texts([("console.log", SHM_WORKER)])
+    assert e.problems[0].code == "dev-shm-too-small" and not e.undetermined

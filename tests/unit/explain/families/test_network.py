@@ -212,6 +212,26 @@ def test_a_start_up_warning_explains_the_connection_failures_that_follow():
                        "575] Connection closed by peer [10.0.3.17]:57365") == "hostname-loopback"
 
 
+def test_gloos_loopback_fallback_says_the_host_name_found_no_local_address():
+    """Recorded (runs/netns-own-hostname-not-in-hosts): node1's name is missing from its
+    /etc/hosts; gloo falls back to 127.0.0.1 and node0 is refused there."""
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("console-node1.log",
+                        "[default0]:[W1124 13:57:24.772778635 ProcessGroupGloo.cpp:524] Warning: "
+                        "Unable to resolve hostname to a (local) address. Using the loopback "
+                        "address as fallback. Manually set the network interface to bind to "
+                        "with GLOO_SOCKET_IFNAME. (function operator())\n"),
+                       ("console.log",
+                        "[default0]:[E1124 13:57:24.992835843 ProcessGroupGloo.cpp:67] Gloo "
+                        "connectFullMesh failed with [/__w/pytorch/pytorch/third_party/gloo/gloo"
+                        "/transport/tcp/pair.cc:152] timed out connecting: SO_ERROR: Connection "
+                        "refused, remote=[127.0.0.1]:29606$0\n")])
+    root = next(p for p in e.problems if not p.consequence_of)
+    assert root.code == "hostname-loopback" and not e.undetermined
+    assert "not in /etc/hosts or DNS" in root.cause and "127.0.1.1" not in root.cause
+
+
 def test_nccl_proxy_call_failures_are_symptoms():
     from ddpcheck.explain import explain_texts
 
@@ -326,3 +346,23 @@ def test_another_files_connection_lines_do_not_clear_an_interface_list():
                        ("b.log", "other:2:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via "
                                  "P2P/IPC\n")])
     assert e.problems[0].code == "nccl-wrong-interface"
+
+
+# runs/netns-socket-ifname-lo: a job script with `set -x`, two hosts, torch 2.13
+IFNAME_LO_REFUSED = ("[default0]:[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+                     "debug_logger.cc:9] ERROR failed to connect, willRetry=1, retry=1, "
+                     "retryLimit=3, rank=1, size=2, local=[127.0.0.1]:4264, "
+                     "remote=[127.0.0.1]:10642$1, error=SO_ERROR: Connection refused, "
+                     "remote=[127.0.0.1]:10642$1")
+
+
+def test_gloo_dialled_at_loopback_when_the_job_exports_gloo_socket_ifname_lo():
+    assert first_cause("+ export GLOO_SOCKET_IFNAME=lo", "+ exec torchrun --nnodes 2 t.py",
+                       IFNAME_LO_REFUSED) == "socket-ifname-unreachable"
+    assert first_cause("GLOO_SOCKET_IFNAME=lo torchrun --nnodes 2 t.py",
+                       IFNAME_LO_REFUSED) == "socket-ifname-unreachable"
+    # another interface, or advice in prose, says nothing of why gloo used loopback
+    assert first_cause("+ export GLOO_SOCKET_IFNAME=lo0", IFNAME_LO_REFUSED) == \
+        "hostname-loopback"
+    assert first_cause("try to set GLOO_SOCKET_IFNAME=lo", IFNAME_LO_REFUSED) == \
+        "hostname-loopback"
