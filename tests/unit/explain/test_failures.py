@@ -148,3 +148,33 @@ def test_device_query_and_init_prose_are_no_failure():
         assert not is_failure(line), line
     assert is_failure("RuntimeError: CUDA error: no CUDA-capable device is detected")
     assert is_failure("cudaErrorSystemNotReady: system not yet initialized")
+
+
+# torchrun's agent on a node that did not host the store, at the end of a healthy two-node
+# run (dynamic_rendezvous.py _close's logger.warning), in the formats torch's loggers have:
+# torch >= 2.3's glog-style one (torch/_logging/_internal.py) and 1.9-2.2's "[WARNING]".
+SHUTDOWN = ("The node 'n2_4711_0' has failed to shutdown the rendezvous 'job7' due to an "
+            "error of type RendezvousConnectionError.")
+WARNED = [
+    "W1124 13:05:09.112000 4711 site-packages/torch/distributed/elastic/rendezvous/"
+    "dynamic_rendezvous.py:1321] " + SHUTDOWN,
+    "[2023-09-12 08:31:09,112] torch.distributed.elastic.rendezvous.dynamic_rendezvous: "
+    "[WARNING] " + SHUTDOWN,
+    "WARNING:torch.distributed.elastic.rendezvous.dynamic_rendezvous:" + SHUTDOWN,
+    "[WARNING|trainer.py:123] 2024-05-01 10:00:00 >> RuntimeError in a metric, skipped",
+    "05/01/2024 10:00:00 - WARNING - __main__ - CUDA error on a retry, retrying",
+]
+
+
+@pytest.mark.parametrize("line", WARNED)
+def test_a_line_its_producer_logged_as_a_warning_is_no_failure(line):
+    healthy = "step 100 loss 0.5\n" + line + "\ntraining done\n"
+    explanation = explain_texts([("node2.log", healthy)])
+    assert explanation.exit_code == 0, explanation.verdict()
+
+
+@pytest.mark.parametrize("line", [w.replace("W1124", "E1124").replace("WARNING", "ERROR")
+                                  for w in WARNED])
+def test_the_same_line_logged_as_an_error_is_a_failure(line):
+    recs = read_text("node2.log", line + "\n")
+    assert failure_records(recs, NOT_AN_ERROR) == recs

@@ -229,7 +229,7 @@ def test_gloos_loopback_fallback_says_the_host_name_found_no_local_address():
                         "refused, remote=[127.0.0.1]:29606$0\n")])
     root = next(p for p in e.problems if not p.consequence_of)
     assert root.code == "hostname-loopback" and not e.undetermined
-    assert "not in /etc/hosts or DNS" in root.cause and "127.0.1.1" not in root.cause
+    assert "missing from /etc/hosts and DNS" in root.cause and "127.0.1.1" not in root.cause
 
 
 def test_nccl_proxy_call_failures_are_symptoms():
