@@ -61,8 +61,9 @@ NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\b[Ww]arning:|\w+Warning\b|\bNCCL INFO
                           # has "::"
                           r"^\s*[^\s:]+ FAILED\s*$")
 # Lines that report but do not fail: a glog/torch warning ("[W socket.cpp:...]", "W0325
-# 20:57:27"), a Python warning, NCCL INFO. A pattern that hits only such lines is a hint.
-WARNING_LINE = re.compile(NOT_AN_ERROR.pattern + r"|^\s*W\d{4} \d\d:\d\d:\d\d")
+# 20:57:27"), a Python warning or a line logged at WARNING (failures.LOGGED_WARNING), NCCL
+# INFO. A pattern that hits only such lines is a hint.
+WARNING_LINE = re.compile(NOT_AN_ERROR.pattern + "|" + failures.LOGGED_WARNING.pattern)
 QUOTED_ERRORS = 3
 # What to do when the log shows no failure but the job did not finish (it hung): a log that
 # stops in mid-run says nothing of where, so turn on what does (docs/explain.md, "Flight

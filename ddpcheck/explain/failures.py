@@ -230,6 +230,22 @@ LINE_NEEDS = (_words_need(), prefilter.branch_literals(re.compile(MARKS_ANYWHERE
               prefilter.literals(EXCEPTION_LINE))
 
 
+# A line its producer logged at WARNING level, in the formats ranks' logs carry: glog's
+# "W1124 13:05:09.112000 4711 path.py:12]" (c10 logging; torch >= 2.3's Python loggers through
+# torch/_logging/_internal.py's glog-style formatter, on every line of a message), torch
+# elastic 1.9-2.2's "[2023-09-12 08:31:09,112] torch.distributed.run: [WARNING]", DeepSpeed's
+# "[2024-...] [WARNING] [runner.py:202:fetch_hostfile]", Python logging's BASIC_FORMAT
+# "WARNING:name:", transformers' "[WARNING|trainer.py:123]" and the "%(asctime)s -
+# %(levelname)s - %(name)s" format (HF examples, Lightning scripts). The producer judged it no
+# failure: torchrun's agents warn "The node ... has failed to shutdown the rendezvous ... due
+# to an error of type RendezvousConnectionError" at the end of healthy multi-node runs
+# (dynamic_rendezvous.py _close). Launchers also log a worker's end at WARNING ("Sending process
+# N closing signal SIGTERM", "Received Signals.SIGTERM death signal"): those stay failure lines
+# (``TEARDOWN``), so a job that was killed is never called healthy. Rules read both, as hints.
+LOGGED_WARNING = re.compile(r"^\s*W\d{4} \d\d:\d\d:\d\d|\[WARNING\]|^\s*WARNING:[\w.]*:|"
+                            r" - WARNING - |\[WARNING\|")
+
+
 def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) -> list[Record]:
     """The records that show a failure: failure words outside warnings and INFO lines, and
     a traceback frame whose header was trimmed
@@ -259,7 +275,8 @@ def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) ->
             continue
         if _indent(r.text) > framed.pop(stream, len(r.text)):
             continue  # the frame's source line: code, no failure ('    raise AssertionError(')
-        if is_failure(r.text) and not not_an_error.search(r.text):  # the rarer test first
+        if (is_failure(r.text) and not not_an_error.search(r.text)  # the rarer test first
+                and (not LOGGED_WARNING.search(r.text) or TEARDOWN.search(r.text))):
             out.append(r)
     return out
 

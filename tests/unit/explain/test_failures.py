@@ -178,3 +178,16 @@ def test_a_line_its_producer_logged_as_a_warning_is_no_failure(line):
 def test_the_same_line_logged_as_an_error_is_a_failure(line):
     recs = read_text("node2.log", line + "\n")
     assert failure_records(recs, NOT_AN_ERROR) == recs
+
+
+@pytest.mark.parametrize("line", [
+    # torch 2.13 elastic multiprocessing/api.py and agent/server/api.py log these at WARNING
+    "W1124 13:05:09.112000 4711 torch/distributed/elastic/multiprocessing/api.py:897] "
+    "Sending process 4712 closing signal SIGTERM",
+    "W1124 13:05:09.112000 4711 torch/distributed/elastic/agent/server/api.py:704] "
+    "Received Signals.SIGTERM death signal, shutting down workers",
+    "[2023-09-12 08:31:09,112] torch.distributed.elastic.multiprocessing.api: [WARNING] "
+    "Sending process 4712 closing signal SIGTERM",
+])
+def test_a_launchers_warning_that_a_worker_ended_keeps_the_job_from_being_healthy(line):
+    assert explain_texts([("node2.log", "step 1 loss 0.5\n" + line + "\n")]).exit_code == 1
