@@ -51,7 +51,7 @@ VERDICTS = ("right", "abstained", "wrong")
 # The master's store's codes and the c10d rendezvous endpoint's: one cause (a port held, a
 # name unknown), told apart only by the launcher's flags. Wrong answers that swap the two
 # are counted on their own line (still wrong).
-TWIN_PAIRS = {frozenset((a, b)) for a, (b, _) in TWINS.items()}
+TWIN_PAIRS = {frozenset((a, b)) for a, (b, *_) in TWINS.items()}
 # Batches no rule writer has read yet, dev part included: scored (both splits are a fresh
 # measure), never listed by --show-dev-misses. A batch leaves this tuple when rule writers
 # start to read its dev part; from then on only its held-out part is unread.

@@ -60,17 +60,26 @@ NO_NAME = re.compile(r"network addresses of \((?P<host>[^,()]+), (?P<port>\d+)\)
                      r"retrieved \(gai error: (?P<gai>-[23]) - (?P<why>[^)]*)")
 GAVE_UP = re.compile(r"(?:timed out after \d+ms while trying to connect to|failed to connect "
                      r"to any network address (?:of|on)) \((?P<host>[^,()]+), (?P<port>\d+)\)")
-# The rendezvous endpoint's code -> the master's twin, and whether the master's store must
-# be seen (True) or is the default unless the c10d rendezvous is seen (False).
-TWINS = {"endpoint-port-in-use": ("master-port-in-use", False),
-         "endpoint-unresolvable": ("master-addr-unresolvable", True)}
 # Said when the log names neither store: torchrun's flag, and where the c10d port lives.
 PORT_FIX = ("stop the process holding the port (ss -ltnp | grep {port}), or pick another "
             "MASTER_PORT (torchrun --master-port, e.g. 29501); with --rdzv-backend=c10d the "
             "port is the one in --rdzv-endpoint")
-# The port the line names: socket.cpp's "[::]:29500 (errno: 98" and ">= 2.3 "port: 29500,".
+PRIVILEGED_FIX = ("port {port} was refused: pick a MASTER_PORT from 1024 to 65535 (torchrun "
+                  "--master-port, e.g. 29500; ports below 1024 need root, and a security "
+                  "policy such as SELinux may refuse others); with --rdzv-backend=c10d the "
+                  "port is the one in --rdzv-endpoint")
+# The rendezvous endpoint's code -> the master's twin, whether the master's store must be
+# seen (True) or is the default unless the c10d rendezvous is seen (False), and the fix said
+# when the log names neither store. A bind refused with EACCES (socket.cpp "failed to bind to
+# [::]:520 (errno: 13 - Permission denied)") is the same store's bind as an EADDRINUSE one:
+# the master's by default.
+TWINS = {"endpoint-port-in-use": ("master-port-in-use", False, PORT_FIX),
+         "endpoint-bind-failed": ("master-port-unavailable", False, PRIVILEGED_FIX),
+         "endpoint-unresolvable": ("master-addr-unresolvable", True, "")}
+# The port the line names: socket.cpp's "[::]:29500 (errno: 98" (13: EACCES) and >= 2.3's
+# "port: 29500,".
 # (errno 48 on macOS, 10048 WSAEADDRINUSE on Windows: network.py)
-BOUND_PORT = re.compile(r":(?P<a>\d+) \(errno: (?:98|48|10048)\b|\bport: (?P<b>\d+)\b")
+BOUND_PORT = re.compile(r":(?P<a>\d+) \(errno: (?:98|48|10048|13)\b|\bport: (?P<b>\d+)\b")
 
 
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -86,7 +95,7 @@ def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Exp
         return found
     out = []
     for e in found:
-        twin, needs_master = TWINS.get(e.problem.code, ("", False))
+        twin, needs_master, unseen_fix = TWINS.get(e.problem.code, ("", False, ""))
         if not twin or NCCL_BIND.search(e.first.text):
             out.append(e)
             continue
@@ -99,8 +108,8 @@ def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Exp
         p = e.problem
         port = BOUND_PORT.search(p.observed)
         # the master's store seen: the catalogue's fix; neither store seen: both flags
-        fix = "" if master else PORT_FIX.format(port=(port["a"] or port["b"]) if port
-                                                else "<port>")
+        fix = "" if master else unseen_fix.format(port=(port["a"] or port["b"]) if port
+                                                  else "<port>")
         out.append(replace(e, problem=load_catalogue()[twin].problem(
             p.observed, fix=fix, ranks=p.ranks, hosts=p.hosts)))
     return out

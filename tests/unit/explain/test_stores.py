@@ -92,3 +92,18 @@ def test_a_dialed_name_no_dns_server_answered_for_is_the_masters_under_static_re
     # the same lines under the c10d rendezvous: the endpoint's name
     c10d = lines[3].replace("static_tcp_rendezvous.py", "c10d_rendezvous_backend.py")
     assert first_cause(*lines[:3], c10d, lines[4]) == "endpoint-unresolvable"
+
+
+# socket.cpp's bind refused with EACCES (torch 2.x), as users paste it: a port below 1024
+DENIED = ("The server socket has failed to listen on any local network address. The server "
+          "socket has failed to bind to [::]:{port} (errno: 13 - Permission denied).")
+
+
+def test_a_refused_bind_the_log_ties_to_no_store_is_the_master_port_too():
+    p = _problem(DENIED.format(port=520))
+    assert p.code == "master-port-unavailable"
+    assert "port 520 was refused" in p.fix and "--master-port" in p.fix
+    assert "--rdzv-endpoint" in p.fix and "ss -ltnp" not in p.fix  # not the port-in-use fix
+    # the c10d rendezvous seen: the endpoint's own code stays
+    assert first_cause("+ torchrun --rdzv_backend=c10d --rdzv_endpoint=n1:520 train.py",
+                       DENIED.format(port=520)) == "endpoint-bind-failed"
