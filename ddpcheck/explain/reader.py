@@ -2,7 +2,8 @@
 
 Runs wherever ``ddpcheck explain`` runs. Knows the prefixes launchers put on each line
 (torchrun ``--tee``/``--log-dir`` ``[rank3]:`` / ``[default3]:``, ``srun -l`` ``3:``, mpirun
-``[1,3]<stdout>:``, torchx ``trainer/0 [3]:``, Lightning ``[rank: 3]``, a bare ``[3]``), the
+``[1,3]<stdout>:``, torchx ``trainer/0 [3]:``, Lightning ``[rank: 3]``, a bare ``[3]``), Ray's
+``(RayTrainWorker pid=N, ip=A)`` (the node, no rank), colour codes, the
 NCCL ``host:pid:tid [dev]`` form, glog/logging timestamps, and torchelastic's JSON
 ``error_file``, whose message and Python call stack become records too.
 """
@@ -31,6 +32,16 @@ RANK_PREFIXES = [
 # the list's order, as the list was; pattern i's rank is its group "rank<i>" (its only group).
 ANY_PREFIX = re.compile("|".join(f"(?:{rx.pattern.replace('(?P<rank>', f'(?P<rank{i}>')})"
                                  for i, rx in enumerate(RANK_PREFIXES)))
+# Ray's driver prints each worker's output under the worker process and, for another node's
+# workers, that node's address (ray/_private/worker.py print_worker_logs: "(pid=45601) task",
+# "(RayTrainWorker pid=1234, ip=10.0.0.5) ...", "(raylet, ip=10.0.0.5) ..."; Ray docs,
+# "Configuring Logging"): no rank, but the node.
+RAY_PREFIX = re.compile(r"^\s*\((?:(?:[\w.<>:-]+ )?pid=\d+|raylet)"
+                        r"(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\) ?")
+# Colour codes (ECMA-48 SGR, "\x1b[36m" ... "\x1b[0m") that Ray, Lightning's rich console,
+# loguru and colorlog put around a line or its prefix: kept, they would hide the prefix and the
+# line's start from every anchored pattern.
+ANSI_SGR = re.compile(r"\x1b\[[0-9;]*m")
 # Ranks named inside the message itself (ProcessGroupNCCL, DDP).
 INNER_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>\d+)\]")
 # NCCL_DEBUG lines: "host:pid:tid [cudaDev] NCCL INFO|WARN ..." (NCCL src/debug.cc format).
@@ -80,12 +91,20 @@ def parse_time(text: str) -> float | None:
 
 
 def record(source: str, lineno: int, line: str) -> Record:
-    rank, text = split_prefix(line.rstrip("\n"))
+    line = line.rstrip("\n")
+    if "\x1b" in line:
+        line = ANSI_SGR.sub("", line)
+    ray = RAY_PREFIX.match(line) if line.lstrip().startswith("(") else None
+    if ray is not None:
+        line = line[ray.end():]
+    rank, text = split_prefix(line)
     if rank is None:
         inner = INNER_RANK.search(text)
         rank = int(inner.group("rank")) if inner else None
     host = NCCL_HOST.search(text) if MAY_NAME_HOST(text) else None
-    return Record(source, lineno, text, rank, host.group("host") if host else "", parse_time(text))
+    return Record(source, lineno, text, rank,
+                  host.group("host") if host else (ray["ip"] or "") if ray else "",
+                  parse_time(text))
 
 
 def read_text(source: str, text: str) -> list[Record]:

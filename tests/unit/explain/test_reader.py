@@ -125,3 +125,26 @@ def _one_by_one(line: str) -> tuple[int | None, str]:
 ])
 def test_the_one_prefix_regex_strips_as_the_list_tried_in_order_did(line):
     assert split_prefix(line) == _one_by_one(line)
+
+
+def test_rays_worker_prefix_and_colour_codes_are_stripped_and_the_node_kept():
+    """Ray's driver prints a worker's lines as "(Actor pid=N, ip=A) line" (ip only for another
+    node's workers), often coloured: the line itself is what the rules read, the ip the host."""
+    recs = read_text("driver.log", "\x1b[36m(RayTrainWorker pid=552, ip=10.130.6.168)\x1b[0m "
+                     '  File "/opt/torch/distributed/run.py", line 9, in main\n'
+                     "(pid=45601) [rank1]: RuntimeError: boom\n"
+                     "(raylet, ip=10.0.0.7) [2023-05-19 12:35:18,347 I 4259 68] x.cc:35: ok\n"
+                     "(a note in parentheses, pid=3) stays as it is\n")
+    assert recs[0].text == '  File "/opt/torch/distributed/run.py", line 9, in main'
+    assert recs[0].host == "10.130.6.168"
+    assert (recs[1].text, recs[1].rank, recs[1].host) == ("RuntimeError: boom", 1, "")
+    assert recs[2].host == "10.0.0.7" and recs[2].text.startswith("[2023-05-19")
+    assert recs[3].text.startswith("(a note in parentheses")
+
+
+def test_a_ray_workers_trimmed_traceback_is_a_failure_not_a_healthy_log():
+    from ddpcheck.explain import explain_texts
+
+    log = ("(CommandActor pid=552, ip=10.130.6.168)   File \"/x/site-packages/torch/distributed/"
+           "elastic/rendezvous/c10d_rendezvous_backend.py\", line 115, in _call_store\n")
+    assert explain_texts([("driver.log", log)]).exit_code == 1
