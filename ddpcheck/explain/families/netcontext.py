@@ -34,6 +34,7 @@ from ddpcheck.explain.families import (
     ncclinterfaces,
     ncclresult,
     ncclshm,
+    rendezvous,
 )
 from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record
@@ -203,7 +204,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
             e = _no_interface(e, ifname_set or any(SHELL_IFNAME.search(r.text)
                                                    for r in records_for(records, SHELL_IFNAME)))
         out.append(e)
-    out = addresses.gloo_wrapper(out)
+    out = rendezvous.retried_through(addresses.gloo_wrapper(out), records)
     out = ncclresult.quoted_tail(ncclinterfaces.bootstrap_interface(out, records), records)
     out = ncclinterfaces.one_node_interfaces(out, records)
     found = _conditions_yield(ncclinterfaces.odd_family(out, ifname_set, records))

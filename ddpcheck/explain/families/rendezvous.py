@@ -7,8 +7,13 @@ torch/distributed/elastic/rendezvous (RendezvousTimeoutError, RendezvousConnecti
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
+from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
 from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.reader import Record
 from ddpcheck.judgements.ranklayout import RANK_OVERLAP, WORLD_SIZE_DIFFERS
 from ddpcheck.node.netprobe import (
     ENDPOINT_NO_ROUTE,
@@ -73,8 +78,7 @@ PATTERNS = [
             r".*client socket has failed to connect to any network address of "
             r"\((?P<addr>[^)]+)\)", RDZV, cause=UNREACHABLE_CAUSE),
     pattern(ENDPOINT_UNREACHABLE,
-            NOT_A_SOCKET_WARNING +
-            r".*client socket has failed to connect to (?P<addr>\S+) \((?:errno: 110|"
+            r"client socket has failed to connect to (?P<addr>\S+) \((?:errno: 110|"
             r"[^)]*Connection timed out)", RDZV, cause=UNREACHABLE_CAUSE),
     # torch >= 2.3 TCPStore.cpp's client retry loop, and torch 1.x tcputils' connect():
     # "TCP client failed to connect/validate to host h:29500 - timed out (try=7, ...)",
@@ -86,8 +90,7 @@ PATTERNS = [
     # c10d socket.cpp, and Python's own ConnectionRefusedError (torch 1.x store clients,
     # scripts probing MASTER_ADDR): nothing listened there
     pattern(ENDPOINT_REFUSED,
-            NOT_A_SOCKET_WARNING +
-            r".*client socket has failed to connect to (?P<addr>\S+) \(errno: 111|"
+            r"client socket has failed to connect to (?P<addr>\S+) \(errno: 111|"
             r"ConnectionRefusedError: \[Errno 111\] Connection refused", RDZV),
     # c10d socket.cpp's "The IPv4 network addresses of (host, port) cannot be retrieved (gai
     # error: -2 - Name or service not known)" is a name the node looks up for itself
@@ -153,3 +156,39 @@ PATTERNS = [
                   "timeout: the others were not started (a node without its launcher), "
                   "were still busy (downloading, preprocessing) or crashed first"),
 ]
+
+
+# socket.cpp's per-address connect warning, refused (111) or timed out (110): "[W
+# socket.cpp:558] [c10d] The client socket has failed to connect to [node0]:29500 (errno: 111
+# - Connection refused)." SocketConnectOp (torch 1.10-2.13) prints it per address and per
+# retry and goes on until its deadline, so it alone does not say the connect failed: a job
+# whose workers start before the store host prints it and then runs. What follows it in its
+# own file tells the two apart: output after it is the connect that got through; a file
+# that ends in such warnings shows a connect that never did (a job that hung retrying, or
+# was stopped), and explain reads them as the refused or unreachable store, as at stop 27
+# (reading them as nothing made such a log NO FAILURE FOUND, exit 0).
+RETRIED_CONNECT = re.compile(r"\[W[\s\d][^\]]*socket\.cpp[^\]]*\].*client socket has failed "
+                             r"to connect to \S+ \(errno: 11[01]\b")
+RETRIED_CODES = frozenset({"endpoint-refused", "endpoint-unreachable"})
+
+
+def retried_through(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """Drop a refused or unreachable store read only from per-address connect warnings that
+    other output follows in their file: the retry got through."""
+    if not any(e.problem.code in RETRIED_CODES and RETRIED_CONNECT.search(e.first.text)
+               for e in found):
+        return found
+    last_output: dict[str, int] = {}  # each file's last line that is not such a warning
+    for r in records:
+        if r.text.strip() and not RETRIED_CONNECT.search(r.text):
+            last_output[r.source] = r.lineno
+    by_place = {f"{r.source}:{r.lineno}": r for r in records}
+    out = []
+    for e in found:
+        lines = [by_place[at] for at in e.evidence if at in by_place] or [e.first]
+        warned = [r for r in lines if RETRIED_CONNECT.search(r.text)]
+        if (e.problem.code in RETRIED_CODES and warned and len(warned) == len(lines)
+                and all(last_output.get(r.source, 0) > r.lineno for r in warned)):
+            continue
+        out.append(e)
+    return out

@@ -192,6 +192,23 @@ def test_per_address_refused_or_timed_out_warning_is_no_failure():
         "endpoint-refused"
 
 
+def test_per_address_warnings_that_end_their_file_are_a_connect_that_never_got_through():
+    # the same warnings with nothing after them (a job that hung retrying until it was
+    # stopped, the paste's end): the store refused or did not answer, as at stop 27
+    for errno, code in (("111 - Connection refused", "endpoint-refused"),
+                        ("110 - Connection timed out", "endpoint-unreachable")):
+        line = (f"[W socket.cpp:558] [c10d] The client socket has failed to connect to "
+                f"[node0]:29500 (errno: {errno}).")
+        assert first_cause(*HEALTHY[:1], *[line] * 6) == code, errno
+        # six retries, then the job ran: the evidence shows four of them, all followed
+        assert first_cause(*[line] * 6, *HEALTHY) == "none", errno
+    # another file's progress says nothing of this file's connect
+    e = explain_texts([("node1.log", "[W socket.cpp:558] [c10d] The client socket has failed "
+                        "to connect to [node0]:29500 (errno: 111 - Connection refused).\n"),
+                       ("node0.log", "epoch 1 loss 0.31\n")])
+    assert [p.code for p in e.problems] == ["endpoint-refused"]
+
+
 C10D_FRAME = ('  File "/usr/lib/python3/site-packages/torch/distributed/elastic/rendezvous/'
               'c10d_rendezvous_backend.py", line 174, in _create_tcp_store')
 C10D_TIMEOUT = ("torch.distributed.DistNetworkError: The client socket has timed out after 60s "
