@@ -297,11 +297,10 @@ def candidates(texts: Sequence[str],
     everyone = tuple(range(len(regexes)))
     if not ENABLED or not texts:
         return [everyone] * len(texts)
-    needs = [literals(r) for r in regexes]
-    always = tuple(i for i, n in enumerate(needs) if n is None)
+    needs, always, order = _plan(tuple(regexes))
     out: list[tuple[int, ...]] = [always] * len(texts)
     lines = _lines(texts)
-    lines.prefetch([n for n in needs if n is not None])
+    lines.prefetch_pieces(order)
     extra: dict[int, list[int]] = {}
     for i, need in enumerate(needs):
         if need is None:
@@ -335,8 +334,11 @@ class _Lines:
     def prefetch(self, needs: Iterable[Literals]) -> None:
         """Find the needs' strings shortest first: a string that holds one found before is
         then looked for only in that one's lines (``_find``)."""
-        for piece in sorted({p for n in needs for p in _pieces(n)},
-                            key=lambda p: (len(p[0]), p)):
+        self.prefetch_pieces(_shortest_first(needs))
+
+    def prefetch_pieces(self, pieces: Iterable[Piece]) -> None:
+        """``prefetch`` with the strings already in their order (``_shortest_first``)."""
+        for piece in pieces:
             if piece not in self.found:
                 self.found[piece] = self._find(piece)
 
@@ -383,8 +385,25 @@ class _Lines:
         return self._folded
 
 
-def _pieces(need: Literals) -> list[Piece]:
-    return [*((s, False) for s in need.strings), *((s, True) for s in need.folded)]
+def _shortest_first(needs: Iterable[Literals]) -> tuple[Piece, ...]:
+    """The needs' strings, each once, shortest first (then in their order)."""
+    return tuple(sorted({p for n in needs for p in _pieces(n)}, key=lambda p: (len(p[0]), p)))
+
+
+@lru_cache(maxsize=64)
+def _plan(regexes: tuple[re.Pattern[str], ...]
+          ) -> tuple[tuple[Literals | None, ...], tuple[int, ...], tuple[Piece, ...]]:
+    """What ``candidates`` derives from the regexes alone, once per set of patterns (explain
+    passes the same ones for every log): each one's strings, the indices of those without
+    any (looked for on every line), and every string in the order ``prefetch`` finds them."""
+    needs = tuple(literals(r) for r in regexes)
+    always = tuple(i for i, n in enumerate(needs) if n is None)
+    return needs, always, _shortest_first(n for n in needs if n is not None)
+
+
+@lru_cache(maxsize=8192)
+def _pieces(need: Literals) -> tuple[Piece, ...]:
+    return (*((s, False) for s in need.strings), *((s, True) for s in need.folded))
 
 
 def _covers(outer: Piece, inner: Piece) -> bool:

@@ -17,15 +17,37 @@ import pytest
 
 FAST = ["--probe-timeout", "10"]
 
+# The break is applied when a process imports torch's sampler module (the probe's pytest
+# session), not by importing it: every Python process of the run reads this sitecustomize,
+# and the launcher and the rank wrappers, which never import torch, would each import it.
 BREAK_SET_EPOCH = '''
-import torch.utils.data.distributed as d
+import importlib.util
+import sys
+
+SAMPLER = "torch.utils.data.distributed"
 
 
 def set_epoch(self, epoch):
     raise TypeError("set_epoch() broken on purpose by the test's sitecustomize")
 
 
-d.DistributedSampler.set_epoch = set_epoch
+class BreakOnImport:
+    def find_spec(self, name, path=None, target=None):
+        if name != SAMPLER:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            module.DistributedSampler.set_epoch = set_epoch
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, BreakOnImport())
 '''
 
 
