@@ -97,7 +97,7 @@ import re
 from collections.abc import Sequence
 
 from ddpcheck.explain import prefilter, tracebacks
-from ddpcheck.explain.reader import Record
+from ddpcheck.explain.reader import Record, last_lines
 from ddpcheck.explain.tracebacks import Matcher
 
 # Searched in the lowercased line (``is_failure``): any capitalisation, and no leading \b, so
@@ -338,10 +338,7 @@ START_BAR = re.compile(r"(?:^|:|\s)\s*0%\|[^|]*\|\s*0/\d+")
 
 def stalled_at_start(records: Sequence[Record]) -> Record | None:
     """The last line of a source when it is a progress bar still at 0 (after ``\\r``)."""
-    last: dict[str, Record] = {}
-    for r in records:
-        if r.text.strip():
-            last[r.source] = r
+    last = last_lines(records)
     for r in last.values():
         if START_BAR.search(r.text.split("\r")[-1] or r.text):
             return r

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,10 +101,20 @@ def record(source: str, lineno: int, line: str) -> Record:
     if rank is None:
         inner = INNER_RANK.search(text)
         rank = int(inner.group("rank")) if inner else None
-    host = NCCL_HOST.search(text) if MAY_NAME_HOST(text) else None
-    return Record(source, lineno, text, rank,
-                  host.group("host") if host else (ray["ip"] or "") if ray else "",
-                  parse_time(text))
+    nccl = NCCL_HOST.search(text) if MAY_NAME_HOST(text) else None
+    host = nccl.group("host") if nccl else (ray["ip"] or "") if ray else ""
+    return Record(source, lineno, text, rank, host, parse_time(text))
+
+
+def last_lines(records: Sequence[Record],
+               skip: re.Pattern[str] | None = None) -> dict[str, Record]:
+    """Each source's last line that is not blank (nor matches ``skip``): where its output
+    ended."""
+    last: dict[str, Record] = {}
+    for r in records:
+        if r.text.strip() and not (skip is not None and skip.search(r.text)):
+            last[r.source] = r
+    return last
 
 
 def read_text(source: str, text: str) -> list[Record]:

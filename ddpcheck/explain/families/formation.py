@@ -68,7 +68,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.explain.causality import CLOCK_SLACK_S, SYMPTOM, Explained
-from ddpcheck.explain.reader import Record
+from ddpcheck.explain.reader import Record, last_lines
 from ddpcheck.launcher.spawn.formation import WORLD_NOT_FORMED
 
 # torchrun's agents entered their rendezvous (dynamic_rendezvous.py next_rendezvous; etcd)
@@ -156,10 +156,7 @@ def stopped_forming(records: Sequence[Record]) -> Explained | None:
     ``init_process_group`` and no line says the world formed; else None."""
     if any(FORMED.search(r.text) for r in records):
         return None
-    last: dict[str, Record] = {}
-    for r in records:
-        if r.text.strip():
-            last[r.source] = r
+    last = last_lines(records)
     if not last or not all(ENTERED.search(r.text) for r in last.values()):
         return None
     first = min(last.values(), key=lambda r: r.order)
@@ -204,10 +201,7 @@ def nccl_unfinished(records: Sequence[Record]) -> str | None:
     """A note when every file ends at an NCCL INFO line and a communicator's init started
     (``Init START``; before NCCL 2.18.3 the bootstrap and the init steps, with no
     ``COMPLETE`` anywhere) without completing; else None."""
-    last: dict[str, Record] = {}
-    for r in records:
-        if r.text.strip():
-            last[r.source] = r
+    last = last_lines(records)
     if not last or not all("NCCL INFO" in r.text for r in last.values()):
         return None
     started: dict[tuple[str, str, str], Record] = {}

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
 from ddpcheck.explain.matching import pattern
-from ddpcheck.explain.reader import Record
+from ddpcheck.explain.reader import Record, last_lines
 from ddpcheck.judgements.ranklayout import RANK_OVERLAP, WORLD_SIZE_DIFFERS
 from ddpcheck.node.netprobe import (
     ENDPOINT_NO_ROUTE,
@@ -178,17 +178,15 @@ def retried_through(found: list[Explained], records: Sequence[Record]) -> list[E
     if not any(e.problem.code in RETRIED_CODES and RETRIED_CONNECT.search(e.first.text)
                for e in found):
         return found
-    last_output: dict[str, int] = {}  # each file's last line that is not such a warning
-    for r in records:
-        if r.text.strip() and not RETRIED_CONNECT.search(r.text):
-            last_output[r.source] = r.lineno
+    last_output = last_lines(records, skip=RETRIED_CONNECT)  # after the warnings, if any
     by_place = {f"{r.source}:{r.lineno}": r for r in records}
     out = []
     for e in found:
         lines = [by_place[at] for at in e.evidence if at in by_place] or [e.first]
         warned = [r for r in lines if RETRIED_CONNECT.search(r.text)]
         if (e.problem.code in RETRIED_CODES and warned and len(warned) == len(lines)
-                and all(last_output.get(r.source, 0) > r.lineno for r in warned)):
+                and all(r.source in last_output and last_output[r.source].lineno > r.lineno
+                        for r in warned)):
             continue
         out.append(e)
     return out

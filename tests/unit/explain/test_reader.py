@@ -148,3 +148,14 @@ def test_a_ray_workers_trimmed_traceback_is_a_failure_not_a_healthy_log():
     log = ("(CommandActor pid=552, ip=10.130.6.168)   File \"/x/site-packages/torch/distributed/"
            "elastic/rendezvous/c10d_rendezvous_backend.py\", line 115, in _call_store\n")
     assert explain_texts([("driver.log", log)]).exit_code == 1
+
+
+def test_last_lines_are_each_files_last_output_blank_and_skipped_lines_aside():
+    import re
+
+    from ddpcheck.explain.reader import last_lines
+
+    recs = [*read_text("a.log", "one\nretry 1\n\n"), *read_text("b.log", "two\n  \n")]
+    assert {s: r.text for s, r in last_lines(recs).items()} == {"a.log": "retry 1",
+                                                                "b.log": "two"}
+    assert last_lines(recs, skip=re.compile(r"^retry"))["a.log"].text == "one"
