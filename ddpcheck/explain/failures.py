@@ -210,9 +210,24 @@ BENIGN = re.compile(r"NCCL WARN (?:Failed to open libibverbs\.so|" + BENIGN_IB +
 LAUNCH_CONFIG = re.compile(r"\bsignals_to_handle\s*:")
 
 
+# A training loop's figures that carry a failure word: an error metric with a fractional value
+# ("val_error 0.05", "top1_error=12.3", "'eval_error': 0.1", "Validation Error: 0.034",
+# "max_abs_error 2e-05", "word error rate"), and zero counts ("0 failed", "errors: 0"). No
+# producer of a failure prints a fraction after the word: errnos, exit codes and NCCL's
+# results are integers ("Error 137", "NCCL error 2"), and an exception's name is glued to a
+# capital ("RuntimeError: 0.5 ..." is no metric). Removed from the line before WORDS reads it.
+METRIC_NAME = r"(?:\b[a-z0-9_]*(?:error|err)s?|(?<![A-Za-z])Errors?)\b"
+FRACTION = r"[-+]?(?:\d*\.\d+(?:e[-+]?\d+)?|\d+e[-+]?\d+)%?"
+METRIC = re.compile(METRIC_NAME + r"['\"]?\s*[:=]?\s*" + FRACTION + "|"
+                    r"\b[Ee]rror rates?\b|"
+                    r"(?<![\w.-])0 (?:failed|failures?|errors?)\b|"
+                    r"\b(?:[Ff]ailed|[Ff]ailures?|[Ee]rrors?)\w*['\"]?\s*[:=]\s*0(?![\d.])")
+
+
 def is_failure(text: str) -> bool:
     """Whether one line shows a failure in its producer's words (warnings aside)."""
-    return (bool(WORDS.search(text.lower()) or MARKS.search(text))
+    words = METRIC.sub(" ", text)
+    return (bool(WORDS.search(words.lower()) or MARKS.search(text))
             and not BENIGN.search(text) and not LAUNCH_CONFIG.search(text))
 
 

@@ -191,3 +191,34 @@ def test_the_same_line_logged_as_an_error_is_a_failure(line):
 ])
 def test_a_launchers_warning_that_a_worker_ended_keeps_the_job_from_being_healthy(line):
     assert explain_texts([("node2.log", "step 1 loss 0.5\n" + line + "\n")]).exit_code == 1
+
+
+# A training loop's error metrics and zero counts (the figures torchmetrics, timm's
+# "top1_err", HF's "eval_*" dicts and pytest's summary print) beside the failures that carry
+# the same words with an integer (make's "Error 137", NCCL's result number) or an
+# exception's name glued to a capital.
+@pytest.mark.parametrize("metric", [
+    "epoch 3 | train_loss 0.21 | val_error 0.05",
+    "Epoch 3: top1_error=12.3 top5_error=2.1",
+    "{'eval_loss': 0.5, 'eval_error': 0.1}",
+    "Validation Error: 0.034",
+    "step 100 rel_error 1e-3 max_abs_error 2e-05",
+    "eval: word error rate (WER) 4.5%",
+    "Test: top1_err 23.51%",
+    "0 failed, 12 passed",
+    "errors: 0",
+])
+def test_an_error_metric_or_a_zero_count_is_no_failure(metric):
+    assert not is_failure(metric)
+    assert explain_texts([("train.log", metric + "\n")]).exit_code == 0
+
+
+@pytest.mark.parametrize("failure", [
+    "RuntimeError: 0.5 is not a valid value",
+    "make: *** [all] Error 137",
+    "NCCL error 2: unhandled system error",
+    "1 failed, 12 passed",
+    "Error: 0.5s timed out",
+])
+def test_the_same_words_with_an_integer_or_an_exception_name_are_a_failure(failure):
+    assert is_failure(failure)
