@@ -112,6 +112,10 @@ class Scenario:
     script: dict[str, str] = field(default_factory=dict)  # netns: exported by a `sh -x` script
 
 
+# The logging a user turns on to see more: torchrun's (LOGLEVEL), c10's C++ logs
+# (TORCH_CPP_LOG_LEVEL) and the collective checks (TORCH_DISTRIBUTED_DEBUG).
+VERBOSE = {"LOGLEVEL": "INFO", "TORCH_CPP_LOG_LEVEL": "INFO", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}
+
 SCENARIOS = [
     Scenario("user-exception", "unexplained",
              "rank 1 raises KeyError('labels') in the user's code at step 3",
@@ -191,6 +195,21 @@ SCENARIOS = [
     Scenario("fresh-disk-full-console", "disk-full",
              "a checkpoint to /dev/full, console only", launcher="console", fresh=True,
              env={"FAULT": "disk-full"}),
+    # What a user turns on to debug (stop 29): torchrun's and c10's INFO logging and
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL, whose monitored barrier before every collective names
+    # the rank that did not come, whether it was busy, stuck or dead.
+    Scenario("verbose-healthy", "none",
+             "no fault, with LOGLEVEL=INFO, TORCH_CPP_LOG_LEVEL=INFO and DETAIL",
+             env={"FAULT": "none", **VERBOSE, "RECORD": "1"}),
+    Scenario("verbose-user-exception", "unexplained",
+             "rank 1 raises KeyError('labels'), verbose logging and DETAIL",
+             env={"FAULT": "exception", **VERBOSE, "RECORD": "1"}, mention="KeyError: 'labels'"),
+    Scenario("verbose-sigkill", "host-out-of-memory",
+             "rank 1 SIGKILLed, verbose logging and DETAIL",
+             env={"FAULT": "sigkill", **VERBOSE, "RECORD": "1"}),
+    Scenario("verbose-rank-exits-early", "rank-never-joined",
+             "rank 1 exits (status 0) before the next collective, verbose logging and DETAIL",
+             env={"FAULT": "exit", **VERBOSE, "RECORD": "1"}),
 ]
 
 

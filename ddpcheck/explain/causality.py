@@ -184,6 +184,9 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
         if root is None:
             return _ambiguous(top, [e for e in found if e not in top], UNORDERED)
         top = [root, *(e for e in top if e is not root)]
+    if (ended := _absence_explained(top[0], found, unclaimed)) is not None:
+        return [replace(ended, root=True), *_echoes([e for e in found if e is not ended],
+                                                    ended.problem.code)]
     if best <= 2:  # an exception no rule explains may have been the first failure (beside
         # a condition NCCL printed at start-up, wherever it came: see NCCL_CONDITIONS)
         earlier = [u for u in unclaimed if before(top[0].first, u.first) is not True
@@ -229,6 +232,28 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
     roots = [e for e in top if e.problem.code == cause]
     rest = [e for e in found if e not in roots]
     return [*roots, *_echoes(rest, cause)]
+
+
+# What a rank prints when it waited for others or was ended by the launcher's teardown: no
+# end of its own (an absent rank's SIGKILL is: the OOM killer's or a user's).
+WAITING = (SYMPTOMS - {"rank-killed"}) | GENERIC
+
+
+def _absence_explained(lead: Explained, found: Sequence[Explained],
+                       unclaimed: Sequence[Explained]) -> Explained | None:
+    """The failure of its own of a rank that the lead names as never joining: it ended (an
+    exception no rule explains, a SIGKILL, a crash a rule names) and so never came.
+    ProcessGroupGloo's monitoredBarrier (TORCH_DISTRIBUTED_DEBUG=DETAIL runs one before every
+    collective) names the ranks that did not arrive whether they were busy, stuck or dead;
+    a real run here (rank 1 raising in the user's code under DETAIL) read ambiguous, and
+    rank 1 SIGKILLed read rank-never-joined with the kill as its consequence."""
+    if lead.problem.code != "rank-never-joined" or not lead.problem.ranks:
+        return None
+    absent = set(lead.problem.ranks)
+    own = [*unclaimed, *(e for e in found if e.root and e.problem.code not in WAITING
+                         and e.problem.code != lead.problem.code)]
+    return min((e for e in own if e.problem.ranks and set(e.problem.ranks) <= absent
+                and not e.problem.consequence_of), key=lambda e: e.first.order, default=None)
 
 
 def condition_alone(ordered: list[Explained]) -> list[Explained]:

@@ -230,7 +230,8 @@ def _explain(named_texts: Iterable[tuple[str, str]], traces: Sequence[RankTrace]
               for _, r in firsts[:QUOTED_ERRORS]]
     crashes = tracebacks.unclaimed(records, patterns)
     unread = [_unread(r) for r in failures.unread(errors, patterns)]
-    ordered = order(found, [_unclaimed(c) for c in crashes], first_failed_rank(records), unread)
+    ordered = order(found, [_unclaimed(c, tracebacks.framed(c, records)) for c in crashes],
+                    first_failed_rank(records), unread)
     ordered = ordered if errors else condition_alone(ordered)  # a warning, and no failure line
     # the rank the launcher saw fail first decides what the words leave undetermined
     final = firstfailure.first_failure(ordered, found, records, crashes)
@@ -290,12 +291,13 @@ def _grade(hit: Hit) -> str:
     return grade
 
 
-def _unclaimed(crash: tracebacks.Crash) -> Explained:
-    """An exception no pattern explains, as a candidate a hint must not hide."""
+def _unclaimed(crash: tracebacks.Crash, told: tracebacks.Crash) -> Explained:
+    """An exception no pattern explains, as a candidate a hint must not hide (placed where
+    ``crash`` was printed, quoted as ``told``, the same exception with the user's frame)."""
     r = crash.record
     problem = codes.UNEXPLAINED.problem(
-        f"an exception no rule explains: {crash.exception[:200]}"
-        + (f" (user code: {crash.user_frame})" if crash.user_frame else ""),
+        f"an exception no rule explains: {told.exception[:200]}"
+        + (f" (user code: {told.user_frame})" if told.user_frame else ""),
         ranks=(r.rank,) if r.rank is not None else (), hosts=(r.host,) if r.host else ())
     return Explained(problem, r, True, codes.UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), HINT)
 

@@ -178,10 +178,8 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
            for e in found):
         return ordered
     crash = next((c for c in unclaimed if c.rank == rank), None)
-    if crash is not None and not crash.user_frame:  # the same exception with its traceback
-        crash = next((c for c in tracebacks.crashes(records) if c.rank == rank
-                      and c.exception == crash.exception and c.user_frame), crash)
     if crash is not None:
+        crash = tracebacks.framed(crash, records)  # the same exception with its traceback
         return [_crash_root(crash, rank), *_echoes(found, UNEXPLAINED.code)]
     killed = [e for e in found if e.problem.code in KILLED_CODES and rank in e.problem.ranks
               and "SIGKILL" in e.problem.observed]

@@ -156,6 +156,15 @@ class Matcher(Protocol):
     def regex(self) -> re.Pattern[str]: ...
 
 
+def framed(crash: Crash, records: Sequence[Record]) -> Crash:
+    """The same exception of the same rank where its traceback shows the user's frame (a
+    bare copy, such as error.json's message, has none), else ``crash`` itself."""
+    if crash.user_frame:
+        return crash
+    return next((c for c in crashes(records) if c.rank == crash.rank
+                 and c.exception == crash.exception and c.user_frame), crash)
+
+
 def unclaimed(records: Sequence[Record], patterns: Sequence[Matcher]) -> list[Crash]:
     """Exceptions no pattern explains and nothing wraps: a failure of its own, which a hint
     (a SIGKILL, a warning) may have followed. The first of each rank, earliest first."""

@@ -218,6 +218,15 @@ def _own_fingerprints(hits: Sequence[Hit]) -> Problem:
     return UNEXPLAINED.problem(observed, **where(hits))
 
 
+def named_absent(hits: Sequence[Hit]) -> Problem:
+    """The ranks the lines name as absent (group ``ranks``), with the lines seen."""
+    ranks = sorted({int(r) for h in hits for r in re.findall(r"\d+", h.match["ranks"])})
+    p = hits[0].pattern
+    return p.diagnosis.problem(observed_lines(hits),
+                               cause=p.cause.format(**hits[0].match.groupdict()),
+                               ranks=tuple(ranks))
+
+
 PATTERNS = [
     # ProcessGroupWrapper.cpp (TORCH_DISTRIBUTED_DEBUG=DETAIL): torch 1.10's "Rank 0 is running
     # inconsistent collective: CollectiveFingerPrint(OpType=ALLREDUCE, TensorShape=[8], ...)"
@@ -235,11 +244,13 @@ PATTERNS = [
             r"(?:SequenceNumber=(?P<seq_b>\d+),? ?)?OpType=(?P<op_b>\w+))?"
             r"(?P<differ>.*Collectives differ in the following aspects:.*)?", NEXT,
             combine=combine_fingerprints),
-    # ProcessGroupGloo::monitoredBarrier names the ranks that did not arrive.
+    # ProcessGroupGloo::monitoredBarrier names the ranks that did not arrive: the problem is
+    # theirs (its ranks), not the reporting rank's, as for every rank-never-joined.
     pattern(RANK_NEVER_JOINED,
-            r"Ranks? (?P<ranks>[\d, ]+) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
+            r"Ranks? (?P<ranks>\d+(?:, ?\d+)*) failed to pass monitoredBarrier in (?P<ms>\d+) ms",
             NEXT, cause="rank {ranks} did not reach the monitored barrier within {ms} ms: "
-            "they were busy elsewhere (a long step of their own), stuck, or dead"),
+            "they were busy elsewhere (a long step of their own), stuck, or dead",
+            combine=named_absent),
     # The same barrier seen from the other side (ProcessGroupGloo.cpp monitoredBarrier, torch
     # 1.10 to 2.13): a non-zero rank "Rank 1 successfully reached monitoredBarrier, but received
     # errors while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank."

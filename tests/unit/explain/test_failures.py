@@ -222,3 +222,27 @@ def test_an_error_metric_or_a_zero_count_is_no_failure(metric):
 ])
 def test_the_same_words_with_an_integer_or_an_exception_name_are_a_failure(failure):
     assert is_failure(failure)
+
+
+# glog's INFO severity, as c10 (TORCH_CPP_LOG_LEVEL=INFO) and torch >= 2.3's Python loggers
+# print it: the libuv store's shutdown line of a real healthy run (torch 2.13) is no failure;
+# the agent's worker-group end state and a worker's end, logged at INFO too, still are.
+@pytest.mark.parametrize("line", [
+    "[I1124 16:31:39.317481630 TCPStoreLibUvBackend.cpp:1354] [c10d] uv_loop_close failed "
+    "with:-16 errn:EBUSY desc:resource busy or locked",
+    "I1124 16:31:39.317000 4711 torch/distributed/elastic/agent/server/api.py:900] "
+    "[default] retrying a failed rendezvous read",
+])
+def test_a_line_logged_at_info_is_no_failure(line):
+    assert not failure_records(read_text("run.log", line + "\n"), NOT_AN_ERROR)
+
+
+@pytest.mark.parametrize("line", [
+    "I1124 16:32:28.317000 4711 torch/distributed/elastic/agent/server/api.py:719] "
+    "[default] Worker group FAILED. 3/3 attempts left; will restart worker group",
+    "I1124 16:32:28.317000 4711 torch/distributed/elastic/multiprocessing/api.py:900] "
+    "Sending process 4712 closing signal SIGTERM",
+    "[E1124 16:31:39.317481630 TCPStoreLibUvBackend.cpp:1354] [c10d] uv_loop_close failed",
+])
+def test_an_agents_end_state_or_a_workers_end_logged_at_info_stays_a_failure(line):
+    assert failure_records(read_text("run.log", line + "\n"), NOT_AN_ERROR)

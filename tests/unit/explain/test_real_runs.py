@@ -28,6 +28,9 @@ def _explain(name: str):
 def test_the_injected_cause_is_the_first_root_cause_or_explain_abstains(entry):
     ex = _explain(entry["id"])
     causes = [p for p in ex.problems if not p.consequence_of]
+    if entry["cause"] == "none":  # a healthy run, however much it logged
+        assert not causes and ex.exit_code == 0, (entry["fault"], causes)
+        return
     assert causes, entry["fault"]
     if entry["verdict"] == "abstained":  # the log does not tell: never a confident guess
         assert ex.undetermined, (entry["fault"], causes[0].code)
@@ -139,3 +142,14 @@ def test_what_the_logs_of_both_nodes_cannot_tell_stays_undetermined():
     for name in ("netns-endpoint-not-recognised", "netns-master-addr-other-node",
                  "netns-peer-ports-rejected"):
         assert _explain(name).undetermined, name
+
+
+def test_a_rank_named_absent_by_the_monitored_barrier_that_raised_is_the_root():
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL: rank 0's monitoredBarrier names rank 1 as not arriving
+    (rank-never-joined, on rank 1); rank 1's own exception is why, quoted with its frame."""
+    ex = _explain("verbose-user-exception")
+    root = ex.problems[0]
+    assert root.code == "unexplained" and root.ranks == (1,)
+    assert "KeyError: 'labels'" in root.observed and "real_runs_train.py" in root.observed
+    joined = next(p for p in ex.problems if p.code == "rank-never-joined")
+    assert joined.ranks == (1,) and joined.consequence_of == "unexplained"

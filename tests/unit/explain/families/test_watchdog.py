@@ -72,6 +72,38 @@ def test_monitored_barrier_names_the_ranks_that_never_arrived():
                        "in 5000 ms") == "rank-never-joined"
 
 
+def test_the_monitored_barriers_problem_is_the_absent_ranks_not_the_reporters():
+    from ddpcheck.explain import explain_texts
+
+    e = explain_texts([("job.log", "[rank0]: RuntimeError: [Rank 0]: Ranks 1, 3 failed to "
+                                   "pass monitoredBarrier in 5000 ms\n")])
+    assert e.problems[0].code == "rank-never-joined" and e.problems[0].ranks == (1, 3)
+
+
+def test_an_absent_rank_that_raised_or_was_sigkilled_is_the_root():
+    """DETAIL's barrier names rank 1 absent; rank 1's own end is why it never came, whichever
+    file printed first (recorded: runs/verbose-user-exception, runs/verbose-sigkill)."""
+    from ddpcheck.explain import explain_texts
+
+    barrier = ("[rank0]: RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier "
+               "in 5000 ms\n")
+    raised = ('[rank1]: Traceback (most recent call last):\n'
+              '[rank1]:   File "train.py", line 9, in step\n'
+              "[rank1]: KeyError: 'labels'\n")
+    e = explain_texts([("rank0.log", barrier), ("rank1.log", raised)])
+    assert e.problems[0].code == "unexplained" and e.problems[0].ranks == (1,)
+    assert "train.py" in e.problems[0].observed
+    assert e.problems[1].code == "rank-never-joined" and e.problems[1].consequence_of
+    # the absent rank's teardown by SIGTERM is no end of its own: the barrier stays the root
+    term = "exitcode  : -15 (pid: 42)\nSignal 15 (SIGTERM) received by PID 42\n"
+    e = explain_texts([("rank0.log", barrier), ("rank1.log", "[rank1]: " + term)])
+    assert e.problems[0].code == "rank-never-joined"
+    # another rank's exception does not explain rank 1's absence
+    e = explain_texts([("rank0.log", barrier), ("rank2.log", raised.replace("rank1", "rank2"))])
+    assert [p.code for p in e.problems] == ["root-cause-ambiguous", "unexplained",
+                                            "rank-never-joined"]
+
+
 def test_rank_zero_missing_from_the_nccl_unique_id_exchange():
     assert first_cause(
         "RuntimeError: [6] is setting up NCCL communicator and retrieving ncclUniqueId from "
