@@ -210,6 +210,9 @@ SCENARIOS = [
     Scenario("verbose-rank-exits-early", "rank-never-joined",
              "rank 1 exits (status 0) before the next collective, verbose logging and DETAIL",
              env={"FAULT": "exit", **VERBOSE, "RECORD": "1"}),
+    Scenario("verbose-rank1-slow-save", "rank-zero-only-step-timeout",
+             "rank 1 alone saves a checkpoint past the 5 s timeout, verbose logging and DETAIL",
+             env={"FAULT": "slow-save", "FAULT_RANK": "1", **VERBOSE, "RECORD": "1"}),
 ]
 
 

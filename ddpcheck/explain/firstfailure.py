@@ -89,42 +89,59 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
 
 def _busy_alone(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     """A collective timeout on every rank but one, whose own last line is a solo step and
-    which printed no error: that rank was busy alone (rank-zero-only-step-timeout)."""
-    timeouts = [e for e in found if e.problem.code == "collective-timeout"
-                and not e.problem.consequence_of and e.problem.ranks]
-    if len(timeouts) != 1:
-        return found
-    e = timeouts[0]
+    which printed no error: that rank was busy alone (rank-zero-only-step-timeout). The same
+    for the one rank a monitored barrier names as never arriving (TORCH_DISTRIBUTED_DEBUG=
+    DETAIL; a real run here: rank 1 saving a checkpoint alone)."""
     own: dict[int, list[Record]] = {}
     for r in records:
         if r.rank is not None and r.text.strip() and not SUMMARY_LINE.search(r.text):
             own.setdefault(r.rank, []).append(r)
-    idle = [rk for rk in own if rk not in e.problem.ranks]
-    waited = set(e.problem.ranks)
-    if len(idle) != 1 or not waited or not waited <= set(own):
-        return found
-    (rank,) = idle
-    lines = own[rank]
-    lasts: dict[str, Record] = {}  # the rank's last own line in each file
+    timeouts = [e for e in found if e.problem.code == "collective-timeout"
+                and not e.problem.consequence_of and e.problem.ranks]
+    for e in found:
+        if e.problem.consequence_of or not e.problem.ranks:
+            continue
+        if e.problem.code == "collective-timeout" and len(timeouts) == 1:
+            waited = set(e.problem.ranks)
+            idle = [rk for rk in own if rk not in waited]
+            if not waited <= set(own):
+                continue
+        elif e.problem.code == "rank-never-joined":
+            idle = list(e.problem.ranks)
+            waited = set(own) - set(idle)
+        else:
+            continue
+        if len(idle) != 1 or not waited:
+            continue
+        (rank,) = idle
+        last = _solo_step(own.get(rank, []))
+        if last is None or first_rank(records) == rank:
+            continue
+        step = f"{last.source}:{last.lineno}: {last.text.strip()[:160]}"
+        busy = load_catalogue()["rank-zero-only-step-timeout"].problem(
+            f"rank {rank}'s last line: {step} | {e.problem.observed}",
+            cause=f"rank {rank} was busy with a step of its own ({last.text.strip()[:120]}) "
+                  f"while rank {', '.join(map(str, sorted(waited)))} waited in a collective "
+                  "until the process-group timeout; its own lines show no error",
+            ranks=(rank,), hosts=_hosts_of(own[rank]))  # where the cause is: the busy rank
+        return [replace(x, problem=busy, root=True, grade=CAUSE,
+                        evidence=(f"{last.source}:{last.lineno}", *x.evidence)[:4])
+                if x is e else x for x in found]
+    return found
+
+
+def _solo_step(lines: Sequence[Record]) -> Record | None:
+    """A rank's last own line in some file, when it is a step it runs alone and still under
+    way (one that had ended, 100% or saved, says nothing of where it went) and none of its
+    lines shows an error."""
+    if not lines or any(ERRORISH.search(r.text) for r in lines):
+        return None
+    lasts: dict[str, Record] = {}
     for r in lines:
         if r.source not in lasts or r.lineno > lasts[r.source].lineno:
             lasts[r.source] = r
-    # a step still under way: one that had ended (100%, saved) says nothing of where it went
-    last = next((r for r in lasts.values()
+    return next((r for r in lasts.values()
                  if SOLO_STEP.search(r.text) and not DONE.search(r.text)), None)
-    if (last is None or first_rank(records) == rank
-            or any(ERRORISH.search(r.text) for r in lines)):
-        return found
-    step = f"{last.source}:{last.lineno}: {last.text.strip()[:160]}"
-    busy = load_catalogue()["rank-zero-only-step-timeout"].problem(
-        f"rank {rank}'s last line: {step} | {e.problem.observed}",
-        cause=f"rank {rank} was busy with a step of its own ({last.text.strip()[:120]}) while "
-              f"rank {', '.join(map(str, sorted(waited)))} waited in a collective until the "
-              "process-group timeout; its own lines show no error",
-        ranks=(rank,), hosts=_hosts_of(lines))  # where the cause is: the busy rank
-    return [replace(x, problem=busy, root=True, grade=CAUSE,
-                    evidence=(f"{last.source}:{last.lineno}", *x.evidence)[:4]) if x is e
-            else x for x in found]
 
 
 def _hosts_of(lines: Sequence[Record]) -> tuple[str, ...]:

@@ -553,3 +553,20 @@ def test_a_timeout_whose_line_names_no_rank_or_number_is_said_in_words_not_quest
     (p,) = [p for p in e.problems if p.code == "collective-timeout"]
     assert "?" not in p.observed.split(" | ")[0] and "#?" not in p.cause
     assert "waiting in a collective" in p.cause
+
+
+def test_the_one_rank_a_monitored_barrier_names_busy_with_a_step_of_its_own_is_the_cause():
+    """DETAIL: rank 1 alone saves a checkpoint past the timeout (recorded:
+    runs/verbose-rank1-slow-save); its last line is the save, it printed no error."""
+    from ddpcheck.explain import explain_texts
+
+    text = ("[default0]:step 2 loss 0.3\n[default1]:step 2 loss 0.3\n"
+            "[default1]:Saving model checkpoint to /ckpt/3\n"
+            "[default0]:[rank0]: RuntimeError: [Rank 0]: Rank 1 failed to pass "
+            "monitoredBarrier in 5000 ms\n")
+    e = explain_texts([("console.log", text)])
+    assert e.problems[0].code == "rank-zero-only-step-timeout" and e.problems[0].ranks == (1,)
+    # the same rank ending in an error is no busy step
+    e = explain_texts([("console.log", text.replace("/ckpt/3\n", "/ckpt/3\n[default1]:"
+                                                    "OSError: [Errno 5] Input/output error\n"))])
+    assert e.problems[0].code != "rank-zero-only-step-timeout"
