@@ -210,6 +210,16 @@ SCENARIOS = [
     Scenario("verbose-rank-exits-early", "rank-never-joined",
              "rank 1 exits (status 0) before the next collective, verbose logging and DETAIL",
              env={"FAULT": "exit", **VERBOSE, "RECORD": "1"}),
+    # torchrun --max-restarts 2: every attempt fails; the console and the log-dir tree
+    # (attempt_0, attempt_1, ...) hold all of them, the summary only the last one's.
+    Scenario("restarts-user-exception", "unexplained",
+             "rank 1 raises KeyError('labels') in each of 3 attempts (--max-restarts 2)",
+             env={"FAULT": "exception", "RECORD": "1"}, mention="KeyError: 'labels'",
+             torchrun_args=lambda port: ["--max-restarts", "2", "--master-port", str(port)]),
+    Scenario("restarts-sigkill", "host-out-of-memory",
+             "rank 1 SIGKILLed in each attempt (--max-restarts 2)",
+             env={"FAULT": "sigkill", "RECORD": "1"},
+             torchrun_args=lambda port: ["--max-restarts", "2", "--master-port", str(port)]),
     Scenario("verbose-rank1-slow-save", "rank-zero-only-step-timeout",
              "rank 1 alone saves a checkpoint past the 5 s timeout, verbose logging and DETAIL",
              env={"FAULT": "slow-save", "FAULT_RANK": "1", **VERBOSE, "RECORD": "1"}),
