@@ -77,7 +77,25 @@ def first_rank(records: Sequence[Record]) -> int | None:
         (t0, r0), (t1, _) = sorted((t, rk) for rk, t in first.items())[:2]
         if t0 < t1:
             return r0
-    return None
+    return _only_rank_not_waiting(records)
+
+
+def _only_rank_not_waiting(records: Sequence[Record]) -> int | None:
+    """When the launcher's order says nothing (no block, or one ``reader.first_failed_rank``
+    cannot trust), causality does: a peer is lost or a collective times out only after some
+    rank stopped taking part. If every rank that raised raised a lost peer or a timeout
+    (``WAITED``) but one rank, which raised something else or was SIGKILLed (not by
+    torchrun's teardown), that rank failed first. Recorded with torch 1.13.1 (tests/data/
+    explain/runs-torch1.13/user-exception, sigkill), whose Root Cause blocks named rank 0's
+    ``Connection closed by peer``."""
+    every = [c for c in tracebacks.crashes(records) if "ChildFailedError" not in c.exception]
+    acting = [c for c in every if not WAITED.search(c.exception)]
+    if not every or len(acting) == len(every) or any(c.rank is None for c in acting):
+        return None  # no process that only waited, or an acting one of unknown rank
+    active = {c.rank for c in acting}
+    if not any("SIGKILL" in r.text and "closing signal" in r.text for r in records):
+        active |= {r.rank for r in records if r.rank is not None and SIGKILLED.search(r.text)}
+    return next(iter(active)) if len(active) == 1 else None
 
 
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -170,7 +188,8 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
         return ordered
     rank = first_rank(records)
     if rank is None:
-        return ordered
+        lone = _lone_crash(unclaimed, records)
+        return ordered if lone is None else [lone, *_echoes(found, UNEXPLAINED.code)]
     if left := _peer_left(records, rank):
         return [left, *_echoes(found, left.problem.code)]
     # The first rank's own symptom (a timeout, a lost peer) would make it a victim too.
@@ -191,6 +210,25 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
         return [replace(root, problem=root.problem.where(ranks=(rank,))),
                 *_echoes(rest, root.problem.code)]
     return ordered
+
+
+def _lone_crash(unclaimed: Sequence[tracebacks.Crash], records: Sequence[Record]
+                ) -> Explained | None:
+    """No line gives a rank (torch before 2.2 printed a worker's traceback without a
+    ``[rankN]:`` prefix when torchrun runs without ``--tee``), but of the tracebacks every one
+    but one ends in a lost peer or a timeout (``WAITED``): that one, which no rule explains,
+    is the process that left first. Recorded with torch 1.13.1 (tests/data/explain/
+    runs-torch1.13/user-exception-console): "KeyError: 'labels'" beside "RuntimeError:
+    [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer"."""
+    # torchrun's own traceback (launcher/api.py ``launch_agent`` raises ChildFailedError)
+    # reports the workers' failures; it is no process of the job
+    every = [c for c in tracebacks.crashes(records) if "ChildFailedError" not in c.exception]
+    if len(every) < 2 or any(c.rank is not None for c in every):
+        return None
+    active = [c for c in every if not WAITED.search(c.exception)]
+    if len(active) != 1 or not any(c.exception == active[0].exception for c in unclaimed):
+        return None
+    return _crash_root(active[0], None)
 
 
 def _peer_left(records: Sequence[Record], rank: int) -> Explained | None:
@@ -232,16 +270,19 @@ def _killed_before_teardown(records: Sequence[Record], rank: int) -> bool:
                               for r in records)
 
 
-def _crash_root(crash: tracebacks.Crash, rank: int) -> Explained:
+def _crash_root(crash: tracebacks.Crash, rank: int | None) -> Explained:
     r = crash.record
     where = f" ({crash.user_frame})" if crash.user_frame else ""
+    who = f"rank {rank}" if rank is not None else "one process"
+    how = ("the launcher's first observed failure" if rank is not None else
+           "every other traceback is a lost peer or a timeout")
     problem = UNEXPLAINED.problem(
-        f"rank {rank} failed first (the launcher's first observed failure) with "
-        f"{crash.exception[:200]}{where}",
-        cause=f"rank {rank}'s own exception{where}, which no rule names as a distributed "
+        f"{who} failed first ({how}) with {crash.exception[:200]}{where}",
+        cause=f"{who}'s own exception{where}, which no rule names as a distributed "
               "failure: the other ranks' errors (a lost peer, a timeout) follow from it",
-        fix=f"fix the exception in rank {rank}'s code{where}; "
-            + UNEXPLAINED.fix, ranks=(rank,), hosts=(r.host,) if r.host else ())
+        fix=f"fix the exception in {who}'s code{where}; "
+            + UNEXPLAINED.fix, ranks=(rank,) if rank is not None else (),
+        hosts=(r.host,) if r.host else ())
     return Explained(problem, r, True, UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), CAUSE)
 
 
