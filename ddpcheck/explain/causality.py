@@ -107,9 +107,13 @@ REPORTS_ON = {
 # Connection closed by peer [127.0.0.1]:60310", "Read error [127.0.0.1]:36255: Connection
 # reset by peer".
 LOST_PEER = re.compile(r"pair\.cc:\d+\].*Connection (?:closed|reset) by peer")
-# a gloo pair's connect to a loopback address (pair.cc "connect [127.0.0.1]:16798: Connection
-# refused", pair.h "Connect timeout [127.0.0.1]:...")
-LOOPBACK_DIALED = re.compile(r"(?:connect|Connect timeout) \[127\.\d+\.\d+\.\d+\]:\d+")
+# a gloo pair's connect, which dials the address a peer published in the store after making
+# its device (and warning): pair.cc "connect [127.0.0.1]:16798: Connection refused" (1.13.1),
+# "Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.h:301]
+# Connect timeout [none]" (2.1.2, ProcessGroupGloo.cpp:138; no address printed)
+GLOO_PAIR_CONNECT = re.compile(r"(?:\bconnect|Connect timeout) \[127\.\d+\.\d+\.\d+\]:\d+|"
+                               r"connectFullMesh failed with \[[^\]]*pair\.(?:h|cc):\d+\] "
+                               r"Connect timeout")
 UNORDERED = ("the log shows failures that each name a cause, printed by different files or "
              "ranks without timestamps that order them: either may be the root and the other "
              "its consequence")
@@ -287,11 +291,13 @@ def _warned_consequence(hint: Explained, symptom: Explained) -> bool:
     # Unordered (torch before 2.2 prints "[W ProcessGroupGloo.cpp:694] Warning: Unable to
     # resolve hostname to a (local) address. Using the loopback address as fallback" with no
     # time): gloo warns when it makes its device, before it publishes the address a peer
-    # dials, so a peer refused or timed out at a loopback address came after the warning by
-    # construction. Recorded with 1.13.1: tests/data/explain/runs-torch1.13/
-    # netns-own-hostname-not-in-hosts, node0's "connect [127.0.0.1]:16798: Connection refused".
+    # dials (connectFullMesh reads every peer's address from the store, then connects), so a
+    # peer's pair connect that failed came after the warning by construction. Recorded:
+    # tests/data/explain/runs-torch1.13/netns-own-hostname-not-in-hosts (node0's "connect
+    # [127.0.0.1]:16798: Connection refused"), runs-torch2.1/ the same ("Gloo connectFullMesh
+    # failed with [...pair.h:301] Connect timeout [none]").
     return said is True or (said is None and hint.problem.code == "hostname-loopback"
-                            and LOOPBACK_DIALED.search(symptom.problem.observed) is not None)
+                            and GLOO_PAIR_CONNECT.search(symptom.problem.observed) is not None)
 
 
 def _earliest(candidates: Sequence[Explained], first_rank: int | None) -> Explained | None:

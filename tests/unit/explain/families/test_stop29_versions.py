@@ -177,3 +177,34 @@ def test_recorded_113_runs_the_structure_decides():
     assert ex.problems[0].code == "hostname-loopback" and not ex.undetermined
     ex = explain_inputs(read_inputs([str(RUNS_113 / "sigkill")], None))
     assert ex.problems[0].code == "host-out-of-memory" and ex.problems[0].ranks == (1,)
+
+
+MESH = ("RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/"
+        "tcp/pair.h:301] Connect timeout [none]")
+
+
+def test_torch_21s_connect_full_mesh_timeout_names_no_address_but_follows_the_warning():
+    # 2.1.2 runs-torch2.1/netns-own-hostname-not-in-hosts: ProcessGroupGloo.cpp:138 prints
+    # no address; gloo dials only addresses published after each peer made its device
+    warn = ("[default0]:[W ProcessGroupGloo.cpp:695] Warning: Unable to resolve hostname to a "
+            "(local) address. Using the loopback address as fallback. Manually set the network "
+            "interface to bind to with GLOO_SOCKET_IFNAME. (function operator())\n")
+    timeout = f"[default0]:Traceback (most recent call last):\n[default0]:{MESH}\n"
+    assert _verdict(("node1.log", warn), ("node0.log", timeout))[0] == "hostname-loopback"
+    # near miss: a store wait that timed out is no pair connect
+    store = timeout.replace(MESH, "RuntimeError: Wait timeout after 30000ms, keys: /rank_1")
+    assert _verdict(("node1.log", warn), ("node0.log", store))[0] != "hostname-loopback"
+
+
+def test_gloo_socket_ifname_lo_on_two_hosts_whose_mesh_connect_timed_out():
+    # 2.1.2 runs-torch2.1/netns-socket-ifname-lo: no address in the line, two hosts failing
+    def node(host: str) -> str:
+        return (f"+ export GLOO_SOCKET_IFNAME=lo\n[default0]:{MESH}\n"
+                f"Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-24_16:22:14\n"
+                f"  host      : {host}\n  rank      : 0 (local_rank: 0)\n"
+                "  exitcode  : 1 (pid: 5)\n  traceback : Traceback (most recent call last):\n"
+                f"  {MESH}\n")
+    assert _verdict(("n0.log", node("node0")), ("n1.log", node("node1")))[0] == \
+        "socket-ifname-unreachable"
+    # near miss: one host (lo reaches its own ranks: the variable is no cause there)
+    assert _verdict(("n0.log", node("node0")))[0] != "socket-ifname-unreachable"
