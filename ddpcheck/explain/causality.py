@@ -274,7 +274,7 @@ def _survivors_lost_peer(symptom: Explained, cause: Explained) -> bool:
 def _on_first_rank(hint: Explained, other: Explained, first_rank: int | None) -> bool:
     """The hint is on the rank torchrun's Root Cause block names (across nodes, the strictly
     earliest block: ``reader.first_failed_rank``) and the other failure is not: the other
-    came later, though no timestamp of its own line says so. torch before 2.2 logs the
+    came later, though no timestamp of its own line says so. torch 1.13 logs the
     agent's "failed (exitcode: 1) local_rank: 0 (pid: N) of binary: ..." with logging's
     default format, no time (recorded with 1.13.1: tests/data/explain/runs-torch1.13/
     netns-hostname-loopback, node1's line beside node0's "connect [127.0.1.1]:41875:
@@ -288,7 +288,7 @@ def _warned_consequence(hint: Explained, symptom: Explained) -> bool:
     if symptom.problem.code not in WARNED_LEADS_TO.get(hint.problem.code, ()):
         return False
     said = before(hint.first, symptom.first)
-    # Unordered (torch before 2.2 prints "[W ProcessGroupGloo.cpp:694] Warning: Unable to
+    # Unordered (torch 1.13 and 2.1 print "[W ProcessGroupGloo.cpp:694] Warning: Unable to
     # resolve hostname to a (local) address. Using the loopback address as fallback" with no
     # time): gloo warns when it makes its device, before it publishes the address a peer
     # dials (connectFullMesh reads every peer's address from the store, then connects), so a

@@ -214,7 +214,7 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
 
 def _lone_crash(unclaimed: Sequence[tracebacks.Crash], records: Sequence[Record]
                 ) -> Explained | None:
-    """No line gives a rank (torch before 2.2 printed a worker's traceback without a
+    """No line gives a rank (torch 1.13 and 2.1 print a worker's traceback without a
     ``[rankN]:`` prefix when torchrun runs without ``--tee``), but of the tracebacks every one
     but one ends in a lost peer or a timeout (``WAITED``): that one, which no rule explains,
     is the process that left first. Recorded with torch 1.13.1 (tests/data/explain/
@@ -226,9 +226,12 @@ def _lone_crash(unclaimed: Sequence[tracebacks.Crash], records: Sequence[Record]
     if len(every) < 2 or any(c.rank is not None for c in every):
         return None
     active = [c for c in every if not WAITED.search(c.exception)]
-    if len(active) != 1 or not any(c.exception == active[0].exception for c in unclaimed):
+    # one exception in several files is one failure (a --log-dir tree holds each worker's
+    # stderr.log and its error.json: the same traceback twice)
+    if len({c.exception for c in active}) != 1 or not any(
+            c.exception == active[0].exception for c in unclaimed):
         return None
-    return _crash_root(active[0], None)
+    return _crash_root(min(active, key=lambda c: (c.user_frame == "", c.record.order)), None)
 
 
 def _peer_left(records: Sequence[Record], rank: int) -> Explained | None:

@@ -56,7 +56,7 @@ def _log_dir_files(records: Sequence[Record], texts: dict[str, str]) -> list[Rec
         for line in text.splitlines():
             if g := OWN_RANK.match(line):
                 offsets.setdefault(attempt, set()).add(int(g["rank"]) - int(m["local"]))
-    if local and not offsets:  # torch before 2.2 prints no [rankN]: prefix; the summary
+    if local and not offsets:  # torch 1.13/2.1 print no [rankN]: prefix; the summary
         for text in texts.values():  # beside the tree may say it
             for attempt, off in _summary_offsets(text):
                 offsets.setdefault(attempt, set()).add(off)

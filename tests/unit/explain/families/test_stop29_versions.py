@@ -67,8 +67,8 @@ def test_a_failure_with_no_error_file_is_dated_when_the_agent_looked():
 
 
 def test_of_tracebacks_without_ranks_the_one_that_is_no_lost_peer_is_the_first_failure():
-    # 1.13.1 runs-torch1.13/user-exception-console: torchrun without --tee, torch before
-    # 2.2 prints no "[rankN]:" prefix on a worker's traceback
+    # 1.13.1 runs-torch1.13/user-exception-console: torchrun without --tee; torch 1.13
+    # and 2.1 print no "[rankN]:" prefix on a worker's traceback (2.5 does)
     frame = '  File "/work/bench/real_runs_train.py", line {}, in {}\n    x\n'
     log = ("Traceback (most recent call last):\n" + frame.format(81, "train") + LOST + "\n"
            "Traceback (most recent call last):\n" + frame.format(92, "inject")
@@ -208,3 +208,19 @@ def test_gloo_socket_ifname_lo_on_two_hosts_whose_mesh_connect_timed_out():
         "socket-ifname-unreachable"
     # near miss: one host (lo reaches its own ranks: the variable is no cause there)
     assert _verdict(("n0.log", node("node0")))[0] != "socket-ifname-unreachable"
+
+
+def test_a_log_dir_tree_without_rank_prefixes_the_exception_of_its_own_is_the_root():
+    # 1.13.1 runs-torch1.13/user-exception/logs alone: each worker's stderr.log and
+    # error.json hold the same traceback, and no line names a global rank
+    tb = "Traceback (most recent call last):\n  File \"/w/real_runs_train.py\", line 92, " \
+         "in inject\n    x\n{}\n"
+    files = [("logs/none_a/attempt_0/0/stderr.log", tb.format(LOST)),
+             ("logs/none_a/attempt_0/1/stderr.log", tb.format("KeyError: 'labels'")),
+             ("logs/none_a/attempt_0/1/error.log", tb.format("KeyError: 'labels'"))]
+    code, _, observed = _verdict(*files)
+    assert code == "unexplained" and "KeyError: 'labels'" in observed
+    assert "failed first" in observed
+    # near miss: two different exceptions of their own: nothing says which came first
+    other = [*files, ("logs/none_a/attempt_0/2/stderr.log", tb.format("ValueError: bad row"))]
+    assert "failed first" not in _verdict(*other)[2]
