@@ -43,6 +43,12 @@ from ddpcheck.explain.reader import Record, first_failed_rank
 # The Root Cause block's "exitcode  : -9 (pid: N)" and the agent's "failed (exitcode: -9)".
 SIGKILLED = re.compile(r"exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|"
                        r"process \d+ terminated with signal SIGKILL")
+# A worker ended by a signal other than torchrun's own SIGTERM (api.py ``_close``): the
+# summary's "exitcode  : -11 (pid: 13318)" (errors/__init__.py), the agent's "failed
+# (exitcode: -11)". Recorded with 2.1.2: runs-torch2.1/fresh-sigsegv, "exitcode : -11 ...
+# error_file: <N/A> ... Signal 11 (SIGSEGV) received by PID 13318" dated 3 s after the Root
+# Cause block's rank 0 (its "Connection closed by peer"), by the 5 s poll.
+SIGNALLED = re.compile(r"exitcode\s*:\s*-(?!15\b)\d+\b|failed \(exitcode: -(?!15\b)\d+\)")
 # A rank's timeout or lost peer as gloo and the store print them (what a rank that waited
 # sees); only such exceptions are compared for the collective each rank was in.
 WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
@@ -94,7 +100,7 @@ def _only_rank_not_waiting(records: Sequence[Record]) -> int | None:
         return None  # no process that only waited, or an acting one of unknown rank
     active = {c.rank for c in acting}
     if not any("SIGKILL" in r.text and "closing signal" in r.text for r in records):
-        active |= {r.rank for r in records if r.rank is not None and SIGKILLED.search(r.text)}
+        active |= {r.rank for r in records if r.rank is not None and SIGNALLED.search(r.text)}
     return next(iter(active)) if len(active) == 1 else None
 
 
@@ -209,6 +215,12 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
         rest = [e for e in found if e is not root]
         return [replace(root, problem=root.problem.where(ranks=(rank,))),
                 *_echoes(rest, root.problem.code)]
+    # another signal (a native crash's SIGSEGV, SIGABRT, SIGBUS) on the first-failed rank:
+    # still a symptom (what crashed is not in the log), but it leads the peers' lost peers
+    signalled = [e for e in found if e.problem.code == "rank-killed" and rank in e.problem.ranks]
+    if signalled and lead.problem.code != "rank-killed":
+        root = signalled[0]
+        return [root, *_echoes([e for e in found if e is not root], root.problem.code)]
     return ordered
 
 

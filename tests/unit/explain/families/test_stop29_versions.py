@@ -224,3 +224,21 @@ def test_a_log_dir_tree_without_rank_prefixes_the_exception_of_its_own_is_the_ro
     # near miss: two different exceptions of their own: nothing says which came first
     other = [*files, ("logs/none_a/attempt_0/2/stderr.log", tb.format("ValueError: bad row"))]
     assert "failed first" not in _verdict(*other)[2]
+
+
+def test_a_signal_death_dated_by_the_agents_poll_leads_the_peers_lost_connection():
+    # 2.1.2 runs-torch2.1/fresh-sigsegv: rank 1's "exitcode : -11 ... error_file: <N/A>
+    # traceback : Signal 11 (SIGSEGV) received by PID 13318" 3 s after the Root Cause block's
+    # rank 0 ("Connection closed by peer"): a symptom still, but the first one
+    ef = "/tmp/r/logs/none_x/attempt_0/0/error.json"
+    def log(code: str, sig: str) -> str:
+        summary = _summary(("16:19:31", 1, code, "<N/A>"), root=("16:19:28", 0, "1", ef))
+        summary = summary.replace("  traceback : To enable traceback see: https://pytorch.org/"
+                                  "docs/stable/elastic/errors.html\n[0]:",
+                                  f"  traceback : Signal {sig} received by PID 13318\n[0]:", 1)
+        return (f"[default0]:Traceback (most recent call last):\n[default0]:{LOST}\n"
+                + summary)
+    code, undetermined, observed = _verdict(("c.log", log("-11", "11 (SIGSEGV)")))
+    assert code == "rank-killed" and "SIGSEGV" in observed and undetermined
+    # near miss: torchrun's own SIGTERM of rank 1 is no first failure
+    assert _verdict(("c.log", log("-15", "15 (SIGTERM)")))[0] != "rank-killed"
