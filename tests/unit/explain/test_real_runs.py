@@ -50,7 +50,9 @@ def test_the_injected_cause_is_the_first_root_cause_or_explain_abstains(runs, en
 @pytest.mark.parametrize("runs", VERSIONS, ids=[d.name for d in VERSIONS])
 def test_each_older_torch_recorded_every_scenario_with_its_console(runs):
     entries = json.loads((runs / "MANIFEST.json").read_text())
-    assert {e["id"] for e in entries} == {e["id"] for e in MANIFEST}
+    # the 36 scenarios of stop 29 (scenarios added later to the bench are recorded in runs/
+    # first; an older release's directory gets them when it is recorded again)
+    assert {e["id"] for e in entries} <= {e["id"] for e in MANIFEST} and len(entries) >= 36
     for e in entries:  # one console of two nodes may be empty (a store host killed waiting)
         assert any(c.read_text().strip() for c in (runs / e["id"]).glob("console*.log")), e
         assert (runs / e["id"] / "console.log").is_file(), e["id"]
