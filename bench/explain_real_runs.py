@@ -313,6 +313,27 @@ WORLD_SCENARIOS = [
 SCENARIOS += WORLD_SCENARIOS
 
 
+def _torch_major() -> int:
+    """The venv's torch major version, read from its metadata (torch is not imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return int(version("torch").split(".")[0])
+    except (PackageNotFoundError, ValueError):
+        return 2
+
+
+def torchrun_flags(args: list[str]) -> list[str]:
+    """``args`` as this torch's torchrun spells them: torch 1.x's ``run.py`` defines only
+    ``--nproc_per_node``, ``--log_dir``, ``--master_port``...; dashed aliases came in 2.0."""
+    if _torch_major() >= 2:
+        return args
+    def old(a: str) -> str:
+        flag, eq, value = a.partition("=")
+        return "--" + flag[2:].replace("-", "_") + eq + value
+    return [old(a) if a.startswith("--") else a for a in args]
+
+
 def command(s: Scenario, logs: Path, port: int) -> list[str]:
     py = sys.executable
     if s.launcher == "python":
@@ -322,9 +343,10 @@ def command(s: Scenario, logs: Path, port: int) -> list[str]:
     args = [f"--nproc-per-node={s.nproc}"]
     args += s.torchrun_args(port) if s.torchrun_args else ["--master-port", str(port)]
     if s.launcher == "logdir":
-        return [str(Path(py).parent / "torchrun"), *args, "--log-dir", str(logs),
-                "--tee", "3", "--redirects", "3", TRAIN]
-    return [py, "-m", "torch.distributed.run", *args, TRAIN]
+        return [str(Path(py).parent / "torchrun"),
+                *torchrun_flags([*args, "--log-dir", str(logs), "--tee", "3", "--redirects",
+                                 "3"]), TRAIN]
+    return [py, "-m", "torch.distributed.run", *torchrun_flags(args), TRAIN]
 
 
 def node_command(s: Scenario, out: Path, port: int) -> Callable[[Any, int], list[str]]:
@@ -332,8 +354,9 @@ def node_command(s: Scenario, out: Path, port: int) -> Callable[[Any, int], list
     def argv(cluster: Any, i: int) -> list[str]:
         _, logs = worlds.node_files(out, i)
         args = s.node_args(cluster, i, port) if s.node_args else []
-        cmd = [str(Path(sys.executable).parent / "torchrun"), f"--nproc-per-node={s.nproc}",
-               *args, "--log-dir", str(logs), "--tee", "3", "--redirects", "3", TRAIN]
+        cmd = [str(Path(sys.executable).parent / "torchrun"),
+               *torchrun_flags([f"--nproc-per-node={s.nproc}", *args, "--log-dir", str(logs),
+                                "--tee", "3", "--redirects", "3"]), TRAIN]
         if not s.script:
             return cmd
         # a job script with `set -x`: its trace ("+ export VAR=value") is in the console

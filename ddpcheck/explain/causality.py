@@ -103,6 +103,17 @@ UNFAILED_CONDITION = ("the log shows no failure this leads to (a refused, closed
 REPORTS_ON = {
     "rank-never-joined": frozenset({"collective-timeout"}),
 }
+# gloo's lost peer (gloo/transport/tcp/pair.cc, torch 1.13 to 2.13): "[...pair.cc:598]
+# Connection closed by peer [127.0.0.1]:60310", "Read error [127.0.0.1]:36255: Connection
+# reset by peer".
+LOST_PEER = re.compile(r"pair\.cc:\d+\].*Connection (?:closed|reset) by peer")
+# a gloo pair's connect, which dials the address a peer published in the store after making
+# its device (and warning): pair.cc "connect [127.0.0.1]:16798: Connection refused" (1.13.1),
+# "Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.h:301]
+# Connect timeout [none]" (2.1.2, ProcessGroupGloo.cpp:138; no address printed)
+GLOO_PAIR_CONNECT = re.compile(r"(?:\bconnect|Connect timeout) \[127\.\d+\.\d+\.\d+\]:\d+|"
+                               r"connectFullMesh failed with \[[^\]]*pair\.(?:h|cc):\d+\] "
+                               r"Connect timeout")
 UNORDERED = ("the log shows failures that each name a cause, printed by different files or "
              "ranks without timestamps that order them: either may be the root and the other "
              "its consequence")
@@ -198,6 +209,7 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
     if best == 0:  # the first failure is the root: a symptom printed before a cause came first
         seen = [e for e in found if tier(e) == 3 and e.grade != WARNING
                 and e.problem.code != hint.problem.code and before(e.first, hint.first)
+                and not _survivors_lost_peer(e, hint)
                 and e.problem.code not in REPORTS_ON.get(hint.problem.code, ())
                 and not (HOST_LOG.search(hint.first.text) and None in (e.first.time,
                                                                         hint.first.time))]
@@ -220,7 +232,8 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
         failures = (2, 3, 4) if hint.grade == WARNING else (3, 4)
         seen = [e for e in found if tier(e) in failures and e.problem.code != hint.problem.code
                 and (hint.grade == WARNING or before(hint.first, e.first) is not True)
-                and not _warned_consequence(hint, e)]
+                and not _warned_consequence(hint, e)
+                and not _on_first_rank(hint, e, first_rank)]
         if seen:
             return _ambiguous([seen[0], *top], [e for e in found if e not in top and
                                                 e is not seen[0]],
@@ -268,10 +281,48 @@ def condition_alone(ordered: list[Explained]) -> list[Explained]:
             if e.problem.code == head.problem.code else e for e in ordered]
 
 
+def _survivors_lost_peer(symptom: Explained, cause: Explained) -> bool:
+    """gloo's ``Connection closed by peer`` / ``Connection reset by peer`` (gloo/transport/
+    tcp/pair.cc ``Pair::read``: the remote end closed its socket) is printed by the process
+    that stayed, after the other one left; that one prints its own traceback only after its
+    ``finally`` blocks ran (``dist.destroy_process_group()`` closes the sockets first) and
+    the interpreter unwound. So a cause on another rank (or where no line gives a rank) is
+    not after it in causality, though it is in the console's text. Recorded with torch
+    1.13.1 (tests/data/explain/runs-torch1.13/fresh-disk-full-console: "RuntimeError:
+    [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer" six lines
+    before the other rank's "OSError: [Errno 28] No space left on device")."""
+    return (symptom.problem.code == "peer-unreachable"
+            and LOST_PEER.search(symptom.problem.observed) is not None
+            and not set(symptom.problem.ranks) & set(cause.problem.ranks))
+
+
+def _on_first_rank(hint: Explained, other: Explained, first_rank: int | None) -> bool:
+    """The hint is on the rank torchrun's Root Cause block names (across nodes, the strictly
+    earliest block: ``reader.first_failed_rank``) and the other failure is not: the other
+    came later, though no timestamp of its own line says so. torch 1.13 logs the
+    agent's "failed (exitcode: 1) local_rank: 0 (pid: N) of binary: ..." with logging's
+    default format, no time (recorded with 1.13.1: tests/data/explain/runs-torch1.13/
+    netns-hostname-loopback, node1's line beside node0's "connect [127.0.1.1]:41875:
+    Connection refused"); 2.13's glog prefix dates it."""
+    return (first_rank is not None and first_rank in hint.problem.ranks
+            and first_rank not in other.problem.ranks)
+
+
 def _warned_consequence(hint: Explained, symptom: Explained) -> bool:
     """The symptom is what the warned condition makes peers print, and came after it."""
-    return (symptom.problem.code in WARNED_LEADS_TO.get(hint.problem.code, ())
-            and before(hint.first, symptom.first) is True)
+    if symptom.problem.code not in WARNED_LEADS_TO.get(hint.problem.code, ()):
+        return False
+    said = before(hint.first, symptom.first)
+    # Unordered (torch 1.13 and 2.1 print "[W ProcessGroupGloo.cpp:694] Warning: Unable to
+    # resolve hostname to a (local) address. Using the loopback address as fallback" with no
+    # time): gloo warns when it makes its device, before it publishes the address a peer
+    # dials (connectFullMesh reads every peer's address from the store, then connects), so a
+    # peer's pair connect that failed came after the warning by construction. Recorded:
+    # tests/data/explain/runs-torch1.13/netns-own-hostname-not-in-hosts (node0's "connect
+    # [127.0.0.1]:16798: Connection refused"), runs-torch2.1/ the same ("Gloo connectFullMesh
+    # failed with [...pair.h:301] Connect timeout [none]").
+    return said is True or (said is None and hint.problem.code == "hostname-loopback"
+                            and GLOO_PAIR_CONNECT.search(symptom.problem.observed) is not None)
 
 
 def _earliest(candidates: Sequence[Explained], first_rank: int | None) -> Explained | None:

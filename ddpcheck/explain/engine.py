@@ -59,7 +59,13 @@ NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\b[Ww]arning:|\w+Warning\b|\bNCCL INFO
                           # Root Cause blocks that follow say which rank failed and how
                           # (runs/netns-own-hostname-not-in-hosts); pytest's "a.py::t FAILED"
                           # has "::"
-                          r"^\s*[^\s:]+ FAILED\s*$")
+                          r"^\s*[^\s:]+ FAILED\s*$|"
+                          # CPython's chain separators (Lib/traceback.py _cause_message,
+                          # _context_message) join two tracebacks, each with its own
+                          # exception line (runs-torch1.13/shm-too-small's error.json)
+                          r"^\s*(?:The above exception was the direct cause of the following "
+                          r"exception:|During handling of the above exception, another "
+                          r"exception occurred:)\s*$")
 # Lines that report but do not fail: a glog/torch warning ("[W socket.cpp:...]", "W0325
 # 20:57:27"), a Python warning or a line logged at WARNING (failures.LOGGED_WARNING), NCCL
 # INFO. A pattern that hits only such lines is a hint.

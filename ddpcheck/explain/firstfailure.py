@@ -43,6 +43,12 @@ from ddpcheck.explain.reader import Record, first_failed_rank
 # The Root Cause block's "exitcode  : -9 (pid: N)" and the agent's "failed (exitcode: -9)".
 SIGKILLED = re.compile(r"exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|"
                        r"process \d+ terminated with signal SIGKILL")
+# A worker ended by a signal other than torchrun's own SIGTERM (api.py ``_close``): the
+# summary's "exitcode  : -11 (pid: 13318)" (errors/__init__.py), the agent's "failed
+# (exitcode: -11)". Recorded with 2.1.2: runs-torch2.1/fresh-sigsegv, "exitcode : -11 ...
+# error_file: <N/A> ... Signal 11 (SIGSEGV) received by PID 13318" dated 3 s after the Root
+# Cause block's rank 0 (its "Connection closed by peer"), by the 5 s poll.
+SIGNALLED = re.compile(r"exitcode\s*:\s*-(?!15\b)\d+\b|failed \(exitcode: -(?!15\b)\d+\)")
 # A rank's timeout or lost peer as gloo and the store print them (what a rank that waited
 # sees); only such exceptions are compared for the collective each rank was in.
 WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
@@ -77,7 +83,25 @@ def first_rank(records: Sequence[Record]) -> int | None:
         (t0, r0), (t1, _) = sorted((t, rk) for rk, t in first.items())[:2]
         if t0 < t1:
             return r0
-    return None
+    return _only_rank_not_waiting(records)
+
+
+def _only_rank_not_waiting(records: Sequence[Record]) -> int | None:
+    """When the launcher's order says nothing (no block, or one ``reader.first_failed_rank``
+    cannot trust), causality does: a peer is lost or a collective times out only after some
+    rank stopped taking part. If every rank that raised raised a lost peer or a timeout
+    (``WAITED``) but one rank, which raised something else or was SIGKILLed (not by
+    torchrun's teardown), that rank failed first. Recorded with torch 1.13.1 (tests/data/
+    explain/runs-torch1.13/user-exception, sigkill), whose Root Cause blocks named rank 0's
+    ``Connection closed by peer``."""
+    every = [c for c in tracebacks.crashes(records) if "ChildFailedError" not in c.exception]
+    acting = [c for c in every if not WAITED.search(c.exception)]
+    if not every or len(acting) == len(every) or any(c.rank is None for c in acting):
+        return None  # no process that only waited, or an acting one of unknown rank
+    active = {c.rank for c in acting}
+    if not any("SIGKILL" in r.text and "closing signal" in r.text for r in records):
+        active |= {r.rank for r in records if r.rank is not None and SIGNALLED.search(r.text)}
+    return next(iter(active)) if len(active) == 1 else None
 
 
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -187,7 +211,8 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
         return ordered
     rank = first_rank(records)
     if rank is None:
-        return ordered
+        lone = _lone_crash(unclaimed, records)
+        return ordered if lone is None else [lone, *_echoes(found, UNEXPLAINED.code)]
     if left := _peer_left(records, rank):
         return [left, *_echoes(found, left.problem.code)]
     # The first rank's own symptom (a timeout, a lost peer) would make it a victim too.
@@ -205,7 +230,35 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
         rest = [e for e in found if e is not root]
         return [replace(root, problem=root.problem.where(ranks=(rank,))),
                 *_echoes(rest, root.problem.code)]
+    # another signal (a native crash's SIGSEGV, SIGABRT, SIGBUS) on the first-failed rank:
+    # still a symptom (what crashed is not in the log), but it leads the peers' lost peers
+    signalled = [e for e in found if e.problem.code == "rank-killed" and rank in e.problem.ranks]
+    if signalled and lead.problem.code != "rank-killed":
+        root = signalled[0]
+        return [root, *_echoes([e for e in found if e is not root], root.problem.code)]
     return ordered
+
+
+def _lone_crash(unclaimed: Sequence[tracebacks.Crash], records: Sequence[Record]
+                ) -> Explained | None:
+    """No line gives a rank (torch 1.13 and 2.1 print a worker's traceback without a
+    ``[rankN]:`` prefix when torchrun runs without ``--tee``), but of the tracebacks every one
+    but one ends in a lost peer or a timeout (``WAITED``): that one, which no rule explains,
+    is the process that left first. Recorded with torch 1.13.1 (tests/data/explain/
+    runs-torch1.13/user-exception-console): "KeyError: 'labels'" beside "RuntimeError:
+    [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer"."""
+    # torchrun's own traceback (launcher/api.py ``launch_agent`` raises ChildFailedError)
+    # reports the workers' failures; it is no process of the job
+    every = [c for c in tracebacks.crashes(records) if "ChildFailedError" not in c.exception]
+    if len(every) < 2 or any(c.rank is not None for c in every):
+        return None
+    active = [c for c in every if not WAITED.search(c.exception)]
+    # one exception in several files is one failure (a --log-dir tree holds each worker's
+    # stderr.log and its error.json: the same traceback twice)
+    if len({c.exception for c in active}) != 1 or not any(
+            c.exception == active[0].exception for c in unclaimed):
+        return None
+    return _crash_root(min(active, key=lambda c: (c.user_frame == "", c.record.order)), None)
 
 
 def _peer_left(records: Sequence[Record], rank: int) -> Explained | None:
@@ -247,16 +300,19 @@ def _killed_before_teardown(records: Sequence[Record], rank: int) -> bool:
                               for r in records)
 
 
-def _crash_root(crash: tracebacks.Crash, rank: int) -> Explained:
+def _crash_root(crash: tracebacks.Crash, rank: int | None) -> Explained:
     r = crash.record
     where = f" ({crash.user_frame})" if crash.user_frame else ""
+    who = f"rank {rank}" if rank is not None else "one process"
+    how = ("the launcher's first observed failure" if rank is not None else
+           "every other traceback is a lost peer or a timeout")
     problem = UNEXPLAINED.problem(
-        f"rank {rank} failed first (the launcher's first observed failure) with "
-        f"{crash.exception[:200]}{where}",
-        cause=f"rank {rank}'s own exception{where}, which no rule names as a distributed "
+        f"{who} failed first ({how}) with {crash.exception[:200]}{where}",
+        cause=f"{who}'s own exception{where}, which no rule names as a distributed "
               "failure: the other ranks' errors (a lost peer, a timeout) follow from it",
-        fix=f"fix the exception in rank {rank}'s code{where}; "
-            + UNEXPLAINED.fix, ranks=(rank,), hosts=(r.host,) if r.host else ())
+        fix=f"fix the exception in {who}'s code{where}; "
+            + UNEXPLAINED.fix, ranks=(rank,) if rank is not None else (),
+        hosts=(r.host,) if r.host else ())
     return Explained(problem, r, True, UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), CAUSE)
 
 

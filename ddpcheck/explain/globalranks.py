@@ -28,6 +28,11 @@ LOG_DIR_FILE = re.compile(r"(?P<attempt>attempt_\d+)[/\\](?P<local>\d+)[/\\]"
                           r"(?:stdout\.log|stderr\.log|error\.json)$")
 # torch's own prefix on a rank's uncaught exception ("[rank1]: Traceback ..."): global rank.
 OWN_RANK = re.compile(r"^\s*(?:\[\w+?\d+\]:)?\[rank(?P<rank>\d+)\]:")
+# torchrun's summary entry: "rank      : 1 (local_rank: 1)", then "error_file: /x/<run_id>/
+# attempt_0/1/error.json" (errors/__init__.py ``_format_failure``).
+SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*(?P<local>\d+)\)")
+SUMMARY_FILE = re.compile(r"^\s*error_file\s*:\s*(?P<prefix>.*?attempt_\d+)[/\\]"
+                          r"(?P<local>\d+)[/\\]error\.json\s*$")
 # torchrun --tee's default prefix (role "default"), then torch's own global one if any.
 TEE = re.compile(r"^\s*\[default(?P<local>\d+)\]:(?:\[rank(?P<rank>\d+)\]:)?")
 
@@ -46,11 +51,15 @@ def _log_dir_files(records: Sequence[Record], texts: dict[str, str]) -> list[Rec
         m = LOG_DIR_FILE.search(src)
         if not m:
             continue
-        attempt = src[:m.start("local")]
+        attempt = _attempt_key(src[:m.start("local")])
         local[src] = (attempt, int(m["local"]))
         for line in text.splitlines():
             if g := OWN_RANK.match(line):
                 offsets.setdefault(attempt, set()).add(int(g["rank"]) - int(m["local"]))
+    if local and not offsets:  # torch 1.13/2.1 print no [rankN]: prefix; the summary
+        for text in texts.values():  # beside the tree may say it
+            for attempt, off in _summary_offsets(text):
+                offsets.setdefault(attempt, set()).add(off)
     if not local:
         return list(records)
     out = []
@@ -60,6 +69,31 @@ def _log_dir_files(records: Sequence[Record], texts: dict[str, str]) -> list[Rec
             if len(offsets.get(attempt, ())) == 1:
                 r = replace(r, rank=lr + next(iter(offsets[attempt])))
         out.append(r)
+    return out
+
+
+def _attempt_key(prefix: str) -> str:
+    """``<run_id>/attempt_N/`` of a --log-dir path: the same attempt wherever the tree was
+    copied (the summary names the path where torchrun wrote it)."""
+    return "/".join(prefix.replace("\\", "/").rstrip("/").split("/")[-2:])
+
+
+def _summary_offsets(text: str) -> list[tuple[str, int]]:
+    """(attempt, global - local rank) from torchrun's failure summary: each entry's ``rank :
+    R (local_rank: L)`` and ``error_file: .../<run_id>/attempt_N/L/error.json``
+    (errors/__init__.py ``_format_failure``, the same in torch 1.13 to 2.13). Recorded with
+    torch 1.13.1 (tests/data/explain/runs-torch1.13/user-exception), whose workers' files
+    carry no ``[rankN]:`` prefix."""
+    out: list[tuple[str, int]] = []
+    pending: tuple[int, int] | None = None
+    if "local_rank:" not in text:
+        return out
+    for line in text.splitlines():
+        if m := SUMMARY_RANK.match(line):
+            pending = (int(m["rank"]), int(m["local"]))
+        elif pending and (f := SUMMARY_FILE.search(line)) and int(f["local"]) == pending[1]:
+            out.append((_attempt_key(f["prefix"]), pending[0] - pending[1]))
+            pending = None
     return out
 
 

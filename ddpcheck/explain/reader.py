@@ -211,6 +211,49 @@ def _float(value: object) -> float | None:
         return None
 
 
+# The summary's "Failures:" section (errors/__init__.py ``_MSG_FORMAT_TEMPLATE``: "Failures:",
+# the other failures or "<NO_OTHER_FAILURES>", a rule, then the Root Cause block).
+FAILURES_TITLE = re.compile(r"^\s*Failures:\s*$")
+# "exitcode  : -15 (pid: 9804)": torchrun's own teardown (api.py ``_close`` SIGTERMs every
+# worker still running once one failed), never a failure of its own.
+TORN_DOWN = re.compile(r"^-15\b")
+ENTRY_FIELD = re.compile(r"^\s*(?P<key>time|exitcode|error_file)\s*:\s*(?P<value>.*)$")
+SUMMARY_SPAN = 400  # lines between "Failures:" and the Root Cause line (tracebacks included)
+
+
+def _unordered(records: list[Record], root: int, when: str) -> bool:
+    """Whether the summary ending at the Root Cause line ``root`` (block time ``when``) lists
+    another failure that may have come first: torch's pick is then no order.
+
+    ``get_first_failure`` is ``min(failures, key=timestamp)`` over whole seconds (torch/
+    distributed/elastic/multiprocessing/errors/__init__.py, 1.13 to 2.13):
+    - error.json's ``"timestamp": str(int(time.time()))`` (error_handler.py): failures in one
+      second tie, and ``min`` keeps the lowest rank. Recorded with torch 1.13.1 (tests/data/
+      explain/runs-torch1.13/user-exception): "[1]: time : 2026-11-24_16:03:54 ... rank : 1
+      ... exitcode : 1" (the KeyError) above "Root Cause (first observed failure): [0]: time :
+      2026-11-24_16:03:54 ... rank : 0" (its peer's "Connection closed by peer").
+    - a failure with no error file (``error_file: <N/A>``, a signal) is dated when the agent
+      looked (``_set_no_reply_file``: ``self.timestamp = int(time.time())``), up to
+      ``--monitor-interval`` late: 5 s by default in torch 1.13 to 2.1 (run.py), 0.1 s in
+      2.13. Recorded with 1.13.1 (runs-torch1.13/sigkill): rank 1's "exitcode : -9 ...
+      error_file: <N/A>" at 16:04:25, after the Root Cause block's rank 0 (16:04:23), whose
+      "Connection closed by peer" it caused.
+    A failure torchrun's own teardown made (exitcode -15: api.py ``_close`` SIGTERMs the
+    workers still running) came after the first one by construction and never counts."""
+    entry: dict[str, str] = {}
+    for r in reversed(records[max(0, root - SUMMARY_SPAN):root]):
+        if FAILURES_TITLE.match(r.text):
+            break
+        if m := ENTRY_FIELD.match(r.text):
+            entry.setdefault(m["key"], m["value"].strip())
+        if m and m["key"] == "time":  # an entry's first field (read backwards: its last)
+            torn = TORN_DOWN.match(entry.get("exitcode", ""))
+            if not torn and (entry["time"] == when or entry.get("error_file") == "<N/A>"):
+                return True
+            entry = {}
+    return False
+
+
 # torchrun's ChildFailedError summary names the failure it observed first (torch/distributed/
 # elastic/multiprocessing/errors/__init__.py): "Root Cause (first observed failure):" then
 # "[0]:", "time", "host", "rank : R (local_rank: L)".
@@ -240,6 +283,8 @@ def first_failed_rank(records: list[Record]) -> int | None:
             if t := BLOCK_TIME.match(nxt.text):
                 when = t["time"]
             if m := BLOCK_RANK.match(nxt.text):
+                if when and _unordered(records, i, when):
+                    return None  # torch's pick among failures it could not order
                 blocks.append((when, int(m["rank"])))
                 break
     ranks = {rank for _, rank in blocks}

@@ -58,7 +58,13 @@ NCCL_BIND = re.compile(r"Call to bind failed")
 # while trying to connect to (node0, 56241)."). Either way the dialed name did not resolve.
 NO_NAME = re.compile(r"network addresses of \((?P<host>[^,()]+), (?P<port>\d+)\) cannot be "
                      r"retrieved \(gai error: (?P<gai>-[23]) - (?P<why>[^)]*)")
-GAVE_UP = re.compile(r"(?:timed out after \d+ms while trying to connect to|failed to connect "
+# socket.cpp formats the timeout as a std::chrono duration ("The client socket has timed out
+# after {} while trying to connect to ({}, {})."): torch 2.13 prints "8000ms", torch 1.13.1 and
+# 2.1.2 "8s" (strings of their libtorch_cpu.so; recorded: tests/data/explain/runs-torch1.13/
+# master-addr-unresolvable, "[E socket.cpp:860] [c10d] The client socket has timed out after
+# 8s while trying to connect to (no-such-host.invalid, 39891).").
+GAVE_UP = re.compile(r"(?:timed out after \d+(?:ms|s|min|h) while trying to connect to|"
+                     r"failed to connect "
                      r"to any network address (?:of|on)) \((?P<host>[^,()]+), (?P<port>\d+)\)")
 # Said when the log names neither store: torchrun's flag, and where the c10d port lives.
 PORT_FIX = ("stop the process holding the port (ss -ltnp | grep {port}), or pick another "

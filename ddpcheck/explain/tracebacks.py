@@ -35,7 +35,14 @@ WRAPPER = re.compile(r"ChildFailedError|CalledProcessError|SignalException|DistB
                      # Original {traceback}", where = "in DataLoader worker process N"
                      # (utils/data/_utils/worker.py) or "in pin memory thread for device N":
                      # the worker's own exception follows (runs/shm-too-small)
-                     r"Caught \w+ in (?:DataLoader worker process|pin memory thread)")
+                     r"Caught \w+ in (?:DataLoader worker process|pin memory thread)|"
+                     # utils/data/dataloader.py ``_try_get_data`` (torch 1.13 to 2.13):
+                     # "raise RuntimeError('DataLoader worker (pid(s) {}) exited unexpectedly')
+                     # from e", e being the worker's death (signal_handling.py: "DataLoader
+                     # worker (pid N) is killed by signal: Bus error. It is possible that
+                     # dataloader's workers are out of shared memory": runs-torch1.13/
+                     # shm-too-small)
+                     r"DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly")
 # An exception line pasted without its traceback: "module.Type: message" at a line's start.
 BARE = re.compile(r"^\s*(?:[a-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S")
 LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen |\\lib\\")

@@ -156,10 +156,28 @@ SHELL_GLOO_LO = re.compile(r"(?:^\s*(?:[$#+>]\s*)?(?:export\s+)?|\bexport\s+|\be
                            r"GLOO_SOCKET_IFNAME=['\"]?lo['\"]?(?=[\s;]|$)")
 
 
+# A gloo pair dialled at lo's address: torch 2.x's gloo logs each try ("[...debug_logger.cc:9]
+# ERROR failed to connect, ... remote=[127.0.0.1]:N"), torch 1.13.1's gloo only raises
+# (pair.cc:799 "connect [127.0.0.1]:33175: Connection refused", pair.h:324 "Connect timeout
+# [127.0.0.1]:N"), which the rules read as peer-unreachable (recorded: tests/data/explain/
+# runs-torch1.13/netns-socket-ifname-lo).
+LO_DIALED = re.compile(r"remote=\[127\.0\.0\.1\]|(?:\bconnect|Connect timeout) \[127\.0\.0\.1\]:\d")
+
+# torch 2.1.2's gloo names no address ("Gloo connectFullMesh failed with [../third_party/gloo/
+# gloo/transport/tcp/pair.h:301] Connect timeout [none]", ProcessGroupGloo.cpp:138): with the
+# failure on two hosts, lo (which reaches no other host) is still the interface it bound
+# (recorded: tests/data/explain/runs-torch2.1/netns-socket-ifname-lo).
+MESH_CONNECT = re.compile(r"connectFullMesh failed with \[[^\]]*pair\.(?:h|cc):\d+\] "
+                          r"Connect timeout")
+
+
 def _gloo_ifname_lo(e: Explained, records: Sequence[Record]) -> Explained:
     p = e.problem
-    if p.code != HOSTNAME_LOOPBACK.code or "remote=[127.0.0.1]" not in p.observed or not any(
-            SHELL_GLOO_LO.search(r.text) for r in records_for(records, SHELL_GLOO_LO)):
+    if (p.code not in (HOSTNAME_LOOPBACK.code, "peer-unreachable")
+            or not (LO_DIALED.search(p.observed)
+                    or len(p.hosts) > 1 and MESH_CONNECT.search(p.observed))
+            or not any(
+            SHELL_GLOO_LO.search(r.text) for r in records_for(records, SHELL_GLOO_LO))):
         return e
     return replace(e, root=True, grade=CAUSE, problem=load_catalogue()[
         "socket-ifname-unreachable"].problem(
