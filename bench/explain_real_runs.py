@@ -464,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             for d in sorted(dest.rglob("*"), reverse=True):  # a --log-dir no worker wrote to
                 if d.is_dir() and not any(d.iterdir()):
                     d.rmdir()
-    if not args.only:
+    if not args.only and not args.explain_only:
         for name, why in wrappers.SKIPPED.items():
             print(f"{name:28} not a scenario: {why}")
     n = sum(counts.values())

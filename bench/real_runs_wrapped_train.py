@@ -30,6 +30,12 @@ from real_runs_train import (  # noqa: E402  (this directory, when run as a scri
     log,
 )
 
+#: Lightning's timeout is also init_process_group's store wait, and its launcher starts rank 1
+#: only after rank 0 imported Lightning: on two busy cores rank 1 joined 13 s late, so the
+#: world forms under this longer timeout and the collectives then get PG_TIMEOUT_S
+INIT_TIMEOUT_S = float(os.environ.get("INIT_TIMEOUT_S", "30"))
+RANK0_BUSY = bool(os.environ.get("RANK0_BUSY"))
+
 
 def sync_metric(loss: torch.Tensor, rank: int, step: int) -> torch.Tensor:
     """All-reduce the loss for logging; the mismatch faults change rank FAULT_RANK's call."""
@@ -84,10 +90,15 @@ def lightning_main() -> None:
             rank = self.global_rank
             if step == FAULT_STEP and rank == FAULT_RANK:
                 inject(rank, self)
-            if step == FAULT_STEP and FAULT == "eval" and self.trainer.is_global_zero:
-                evaluate(self, rank)
+            if step == FAULT_STEP and (FAULT == "eval" or RANK0_BUSY) and \
+                    self.trainer.is_global_zero:
+                evaluate(self, rank)  # RANK0_BUSY: while rank FAULT_RANK has its fault
             self.log("loss", sync_metric(loss, rank, step).item() / 2)
             return loss
+
+        def setup(self, stage: str) -> None:
+            # the bench's short collective timeout, once the world formed (see INIT_TIMEOUT_S)
+            dist.distributed_c10d._set_pg_timeout(timedelta(seconds=PG_TIMEOUT_S))
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.01)
@@ -95,7 +106,8 @@ def lightning_main() -> None:
     torch.manual_seed(0)
     data = torch.utils.data.DataLoader(torch.randn(STEPS * 8, 64), batch_size=4)
     trainer = L.Trainer(
-        strategy=DDPStrategy(process_group_backend="gloo", timeout=timedelta(seconds=PG_TIMEOUT_S)),
+        strategy=DDPStrategy(process_group_backend="gloo",
+                             timeout=timedelta(seconds=INIT_TIMEOUT_S)),
         accelerator="cpu", devices=2, max_steps=STEPS, logger=False,
         enable_checkpointing=False, enable_model_summary=False,
         default_root_dir=os.environ.get("WORK_DIR", "."))
