@@ -80,6 +80,28 @@ def first_rank(records: Sequence[Record]) -> int | None:
     return None
 
 
+def first_in_one_stream(records: Sequence[Record]) -> int | None:
+    """Without a launcher's summary: the rank whose exception one shared console printed first,
+    when it is no wait and every other rank's exception, later in the same stream, is one.
+
+    Launchers that print no summary of their ranks (Lightning's _SubprocessScriptLauncher,
+    lightning/fabric/strategies/launchers/subprocess_script.py 2.6.6, starts rank 1.. with the
+    console inherited; a script's own multiprocessing) leave each rank's traceback, prefixed by
+    torch's ``[rankN]:``, in one stream, where line order is time order (``causality.before``).
+    A rank's own error that is no wait (a KeyError, a disk error) printed before the other
+    ranks' lost peers and timeouts is where they come from (runs-wrappers/
+    lightning-user-exception: rank 1's KeyError, then rank 0's "Connection closed by peer");
+    when the first is itself a wait, or another rank failed otherwise, the log does not say."""
+    ranked = [c for c in tracebacks.crashes(records) if c.rank is not None]
+    if len({c.rank for c in ranked}) < 2 or len({c.record.source for c in ranked}) > 1:
+        return None
+    first, *rest = sorted(ranked, key=lambda c: c.record.lineno)
+    if WAITED.search(first.exception) or not all(
+            c.rank == first.rank or WAITED.search(c.exception) for c in rest):
+        return None
+    return first.rank
+
+
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     """Before ordering: the master's store named by its traceback, a dialed name that does
     not resolve, and a collective timeout whose ranks' tracebacks end in different
@@ -169,6 +191,8 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
     if lead is None or tier(lead) < 3 and lead.problem.code != "root-cause-ambiguous":
         return ordered
     rank = first_rank(records)
+    if rank is None:
+        rank = first_in_one_stream(records)
     if rank is None:
         return ordered
     if left := _peer_left(records, rank):

@@ -18,15 +18,20 @@ from tests.helpers.paths import DATA
 
 RUNS = DATA / "explain" / "runs"
 MANIFEST = json.loads((RUNS / "MANIFEST.json").read_text())
+# every recorded directory (bench/explain_real_runs.py --record DIR), explained alike
+RUN_DIRS = ("runs", "runs-wrappers")
+CASES = [(DATA / "explain" / d, e) for d in RUN_DIRS
+         for e in json.loads((DATA / "explain" / d / "MANIFEST.json").read_text())]
 
 
 def _explain(name: str):
     return explain_inputs(read_inputs([str(RUNS / name)], None))
 
 
-@pytest.mark.parametrize("entry", MANIFEST, ids=[e["id"] for e in MANIFEST])
-def test_the_injected_cause_is_the_first_root_cause_or_explain_abstains(entry):
-    ex = _explain(entry["id"])
+@pytest.mark.parametrize(("runs", "entry"), CASES,
+                         ids=[f"{d.name}/{e['id']}" for d, e in CASES])
+def test_the_injected_cause_is_the_first_root_cause_or_explain_abstains(runs, entry):
+    ex = explain_inputs(read_inputs([str(runs / entry["id"])], None))
     causes = [p for p in ex.problems if not p.consequence_of]
     assert causes, entry["fault"]
     if entry["verdict"] == "abstained":  # the log does not tell: never a confident guess
@@ -139,3 +144,22 @@ def test_what_the_logs_of_both_nodes_cannot_tell_stays_undetermined():
     for name in ("netns-endpoint-not-recognised", "netns-master-addr-other-node",
                  "netns-peer-ports-rejected"):
         assert _explain(name).undetermined, name
+
+
+# Launch wrappers (bench/real_runs_wrappers.py): accelerate launch, Lightning's DDP launcher.
+WRAPPED = DATA / "explain" / "runs-wrappers"
+
+
+def test_the_wrapper_runs_cover_both_wrappers_and_are_whole():
+    entries = json.loads((WRAPPED / "MANIFEST.json").read_text())
+    assert {e["launcher"] for e in entries} == {"accelerate", "lightning"}
+    for e in entries:
+        assert (WRAPPED / e["id"] / "console.log").read_text().strip(), e["id"]
+
+
+def test_lightnings_observer_names_the_rank_sigkill_hit():
+    """No collective failed (rank 0 was evaluating): Lightning's child-process observer's
+    "[rank: 1] Child process with PID N terminated with code -9" is the only word of it."""
+    ex = explain_inputs(read_inputs([str(WRAPPED / "lightning-sigkill-rank0-busy")], None))
+    root = ex.problems[0]
+    assert root.code == "host-out-of-memory" and root.ranks == (1,) and not ex.undetermined
