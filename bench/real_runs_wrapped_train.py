@@ -4,9 +4,11 @@ Run by ``bench/real_runs_wrappers.py`` under a launch wrapper: ``WRAPPER=acceler
 ``Accelerator`` on CPU/gloo, launched by ``accelerate launch --multi_gpu``, which on a machine
 without CUDA runs torch elastic with ``DistributedType.MULTI_CPU``) or ``WRAPPER=lightning``
 (a ``LightningModule`` fitted by ``Trainer(strategy="ddp", accelerator="cpu", devices=2)``,
-whose default launcher re-runs this script once per extra rank). ``FAULT`` and ``FAULT_RANK``
-mean what they mean in ``real_runs_train.py``, whose ``inject`` makes the fault (so a user
-exception's frame is that file's), and the process-group timeout is ``PG_TIMEOUT_S``.
+whose default launcher re-runs this script once per extra rank) or ``WRAPPER=deepspeed``
+(``deepspeed.init_distributed`` and ``deepspeed.initialize``, under the ``deepspeed``
+launcher). ``FAULT`` and ``FAULT_RANK`` mean what they mean in ``real_runs_train.py``, whose
+``inject`` makes the fault (so a user exception's frame is that file's), and the process-group
+timeout is ``PG_TIMEOUT_S``.
 """
 
 from __future__ import annotations
@@ -76,6 +78,32 @@ def accelerate_main() -> None:
     acc.end_training()
 
 
+def deepspeed_main() -> None:
+    import deepspeed
+
+    deepspeed.init_distributed(dist_backend="gloo", timeout=timedelta(seconds=PG_TIMEOUT_S))
+    rank = dist.get_rank()
+    log(rank, f"initialised, world size {dist.get_world_size()}")
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 64)
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                           config={"train_micro_batch_size_per_gpu": 4,
+                                                   "optimizer": {"type": "SGD",
+                                                                 "params": {"lr": 0.01}}})
+    for step in range(STEPS):
+        loss = engine(torch.randn(4, 64)).pow(2).mean()
+        engine.backward(loss)
+        if step == FAULT_STEP and rank == FAULT_RANK:
+            inject(rank, engine.module)
+        if step == FAULT_STEP and FAULT == "eval" and rank == 0:
+            evaluate(engine, rank)
+        metric = sync_metric(loss, rank, step)
+        engine.step()
+        log(rank, f"step {step} loss {metric.item():.4f}")
+    dist.barrier()
+    log(rank, "done")
+
+
 def lightning_main() -> None:
     import lightning as L
     from lightning.pytorch.strategies import DDPStrategy
@@ -118,5 +146,7 @@ def lightning_main() -> None:
 if __name__ == "__main__":
     if os.environ.get("WRAPPER") == "lightning":
         lightning_main()
+    elif os.environ.get("WRAPPER") == "deepspeed":
+        deepspeed_main()
     else:
         accelerate_main()

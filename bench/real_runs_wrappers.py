@@ -8,6 +8,11 @@ in ``bench/real_runs_wrapped_train.py`` written as a wrapper's user writes it, l
   ``Accelerator(cpu=True)`` forms a gloo world (``DistributedType.MULTI_CPU``); ``--cpu``
   would run a single process without mpirun. The console only, unless the scenario adds
   accelerate's own ``--log_dir DIR --tee 3``.
+- ``deepspeed``: DeepSpeed's own launcher, ``deepspeed --num_gpus 2 --master_port P`` with
+  ``DS_ACCELERATOR=cpu`` (deepspeed 0.19.8: its ``launcher/runner.py`` then ``launcher/launch.py``
+  start the ranks with ``--local_rank=N``; each calls ``deepspeed.init_distributed("gloo")``
+  and ``deepspeed.initialize``). Its first run on a machine JIT-builds its CPU shm comm op
+  (about 100 s here, cached in ~/.cache/torch_extensions): run one scenario first.
 - ``lightning``: ``python script.py`` with ``Trainer(strategy=DDPStrategy(...),
   accelerator="cpu", devices=2)``: Lightning's default ``_SubprocessScriptLauncher`` re-runs
   the script for rank 1 with ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT`` in its
@@ -28,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 TRAIN = "bench/real_runs_wrapped_train.py"
-LAUNCHERS = ("accelerate", "lightning")
+LAUNCHERS = ("accelerate", "lightning", "deepspeed")
 #: the process-group timeout of each wrapper's collectives (Lightning's store wait, which
 #: starts before its launcher has started rank 1, is INIT_TIMEOUT_S: 30 s, or 8 s where the
 #: store itself is the fault)
-PG_TIMEOUT = {"accelerate": "6", "lightning": "5"}
+PG_TIMEOUT = {"accelerate": "6", "lightning": "5", "deepspeed": "6"}
 KEYERROR = "KeyError: 'labels'"
 
 #: faults a wrapper cannot carry, and why
@@ -40,6 +45,10 @@ SKIPPED = {
     "accelerate-master-port-in-use-one-machine":
         "accelerate launch (1.15, utils/launch.py prepare_multi_gpu_env) on one machine finds "
         "the port in use, warns and relaunches in standalone mode on a free port: the job runs",
+    "deepspeed-master-addr-unresolvable":
+        "deepspeed's runner (0.19.8, launcher/runner.py:473) without a hostfile sets "
+        "--master_addr to 127.0.0.1 whatever was given (recorded once: the job ran); with one "
+        "it starts the nodes over ssh (pdsh), which this bench does not run",
     "lightning-rendezvous-one-node":
         "Lightning's subprocess launcher starts every rank of the node itself; a missing node "
         "is a torchrun/Slurm fault, not this launcher's",
@@ -57,6 +66,13 @@ def unavailable(launcher: str) -> str:
 
 def accelerate_args(*extra: str) -> Callable[[int], list[str]]:
     return lambda port: ["--main_process_port", str(port), *extra]
+
+
+def deepspeed_args(*extra: str) -> Callable[[int], list[str]]:
+    return lambda port: ["--master_port", str(port), *extra]
+
+
+ARGS = {"accelerate": accelerate_args(), "deepspeed": deepspeed_args(), "lightning": None}
 
 
 def scenarios(make: Callable[..., Any]) -> list[Any]:
@@ -83,7 +99,7 @@ def scenarios(make: Callable[..., Any]) -> list[Any]:
                             what=f"{wrapper}: {what}", launcher=wrapper, mention=mention,
                             env={"WRAPPER": wrapper, "FAULT": fault, "FAULT_RANK": rank,
                                  "PG_TIMEOUT_S": PG_TIMEOUT[wrapper]},
-                            torchrun_args=accelerate_args() if wrapper == "accelerate" else None))
+                            torchrun_args=ARGS[wrapper]))
     base = {"WRAPPER": "accelerate", "FAULT": "none", "PG_TIMEOUT_S": PG_TIMEOUT["accelerate"]}
     out += [
         make(name="accelerate-user-exception-logdir", expected="unexplained",
@@ -109,6 +125,10 @@ def scenarios(make: Callable[..., Any]) -> list[Any]:
              launcher="lightning",
              env={"WRAPPER": "lightning", "FAULT": "sigkill", "FAULT_RANK": "1",
                   "PG_TIMEOUT_S": "5", "RANK0_BUSY": "1"}),
+        make(name="deepspeed-master-port-in-use", expected="master-port-in-use",
+             what="deepspeed: --master_port held by another process", launcher="deepspeed",
+             hold_port=True, env={"WRAPPER": "deepspeed", "FAULT": "none", "PG_TIMEOUT_S": "6"},
+             torchrun_args=deepspeed_args()),
         make(name="lightning-master-port-in-use", expected="master-port-in-use",
              what="Lightning: MASTER_PORT set to a port another process holds",
              launcher="lightning", hold_port=True,
@@ -130,6 +150,8 @@ def command(s: Any, out: Path, port: int) -> list[str]:
     if s.launcher == "lightning":
         return [py, TRAIN]
     args = [a if a != "LOGS" else str(out / "logs") for a in s.torchrun_args(port)]
+    if s.launcher == "deepspeed":
+        return [str(Path(py).parent / "deepspeed"), "--num_gpus", "2", *args, TRAIN]
     return [str(Path(py).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes",
             "2", *args, TRAIN]
 
@@ -138,4 +160,6 @@ def environ(s: Any, port: int) -> dict[str, str]:
     """What the user exported: Lightning's MASTER_PORT when the scenario sets it."""
     if s.launcher == "lightning" and s.env.get("SET_MASTER_PORT"):
         return {"MASTER_PORT": str(port)}
+    if s.launcher == "deepspeed":  # no CUDA here: DeepSpeed's CPU accelerator
+        return {"DS_ACCELERATOR": "cpu"}
     return {}

@@ -152,7 +152,7 @@ WRAPPED = DATA / "explain" / "runs-wrappers"
 
 def test_the_wrapper_runs_cover_both_wrappers_and_are_whole():
     entries = json.loads((WRAPPED / "MANIFEST.json").read_text())
-    assert {e["launcher"] for e in entries} == {"accelerate", "lightning"}
+    assert {e["launcher"] for e in entries} >= {"accelerate", "lightning"}
     for e in entries:
         assert (WRAPPED / e["id"] / "console.log").read_text().strip(), e["id"]
 
