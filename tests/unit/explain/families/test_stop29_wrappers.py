@@ -115,3 +115,43 @@ def test_near_miss_a_wait_printed_first_or_in_another_file_decides_nothing():
     e = explain_texts([("rank1.log", "\n".join(KEYERROR) + "\n"),
                        ("rank0.log", "\n".join([*RANK0_TB, GLOO_PEER]) + "\n")])
     assert e.problems[0].ranks != (1,)
+
+
+# DeepSpeed's launcher, deepspeed/launcher/launch.py (0.19.8), as recorded in
+# runs-wrappers/deepspeed-*; its error line names the last rank spawned, not the failed one
+DS = "[2026-11-24 16:45:35,020] [INFO] [launch.py:245:main] "
+DS_SPAWN = [DS + f"process {6746 + r} spawned with command: ['/work/venv-wrappers/bin/python', "
+            f"'-u', 'bench/real_runs_wrapped_train.py', '--local_rank={r}']" for r in (0, 1)]
+DS_KILL = ["[2026-11-24 16:45:55,127] [INFO] [launch.py:253:sigkill_handler] Killing subprocess "
+           f"{6746 + r}" for r in (0, 1)]
+DS_CODE = ("[2026-11-24 16:45:55,127] [ERROR] [launch.py:259:sigkill_handler] ['/work/venv-"
+           "wrappers/bin/python', '-u', 'bench/real_runs_wrapped_train.py', '--local_rank=1'] "
+           "exits with return code = {code}")
+RANK0_LOST = [*RANK0_TB, '[rank0]:   File "/usr/lib/python3.11/site-packages/torch/distributed/'
+              'distributed_c10d.py", line 3252, in all_reduce', "[rank0]:     work.wait()",
+              GLOO_PEER]
+
+
+def test_deepspeeds_recorded_sigkill_is_the_root_though_a_peer_printed_first():
+    e = explain_texts([("console.log", "\n".join([*DS_SPAWN, *RANK0_LOST, *DS_KILL,
+                                                   DS_CODE.format(code=-9)]) + "\n")])
+    assert e.problems[0].code == "host-out-of-memory" and not e.undetermined
+    assert e.problems[0].ranks == ()  # the line's --local_rank=1 is the last one spawned
+
+
+def test_near_miss_deepspeeds_code_1_after_a_lost_peer_decides_nothing():
+    e = explain_texts([("console.log", "\n".join([*DS_SPAWN, *RANK0_LOST, *DS_KILL,
+                                                   DS_CODE.format(code=1)]) + "\n")])
+    assert e.undetermined
+
+
+def test_a_rank_deepspeed_saw_exit_0_never_joined_the_collective_its_peer_lost_it_in():
+    done = DS + "Process 6747 exits successfully."
+    e = explain_texts([("console.log", "\n".join([*DS_SPAWN, *RANK0_LOST, done, *DS_KILL,
+                                                   DS_CODE.format(code=1)]) + "\n")])
+    root = e.problems[0]
+    assert root.code == "rank-never-joined" and root.ranks == (1,)
+    # near miss: the rank that exited 0 is the one that lost its peer: nothing left early
+    done0 = DS + "Process 6746 exits successfully."
+    e = explain_texts([("console.log", "\n".join([*DS_SPAWN, *RANK0_LOST, done0]) + "\n")])
+    assert e.problems[0].code != "rank-never-joined"
