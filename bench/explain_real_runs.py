@@ -47,6 +47,11 @@ rendezvous unless said, 1 rank per node; ``console.log`` + ``logs/`` for node0,
 Most take 5-25 s; those that wait on gloo's pair connect (a peer at loopback, a port that
 resets) take 35-40 s, as gloo waits 25 s for the side that never connects.
 
+Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
+installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
+gloo on CPU) and Lightning's default DDP launcher (``Trainer(strategy="ddp",
+accelerator="cpu", devices=2)``), ``accelerate-*`` and ``lightning-*``.
+
 Usage: python -m bench.explain_real_runs [--only NAME ...] [--record DIR] [--keep DIR]
 
 ``--record DIR`` writes each run's files under DIR/<scenario>/ with a ``MANIFEST.json``
@@ -73,6 +78,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import real_runs_worlds as worlds
+from bench import real_runs_wrappers as wrappers
 from ddpcheck.explain.engine import explain_inputs
 from ddpcheck.explain.inputs import read_inputs
 
@@ -95,7 +101,7 @@ class Scenario:
     name: str
     expected: str  # the problem code of the injected cause
     what: str  # the fault, in words
-    launcher: str = "logdir"  # logdir | console | spawn | python
+    launcher: str = "logdir"  # logdir | console | spawn | python | accelerate | lightning
     env: dict[str, str] = field(default_factory=dict)
     nproc: int = 2
     torchrun_args: Callable[[int], list[str]] | None = None  # extra args, given a port
@@ -311,6 +317,8 @@ WORLD_SCENARIOS = [
              world="cgroup", memory_limit=3 << 29, env={"FAULT": "oom", "RECORD": "1"}),
 ]
 SCENARIOS += WORLD_SCENARIOS
+# accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
+SCENARIOS += wrappers.scenarios(Scenario)
 
 
 def _torch_major() -> int:
@@ -336,6 +344,8 @@ def torchrun_flags(args: list[str]) -> list[str]:
 
 def command(s: Scenario, logs: Path, port: int) -> list[str]:
     py = sys.executable
+    if s.launcher in wrappers.LAUNCHERS:
+        return wrappers.command(s, logs.parent, port)
     if s.launcher == "python":
         return [py, TRAIN]
     if s.launcher == "spawn":
@@ -375,6 +385,7 @@ def run_scenario(s: Scenario, out: Path) -> float:
                 **s.env})
     if s.launcher == "spawn":
         env.update({"SPAWN": str(s.nproc), "MASTER_PORT": str(port)})
+    env.update(wrappers.environ(s, port))
     t0 = time.monotonic()
     if s.world == "netns":
         worlds.run_on_hosts(s.nodes, node_command(s, out, port), env, out, ROOT, DEADLINE_S,
@@ -476,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{s.name:28} skipped: not recorded in {args.explain_only}")
             continue
         if not args.explain_only:
-            why = missing.setdefault(s.world, worlds.unavailable(s.world))
+            why = wrappers.unavailable(s.launcher) or \
+                missing.setdefault(s.world, worlds.unavailable(s.world))
             if why:
                 print(f"{s.name:28} skipped: {why}")
                 continue
@@ -507,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
             for d in sorted(dest.rglob("*"), reverse=True):  # a --log-dir no worker wrote to
                 if d.is_dir() and not any(d.iterdir()):
                     d.rmdir()
+    if not args.only and not args.explain_only:
+        for name, why in wrappers.SKIPPED.items():
+            print(f"{name:28} not a scenario: {why}")
     n = sum(counts.values())
     print("total " + ", ".join(f"{v} {counts[v]}/{n}" for v in VERDICTS))
     m = sum(logs_only.values())

@@ -83,6 +83,11 @@ LEADS_TO = {
 WARNED_LEADS_TO = {
     "hostname-loopback": frozenset({"peer-unreachable", "collective-timeout"}),
     "nccl-wrong-interface": frozenset({"peer-unreachable", "collective-timeout"}),
+    # Lightning's srun hint (lightning/fabric/plugins/environments/slurm.py:204, 2.6.6),
+    # a warning every run on a host with srun prints: it explains only the store's wait for
+    # ranks that were never started (DistStoreError "... 4/8 clients joined", a log that ends
+    # in init); families/slurm.py drops it once the world formed
+    "slurm-without-srun": frozenset({"rendezvous-timeout", "world-not-formed"}),
 }
 # Conditions NCCL prints at start-up on INFO lines (a docker bridge in its interface list, a
 # net plugin it could not load, sockets instead of InfiniBand) act only through NCCL's own

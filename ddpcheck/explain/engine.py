@@ -212,7 +212,8 @@ def _explain(named_texts: Iterable[tuple[str, str]], traces: Sequence[RankTrace]
             records.extend(read_text(name, text))
     records = globalranks.apply(records, texts)
     found.extend(firstfailure.refine(ibfallback.refine(netcontext.refine(
-        watchdog.refine(_match(records, patterns), records), records), records), records))
+        watchdog.refine(slurm.srun_hint_moot(_match(records, patterns), records), records),
+        records), records), records))
     found = windows.windows_nccl(found, records)
     notes: list[str] = []
     if traces:

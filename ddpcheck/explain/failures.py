@@ -257,8 +257,21 @@ LINE_NEEDS = (_words_need(), prefilter.branch_literals(re.compile(MARKS_ANYWHERE
 # (dynamic_rendezvous.py _close). Launchers also log a worker's end at WARNING ("Sending process
 # N closing signal SIGTERM", "Received Signals.SIGTERM death signal"): those stay failure lines
 # (``TEARDOWN``), so a job that was killed is never called healthy. Rules read both, as hints.
+#
+# Lightning prints every warning raised from a file whose path holds "lightning" without its
+# category: lightning/fabric/utilities/warnings.py (2.0-2.6.6; lightning_fabric/, and
+# lightning_lite/ in 1.8) replaces warnings.formatwarning with _custom_format_warning,
+# f"{filename}:{lineno}: {message}" where Python's default says "...:204: UserWarning: ...".
+# Its rank_zero_warn hints (PossibleUserWarning) come out that way, e.g. on every run on a
+# host that has srun (runs-wrappers/lightning-*, Lightning 2.6.6): "/.../site-packages/
+# lightning/fabric/plugins/environments/slurm.py:204: The `srun` command is available on your
+# system but is not used. HINT: ...". Such a line is a warning, whatever its words. Who else
+# prints "<path>.py:<N>: <text>": pytest's failure summary ("test_x.py:12: AssertionError",
+# "x.py:12: in test_f"), kept out by the exception name and "in " it starts its text with.
+LIGHTNING_WARNING = (r"^\s*(?:/|[A-Za-z]:\\)\S*lightning\S*\.py:\d+: "
+                     r"(?!in \w|\w*(?:Error|Exception|Interrupt|Exit)\b)")
 LOGGED_WARNING = re.compile(r"^\s*W\d{4} \d\d:\d\d:\d\d|\[WARNING\]|^\s*WARNING:[\w.]*:|"
-                            r" - WARNING - |\[WARNING\|")
+                            r" - WARNING - |\[WARNING\||" + LIGHTNING_WARNING)
 # A line logged at INFO in glog's format: c10's C++ logging ("[I1124 16:31:39.317481630
 # TCPStoreLibUvBackend.cpp:1354]", TORCH_CPP_LOG_LEVEL=INFO) and torch >= 2.3's Python loggers
 # ("I1124 16:31:39.317000 4711 path.py:12]"). A real healthy torchrun run here (torch 2.13,

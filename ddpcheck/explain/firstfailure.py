@@ -104,6 +104,28 @@ def _only_rank_not_waiting(records: Sequence[Record]) -> int | None:
     return next(iter(active)) if len(active) == 1 else None
 
 
+def first_in_one_stream(records: Sequence[Record]) -> int | None:
+    """Without a launcher's summary: the rank whose exception one shared console printed first,
+    when it is no wait and every other rank's exception, later in the same stream, is one.
+
+    Launchers that print no summary of their ranks (Lightning's _SubprocessScriptLauncher,
+    lightning/fabric/strategies/launchers/subprocess_script.py 2.6.6, starts rank 1.. with the
+    console inherited; a script's own multiprocessing) leave each rank's traceback, prefixed by
+    torch's ``[rankN]:``, in one stream, where line order is time order (``causality.before``).
+    A rank's own error that is no wait (a KeyError, a disk error) printed before the other
+    ranks' lost peers and timeouts is where they come from (runs-wrappers/
+    lightning-user-exception: rank 1's KeyError, then rank 0's "Connection closed by peer");
+    when the first is itself a wait, or another rank failed otherwise, the log does not say."""
+    ranked = [c for c in tracebacks.crashes(records) if c.rank is not None]
+    if len({c.rank for c in ranked}) < 2 or len({c.record.source for c in ranked}) > 1:
+        return None
+    first, *rest = sorted(ranked, key=lambda c: c.record.lineno)
+    if WAITED.search(first.exception) or not all(
+            c.rank == first.rank or WAITED.search(c.exception) for c in rest):
+        return None
+    return first.rank
+
+
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     """Before ordering: the master's store named by its traceback, a dialed name that does
     not resolve, and a collective timeout whose ranks' tracebacks end in different
@@ -209,7 +231,11 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
     lead = next((e for e in ordered if not e.problem.consequence_of), None)
     if lead is None or tier(lead) < 3 and lead.problem.code != "root-cause-ambiguous":
         return ordered
+    if (launched := _deepspeed_launcher(found, records)) is not None:
+        return launched
     rank = first_rank(records)
+    if rank is None:
+        rank = first_in_one_stream(records)
     if rank is None:
         lone = _lone_crash(unclaimed, records)
         return ordered if lone is None else [lone, *_echoes(found, UNEXPLAINED.code)]
@@ -289,6 +315,57 @@ def _peer_left(records: Sequence[Record], rank: int) -> Explained | None:
         hosts=(r.host,) if r.host else ())
     return Explained(problem, r, True, "ddpcheck run --nodes N --stages collectives",
                      (f"{r.source}:{r.lineno}",), CAUSE)
+
+
+# DeepSpeed's launcher (deepspeed/launcher/launch.py main, 0.19.8): "process 6747 spawned with
+# command: [..., '--local_rank=1']" per rank, "Process 6747 exits successfully." for a rank that
+# exited 0, and for the first non-zero code it polls (every 1 s) "Killing subprocess N" for
+# each rank, then "[...] exits with return code = -9". That code is recorded before its
+# teardown (last_return_code, then sigkill_handler), so a -9 there is a SIGKILL from outside the
+# launcher (the OOM killer, a user, the scheduler), whatever the peers printed meanwhile. The
+# command in that line is NOT the failed rank's: launch.py formats the loop variable `cmd`,
+# the last rank it spawned (runs-wrappers/deepspeed-rank-exits-early: rank 0 exited 1, the line
+# shows '--local_rank=1'), so no rank is read from it.
+DS_SPAWNED = re.compile(r"process (?P<pid>\d+) spawned with command: \[.*"
+                        r"'--local_rank=(?P<lr>\d+)'")
+DS_SUCCESS = re.compile(r"Process (?P<pid>\d+) exits successfully\.")
+DS_KILLED = re.compile(r"\] exits with return code = -9\b")
+
+
+def _deepspeed_launcher(found: Sequence[Explained], records: Sequence[Record]
+                        ) -> list[Explained] | None:
+    """What DeepSpeed's launcher lines decide when the words leave the root undetermined: a
+    rank that exited 0 while another lost it in a collective never joined that collective
+    (runs-wrappers/deepspeed-rank-exits-early); a -9 it recorded is the root
+    (deepspeed-sigkill)."""
+    spawned = {m["pid"]: int(m["lr"]) for r in records if (m := DS_SPAWNED.search(r.text))}
+    if not spawned:
+        return None
+    done = sorted({spawned[m["pid"]] for r in records if (m := DS_SUCCESS.search(r.text))
+                   and m["pid"] in spawned})
+    lost = next((c for c in tracebacks.crashes(records) if c.rank is not None and c.collective
+                 and c.rank not in done and PEER_LOST.search(c.exception)), None)
+    if done and lost is not None:
+        r = lost.record
+        who = ", ".join(map(str, done))
+        problem = load_catalogue()["rank-never-joined"].problem(
+            f"local rank {who} exited with status 0 (deepspeed: Process N exits successfully) "
+            f"while rank {lost.rank} waited in {lost.collective}: {lost.exception[:160]}",
+            cause=f"local rank {who} left before the {lost.collective} rank {lost.rank} waited "
+                  "in (a rank that ran out of data or returned early)",
+            fix="make every rank run the same number of steps and collectives (an even "
+                "DistributedSampler split, drop_last=True, the join() context manager for "
+                "uneven inputs); look at the other ranks' last lines",
+            ranks=tuple(done), hosts=(r.host,) if r.host else ())
+        root = Explained(problem, r, True, "ddpcheck run --nodes N --stages collectives",
+                         (f"{r.source}:{r.lineno}",), CAUSE)
+        return [root, *_echoes(found, root.problem.code)]
+    killed = next((e for e in found if e.problem.code in KILLED_CODES
+                   and DS_KILLED.search(e.first.text)), None)
+    if killed is None:
+        return None
+    return [replace(killed, root=True), *_echoes([e for e in found if e is not killed],
+                                                 killed.problem.code)]
 
 
 def _killed_before_teardown(records: Sequence[Record], rank: int) -> bool:

@@ -178,6 +178,15 @@ PATTERNS = [
             r"process (?P<lr>\d+) terminated with signal (?P<signame>SIG[A-Z]+)|"
             r"died with <Signals\.(?P<signame2>SIG[A-Z]+): (?P<sig>\d+)>", NEXT,
             combine=combine_killed, grade="hint"),
+    # Lightning's launcher (lightning/fabric/strategies/launchers/subprocess_script.py,
+    # _ChildProcessObserver, 2.1-2.6.6), polling the ranks it started every 5 s: "[rank: 1]
+    # Child process with PID 4242 terminated with code -9. Forcefully terminating all other
+    # processes to avoid zombies 🧟" (the rank is the child's index + 1: its local rank), then
+    # it SIGKILLs the others and itself. Popen's returncode: a negative code is the signal,
+    # as torchrun's exitcode. Who else prints it: only that observer.
+    pattern(RANK_KILLED, r"Child process with PID (?P<pid>\d+) terminated with code "
+            r"(?P<code>-\d+)\. Forcefully terminating", NEXT, combine=combine_killed,
+            grade="hint"),
     # srun (src/srun/launch.c): "srun: error: node1: tasks 0-3: Terminated" is SIGTERM,
     # "task 2: Killed" SIGKILL (the shell-style "Killed" line in memory.py matches it too)
     pattern(RANK_KILLED, r"srun: error: \S+: tasks? [\d,-]+: (?P<word>Terminated)\s*$", NEXT,
@@ -189,7 +198,9 @@ PATTERNS = [
             r"returned non-zero exit status [1-9]|"
             # DeepSpeed's launcher (deepspeed/launcher/launch.py sigkill_handler): "[...]
             # exits with return code = 1" after a worker's own error
-            r"exits with return code = [1-9]", NEXT,
+            r"exits with return code = [1-9]|"
+            # Lightning's observer, above, for a rank that exited with an error of its own
+            r"Child process with PID \d+ terminated with code [1-9]", NEXT,
             root=False),
     # stop24 dev: the agent's line as users paste it, cut or wrapped after "local_rank"
     # (api.py prints "failed (exitcode: -9) local_rank: 0 (pid: N) of binary: ..."); the

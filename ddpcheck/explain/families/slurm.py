@@ -249,6 +249,38 @@ def _repeated_member(records: Sequence[Record]) -> Explained | None:
     return None
 
 
+# Lightning's srun hint (lightning/fabric/plugins/environments/slurm.py _validate_srun_used,
+# 2.0-2.6.6) is printed whenever `srun` is on PATH and SLURM_NTASKS is unset: every Lightning
+# run on a host with Slurm's client that srun did not start (a login node, a workstation, a
+# single-node job, torchrun inside sbatch), healthy ones too (runs-wrappers/lightning-*: all
+# 8 read slurm-without-srun before stop 29). What it would explain is a world that never
+# formed. Once the log shows the world formed (formation.FORMED: Lightning's rank 0 "All
+# distributed processes registered. Starting with N processes", printed after
+# init_process_group returned) or every member of it entering init (Lightning's
+# "Initializing distributed: GLOBAL_RANK: g, MEMBER: m/W" for m = 1..W: its launcher started
+# them all), no process was left unstarted: the hint explains nothing that followed.
+SRUN_HINT = re.compile(r"The `srun` command is available on your system but is not used")
+STARTED = re.compile(r"Initializing distributed: GLOBAL_RANK: \d+, MEMBER: (?P<m>\d+)/(?P<w>\d+)",
+                     re.IGNORECASE)
+
+
+def srun_hint_moot(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """Lightning's srun hint left out where the log shows no process was left unstarted
+    (before the engine looks for an unexplained failure: the hint then explains nothing)."""
+    hint = [e for e in found if e.problem.code == SLURM_WITHOUT_SRUN.code
+            and SRUN_HINT.search(e.first.text)]
+    if not hint:
+        return found
+    members: dict[int, set[int]] = {}
+    for r in records:
+        if m := STARTED.search(r.text):
+            members.setdefault(int(m["w"]), set()).add(int(m["m"]))
+    if (any(formation.FORMED.search(r.text) for r in records)
+            or any(len(seen) == world for world, seen in members.items())):
+        return [e for e in found if e not in hint]
+    return found
+
+
 def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Explained]:
     """Kills after a Slurm cancellation are its consequences; a multi-node batch script
     whose launcher runs without srun (the wait that follows is its consequence); ranks that

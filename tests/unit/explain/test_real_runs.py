@@ -22,10 +22,14 @@ from tests.helpers.paths import DATA
 RUNS = DATA / "explain" / "runs"
 MANIFEST = json.loads((RUNS / "MANIFEST.json").read_text())
 # The same scenarios recorded under older torch releases (runs-torch1.13, runs-torch2.1, ...:
-# the venv's torch, same bench), whose launcher, store and gloo word things their own way.
+# the venv's torch, same bench), whose launcher, store and gloo word things their own way, and
+# under launch wrappers (runs-wrappers: accelerate launch, Lightning's and DeepSpeed's
+# launchers, bench/real_runs_wrappers.py).
 VERSIONS = sorted(d for d in (DATA / "explain").glob("runs-torch*")
                   if (d / "MANIFEST.json").is_file())
-EVERY = [(d, e) for d in [RUNS, *VERSIONS] for e in json.loads((d / "MANIFEST.json").read_text())]
+WRAPPED = DATA / "explain" / "runs-wrappers"
+EVERY = [(d, e) for d in [RUNS, *VERSIONS, WRAPPED]
+         for e in json.loads((d / "MANIFEST.json").read_text())]
 
 
 def _explain(name: str, runs=RUNS):
@@ -173,3 +177,18 @@ def test_a_rank_named_absent_by_the_monitored_barrier_that_raised_is_the_root():
     assert "KeyError: 'labels'" in root.observed and "real_runs_train.py" in root.observed
     joined = next(p for p in ex.problems if p.code == "rank-never-joined")
     assert joined.ranks == (1,) and joined.consequence_of == "unexplained"
+
+
+def test_the_wrapper_runs_cover_both_wrappers_and_are_whole():
+    entries = json.loads((WRAPPED / "MANIFEST.json").read_text())
+    assert {e["launcher"] for e in entries} >= {"accelerate", "lightning"}
+    for e in entries:
+        assert (WRAPPED / e["id"] / "console.log").read_text().strip(), e["id"]
+
+
+def test_lightnings_observer_names_the_rank_sigkill_hit():
+    """No collective failed (rank 0 was evaluating): Lightning's child-process observer's
+    "[rank: 1] Child process with PID N terminated with code -9" is the only word of it."""
+    ex = explain_inputs(read_inputs([str(WRAPPED / "lightning-sigkill-rank0-busy")], None))
+    root = ex.problems[0]
+    assert root.code == "host-out-of-memory" and root.ranks == (1,) and not ex.undetermined
