@@ -56,8 +56,10 @@ TWIN_PAIRS = {frozenset((a, b)) for a, (b, *_) in TWINS.items()}
 # measure), never listed by --show-dev-misses. A batch leaves this tuple when rule writers
 # start to read its dev part; from then on only its held-out part is unread.
 # stop27 was, until scored unread at stop 27 (11 / 5 / 0 before and after the stop-27 audits);
-# stop28 until scored unread at stop 28 (16 / 6 / 3 before and after the stop-28 audits)
-UNREAD_BATCHES: tuple[str, ...] = ("stop29",)
+# stop28 until scored unread at stop 28 (16 / 6 / 3 before and after the stop-28 audits);
+# stop29 until scored unread at stop 29 (15 / 8 / 5 of 28 before the stop-29 rule merges,
+# 16 / 7 / 5 after)
+UNREAD_BATCHES: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
