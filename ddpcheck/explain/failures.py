@@ -172,7 +172,7 @@ MARKS_ANYWHERE = (r"Socket Timeout\b|SIG(?:KILL|TERM|SEGV|ABRT|BUS|FPE|ILL|HUP|I
                   r"CRITICAL\b|" + SLURM_STATES + "|"
                   # bash (jobs.c), a script's child ended by SIGTERM: "line 5:  1234 Terminated"
                   r"line \d+: +\d+ Terminated\b")
-MARK_STARTS = "[EFT"
+MARK_STARTS = "[EFT#("
 MARKS = re.compile(
     # glog severity E (error) or F (fatal): "[E ProcessGroupNCCL.cpp:566]", "E0325 20:57:27"
     r"^\s*(?:\[[EF][\s\d]|\[?[EF]\d{4} \d\d:\d\d:\d\d)|"
@@ -181,7 +181,13 @@ MARKS = re.compile(
     r"^\s*Terminated\s*$|"
     + MARKS_ANYWHERE + "|"
     # py-spy dump: 'Thread 4242 (active): "MainThread"'
-    r"^\s*Thread (?:0x)?[0-9a-fA-F]+ \((?:active|idle)[^)]*\): \"")
+    r"^\s*Thread (?:0x)?[0-9a-fA-F]+ \((?:active|idle)[^)]*\): \"|"
+    # gdb attached to a stuck rank (gdb/stack.c print_frame): its command "(gdb) bt" /
+    # "thread apply all bt", and a frame with its address "#2  0x00007f778b8ae63f in
+    # c10d::tcputil::recvBytes<unsigned char>(...) () from .../libtorch_cpu.so": the stack
+    # of a process someone stopped to see where it waits, like py-spy's
+    r"^\s*\(gdb\) (?:bt|backtrace|where|thread apply all (?:bt|backtrace))\b|"
+    r"^\s*#\d+\s+0x[0-9a-fA-F]{6,} in \S")
 # Python's traceback frame (Lib/traceback.py StackSummary.format): '  File "p", line N, in f'
 FRAME = re.compile(r'^\s*File "[^"]+", line \d+, in \S')
 TRACEBACK_START = re.compile(r"Traceback \(most recent call last\)|most recent call first\)")

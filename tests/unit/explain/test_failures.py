@@ -246,3 +246,19 @@ def test_a_line_logged_at_info_is_no_failure(line):
 ])
 def test_an_agents_end_state_or_a_workers_end_logged_at_info_stays_a_failure(line):
     assert failure_records(read_text("run.log", line + "\n"), NOT_AN_ERROR)
+
+
+# gdb attached to a hung rank (gdb/stack.c print_frame), as users paste it: a stack, like
+# py-spy's, of a process stopped to see where it waits; a markdown list or comment is none.
+@pytest.mark.parametrize(("line", "fails"), [
+    ("(gdb) bt", True),
+    ("(gdb) thread apply all bt", True),
+    ("#2  0x00007f778b8ae63f in void c10d::tcputil::recvBytes<unsigned char>(int, unsigned "
+     "char*, unsigned long) () from /env/lib/python3.8/site-packages/torch/lib/libtorch_cpu.so",
+     True),
+    ("#2 in the list of steps", False),
+    ("# 0x1f in hex is 31", False),
+    ("(gdb) run", False),
+])
+def test_a_gdb_backtrace_is_a_stuck_process(line, fails):
+    assert is_failure(line) is fails
