@@ -116,9 +116,10 @@ LOST_PEER = re.compile(r"pair\.cc:\d+\].*Connection (?:closed|reset) by peer")
 # its device (and warning): pair.cc "connect [127.0.0.1]:16798: Connection refused" (1.13.1),
 # "Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.h:301]
 # Connect timeout [none]" (2.1.2, ProcessGroupGloo.cpp:138; no address printed)
+MESH_CONNECT = re.compile(r"connectFullMesh failed with \[[^\]]*pair\.(?:h|cc):\d+\] "
+                          r"Connect timeout")
 GLOO_PAIR_CONNECT = re.compile(r"(?:\bconnect|Connect timeout) \[127\.\d+\.\d+\.\d+\]:\d+|"
-                               r"connectFullMesh failed with \[[^\]]*pair\.(?:h|cc):\d+\] "
-                               r"Connect timeout")
+                               + MESH_CONNECT.pattern)
 UNORDERED = ("the log shows failures that each name a cause, printed by different files or "
              "ranks without timestamps that order them: either may be the root and the other "
              "its consequence")

@@ -237,7 +237,8 @@ def _explain(named_texts: Iterable[tuple[str, str]], traces: Sequence[RankTrace]
               for _, r in firsts[:QUOTED_ERRORS]]
     crashes = tracebacks.unclaimed(records, patterns)
     unread = [_unread(r) for r in failures.unread(errors, patterns)]
-    ordered = order(found, [_unclaimed(c, tracebacks.framed(c, records)) for c in crashes],
+    frames = tracebacks.user_frames(records)
+    ordered = order(found, [_unclaimed(c, tracebacks.framed(c, frames)) for c in crashes],
                     first_failed_rank(records), unread)
     ordered = ordered if errors else condition_alone(ordered)  # a warning, and no failure line
     # the rank the launcher saw fail first decides what the words leave undetermined

@@ -247,7 +247,7 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
         return ordered
     crash = next((c for c in unclaimed if c.rank == rank), None)
     if crash is not None:
-        crash = tracebacks.framed(crash, records)  # the same exception with its traceback
+        crash = tracebacks.framed(crash, tracebacks.user_frames(records))
         return [_crash_root(crash, rank), *_echoes(found, UNEXPLAINED.code)]
     killed = [e for e in found if e.problem.code in KILLED_CODES and rank in e.problem.ranks
               and "SIGKILL" in e.problem.observed]

@@ -163,13 +163,22 @@ class Matcher(Protocol):
     def regex(self) -> re.Pattern[str]: ...
 
 
-def framed(crash: Crash, records: Sequence[Record]) -> Crash:
+Frames = dict[tuple[int | None, str], Crash]  # (rank, exception) -> its crash with a frame
+
+
+def user_frames(records: Sequence[Record]) -> Frames:
+    """Each rank's exceptions whose traceback shows the user's frame (read once per log)."""
+    out: Frames = {}
+    for c in crashes(records):
+        if c.user_frame:
+            out.setdefault((c.rank, c.exception), c)
+    return out
+
+
+def framed(crash: Crash, frames: Frames) -> Crash:
     """The same exception of the same rank where its traceback shows the user's frame (a
     bare copy, such as error.json's message, has none), else ``crash`` itself."""
-    if crash.user_frame:
-        return crash
-    return next((c for c in crashes(records) if c.rank == crash.rank
-                 and c.exception == crash.exception and c.user_frame), crash)
+    return crash if crash.user_frame else frames.get((crash.rank, crash.exception), crash)
 
 
 def unclaimed(records: Sequence[Record], patterns: Sequence[Matcher]) -> list[Crash]:

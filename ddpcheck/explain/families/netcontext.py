@@ -19,8 +19,8 @@ from dataclasses import replace
 
 from ddpcheck.cluster.lifecycle import HOSTNAME_LOOPBACK
 from ddpcheck.cluster.userjob import ENDPOINT_NOT_RECOGNISED
-from ddpcheck.diagnoses import BAD_SOCKET_IFNAME, load_catalogue
-from ddpcheck.explain.causality import CAUSE, SYMPTOM, Explained
+from ddpcheck.diagnoses import BAD_SOCKET_IFNAME, Problem, load_catalogue
+from ddpcheck.explain.causality import CAUSE, MESH_CONNECT, SYMPTOM, Explained
 from ddpcheck.explain.codes import (
     HOSTNAME_UNRESOLVABLE,
     NCCL_ERROR,
@@ -163,21 +163,22 @@ SHELL_GLOO_LO = re.compile(r"(?:^\s*(?:[$#+>]\s*)?(?:export\s+)?|\bexport\s+|\be
 # runs-torch1.13/netns-socket-ifname-lo).
 LO_DIALED = re.compile(r"remote=\[127\.0\.0\.1\]|(?:\bconnect|Connect timeout) \[127\.0\.0\.1\]:\d")
 
-# torch 2.1.2's gloo names no address ("Gloo connectFullMesh failed with [../third_party/gloo/
-# gloo/transport/tcp/pair.h:301] Connect timeout [none]", ProcessGroupGloo.cpp:138): with the
-# failure on two hosts, lo (which reaches no other host) is still the interface it bound
-# (recorded: tests/data/explain/runs-torch2.1/netns-socket-ifname-lo).
-MESH_CONNECT = re.compile(r"connectFullMesh failed with \[[^\]]*pair\.(?:h|cc):\d+\] "
-                          r"Connect timeout")
+
+def _dialled_lo(p: Problem) -> bool:
+    """A gloo peer dialled at lo's address; torch 2.1.2's gloo names no address ("Gloo
+    connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.h:301] Connect
+    timeout [none]", ProcessGroupGloo.cpp:138, causality.MESH_CONNECT): with the failure on
+    two hosts, lo (which reaches no other host) is still the interface it bound (recorded:
+    tests/data/explain/runs-torch2.1/netns-socket-ifname-lo)."""
+    return bool(LO_DIALED.search(p.observed)
+                or len(p.hosts) > 1 and MESH_CONNECT.search(p.observed))
 
 
 def _gloo_ifname_lo(e: Explained, records: Sequence[Record]) -> Explained:
     p = e.problem
-    if (p.code not in (HOSTNAME_LOOPBACK.code, "peer-unreachable")
-            or not (LO_DIALED.search(p.observed)
-                    or len(p.hosts) > 1 and MESH_CONNECT.search(p.observed))
-            or not any(
-            SHELL_GLOO_LO.search(r.text) for r in records_for(records, SHELL_GLOO_LO))):
+    if p.code not in (HOSTNAME_LOOPBACK.code, "peer-unreachable") or not _dialled_lo(p):
+        return e
+    if not any(SHELL_GLOO_LO.search(r.text) for r in records_for(records, SHELL_GLOO_LO)):
         return e
     return replace(e, root=True, grade=CAUSE, problem=load_catalogue()[
         "socket-ifname-unreachable"].problem(
