@@ -16,7 +16,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
-from ddpcheck.explain import codes, failures, firstfailure, globalranks, prefilter, tracebacks
+from ddpcheck.explain import (
+    codes,
+    failures,
+    failurewords,
+    firstfailure,
+    globalranks,
+    prefilter,
+    tracebacks,
+)
 from ddpcheck.explain.causality import (
     CAUSE,
     HINT,
@@ -67,9 +75,9 @@ NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\b[Ww]arning:|\w+Warning\b|\bNCCL INFO
                           r"exception:|During handling of the above exception, another "
                           r"exception occurred:)\s*$")
 # Lines that report but do not fail: a glog/torch warning ("[W socket.cpp:...]", "W0325
-# 20:57:27"), a Python warning or a line logged at WARNING (failures.LOGGED_WARNING), NCCL
+# 20:57:27"), a Python warning or a line logged at WARNING (failurewords.LOGGED_WARNING), NCCL
 # INFO. A pattern that hits only such lines is a hint.
-WARNING_LINE = re.compile(NOT_AN_ERROR.pattern + "|" + failures.LOGGED_WARNING.pattern)
+WARNING_LINE = re.compile(NOT_AN_ERROR.pattern + "|" + failurewords.LOGGED_WARNING.pattern)
 QUOTED_ERRORS = 3
 # What to do when the log shows no failure but the job did not finish (it hung): a log that
 # stops in mid-run says nothing of where, so turn on what does (docs/explain.md, "Flight

@@ -29,7 +29,7 @@ from ddpcheck.explain.codes import (
     NCCL_NO_SOCKET_INTERFACE,
     NCCL_P2P_UNSUPPORTED,
 )
-from ddpcheck.explain.failures import BENIGN_IB, SKIPPED_HCA
+from ddpcheck.explain.failurewords import BENIGN_IB, SKIPPED_HCA
 from ddpcheck.explain.families.ncclresult import TAIL_START, WARN_START
 from ddpcheck.explain.families.ncclshm import NODE
 from ddpcheck.explain.matching import pattern

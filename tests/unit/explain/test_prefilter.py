@@ -152,7 +152,7 @@ def test_explain_says_the_same_with_and_without_the_prefilter(monkeypatch):
 
 
 def test_every_branch_of_a_long_alternation_gives_its_strings():
-    from ddpcheck.explain.failures import WORDS
+    from ddpcheck.explain.failurewords import WORDS
     need = prefilter.branch_literals(WORDS)
     assert need is not None and "out of memory" in need.strings and len(need.strings) > 32
     assert prefilter.branch_literals(re.compile(r"abc|\d+x")) is None  # a branch without one

@@ -279,7 +279,7 @@ def test_ib_finding_no_ip_interface_is_the_interface_filter_not_the_fabric():
 
 def test_an_hca_nccl_skips_at_init_and_informational_ib_events_are_no_failure():
     # net_ib.cc ncclIbInit: WARN then continue with the other HCAs (or sockets); async events
-    # NCCL carries on through (failures.BENIGN)
+    # NCCL carries on through (failurewords.BENIGN)
     for line in ("h:1:2 [0] transport/net_ib.cc:426 NCCL WARN NET/IB : Unable to open device "
                  "mlx5_4",
                  "h:1:9 [0] transport/net_ib.cc:88 NCCL WARN NET/IB : mlx5_0:1 Got async event "

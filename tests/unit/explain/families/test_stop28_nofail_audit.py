@@ -8,7 +8,8 @@ import pytest
 
 from ddpcheck.explain import explain_texts
 from ddpcheck.explain.engine import NOT_AN_ERROR
-from ddpcheck.explain.failures import TEARDOWN, failure_records, is_failure
+from ddpcheck.explain.failures import failure_records, is_failure
+from ddpcheck.explain.failurewords import TEARDOWN
 from ddpcheck.explain.families.formation import nccl_unfinished
 from ddpcheck.explain.reader import read_text
 

@@ -5,7 +5,7 @@ torch 2.13, CPU/gloo), each with the wrapper's source that prints it."""
 from __future__ import annotations
 
 from ddpcheck.explain import explain_texts
-from ddpcheck.explain.failures import LOGGED_WARNING
+from ddpcheck.explain.failurewords import LOGGED_WARNING
 from tests.unit.explain.families.helpers import first_cause
 
 SITE = "/work/venv-wrappers/lib/python3.11/site-packages"
