@@ -31,8 +31,12 @@ from ddpcheck.explain.reader import Record
 
 NEXT = ("echo the launch line on every node before it runs (set -x): each node's --node-rank "
         "must differ")
-# The group-rank-0 agent's gather: the key list starts at role_info/0.
-GATHER = re.compile(r"wait timeout after \d+ ?ms, keys: \S*torchelastic/role_info/0\b")
+# The group-rank-0 agent's gather: the key list starts at role_info/0, or the traceback shows
+# the gather's own line (torch 2.5 ends that wait in "DistNetworkError: failed to format addr,
+# unknown family=0", recorded: runs-torch2.5/s30-netns-same-node-rank). torch <= 2.2 gathered
+# on every agent (``_share_and_gather``): nothing of theirs is read here.
+GATHER = re.compile(r"wait timeout after \d+ ?ms, keys: \S*torchelastic/role_info/0\b|"
+                    r"^\s*role_infos_bytes = store\.multi_get\(")
 
 
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -43,8 +47,6 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     at = {f"{r.source}:{r.lineno}" for r in gathers}
     timeout = next((e for e in found if not e.problem.consequence_of
                     and at & set(e.evidence)), None)
-    if timeout is None:
-        return found
     files = sorted({r.source for r in gathers})
     problem = load_catalogue()["rank-overlap"].problem(
         f"{len(files)} launchers each waited as node rank 0 for every node's role_info "
@@ -57,7 +59,9 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
         fix="give each node its own --node-rank, 0 to nnodes-1 (Slurm: --node-rank "
             "$SLURM_NODEID; PBS/LSF: the node's index in the host file), or use --rdzv-backend "
             "c10d --rdzv-endpoint HOST:PORT, which numbers the nodes itself",
-        hosts=timeout.problem.hosts)
+        hosts=timeout.problem.hosts if timeout else ())
+    evidence = tuple(f"{r.source}:{r.lineno}" for r in gathers)[:4]
+    if timeout is None:  # the wait ended in an error no rule reads: the gather is the root
+        return [*found, Explained(problem, gathers[0], True, NEXT, evidence, CAUSE)]
     return [replace(e, problem=problem, root=True, grade=CAUSE, next_run=NEXT,
-                    evidence=tuple(f"{r.source}:{r.lineno}" for r in gathers)[:4])
-            if e is timeout else e for e in found]
+                    evidence=evidence) if e is timeout else e for e in found]
