@@ -47,6 +47,14 @@ rendezvous unless said, 1 rank per node; ``console.log`` + ``logs/`` for node0,
 Most take 5-25 s; those that wait on gloo's pair connect (a peer at loopback, a port that
 resets) take 35-40 s, as gloo waits 25 s for the side that never connects.
 
+Stop 30 (``STOP30``, ``s30-*``; recorded before any rule was written for them): rank 1
+SIGSTOPped (``deadline_s`` 55: torchrun's 30 s SIGTERM grace), a DataLoader worker
+SIGKILLed, ``ulimit -n 64`` (``nofile``) under DataLoader batches of many tensors, rank 1's
+checkpoint missing, DDP with an unused head and with different parameter shapes, SIGTERM to
+torchrun (``sigterm_after_s``), and on two namespace hosts: iptables DROP of every port but
+the master's, both nodes ``--node-rank 0``, node1 given another ``--master-port``, node1's
+link shaped to 1 mbit/s (tc tbf) under a 16 MiB all_reduce.
+
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
 gloo on CPU) and Lightning's default DDP launcher (``Trainer(strategy="ddp",

@@ -106,11 +106,14 @@ PATTERNS = [
             cause="the launcher (torchrun's agent) received SIGTERM or SIGINT and shut its "
                   "workers down: the scheduler ended the job (its time limit, scancel, "
                   "preemption), Ctrl-C, or someone killed it; srun also sends SIGTERM to the "
-                  "other tasks of a step when one task fails",
+                  "other tasks of a step when one task fails; a job that hung (its last "
+                  "progress line long before the signal) reaches its time limit or a user's "
+                  "Ctrl-C the same way",
             fix="find who ended it: sacct -j JOBID -o JobID,State,Elapsed,Timelimit; TIMEOUT: "
                 "ask for more time (sbatch --time) or checkpoint and resume (sbatch "
                 "--signal=B:USR1@120 to save before the end); CANCELLED / PREEMPTED: requeue; "
                 "if another node failed first (srun: error: ... Exited with exit code), fix "
-                "that failure",
+                "that failure; if the job had stopped progressing before it, it hung: find "
+                "where (py-spy dump --pid PID on each rank, TORCH_NCCL_DUMP_ON_TIMEOUT=1)",
             grade="hint"),
 ]
