@@ -47,6 +47,14 @@ rendezvous unless said, 1 rank per node; ``console.log`` + ``logs/`` for node0,
 Most take 5-25 s; those that wait on gloo's pair connect (a peer at loopback, a port that
 resets) take 35-40 s, as gloo waits 25 s for the side that never connects.
 
+Stop 30 (``STOP30``, ``s30-*``; recorded before any rule was written for them): rank 1
+SIGSTOPped (``deadline_s`` 55: torchrun's 30 s SIGTERM grace), a DataLoader worker
+SIGKILLed, ``ulimit -n 64`` (``nofile``) under DataLoader batches of many tensors, rank 1's
+checkpoint missing, DDP with an unused head and with different parameter shapes, SIGTERM to
+torchrun (``sigterm_after_s``), and on two namespace hosts: iptables DROP of every port but
+the master's, both nodes ``--node-rank 0``, node1 given another ``--master-port``, node1's
+link shaped to 1 mbit/s (tc tbf) under a 16 MiB all_reduce.
+
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
 gloo on CPU) and Lightning's default DDP launcher (``Trainer(strategy="ddp",
@@ -116,6 +124,9 @@ class Scenario:
     extra_net: bool = False  # netns: every host also has eth1 on a second network
     memory_limit: int = 0  # cgroup: bytes
     script: dict[str, str] = field(default_factory=dict)  # netns: exported by a `sh -x` script
+    deadline_s: float = DEADLINE_S  # a run that must outlast torchrun's 30 s SIGTERM grace
+    sigterm_after_s: float = 0  # local: the launcher gets SIGTERM then (a scheduler's limit)
+    nofile: int = 0  # local: the launcher runs under `ulimit -n nofile`
 
 
 # The logging a user turns on to see more: torchrun's (LOGLEVEL), c10's C++ logs
@@ -317,6 +328,74 @@ WORLD_SCENARIOS = [
              world="cgroup", memory_limit=3 << 29, env={"FAULT": "oom", "RECORD": "1"}),
 ]
 SCENARIOS += WORLD_SCENARIOS
+
+
+def only_port_open_dropped(c: Any, port: int) -> None:
+    """node0 silently drops new TCP connections from the network, but to ``port`` (DROP:
+    the firewall most sites have, no reset; tests.cluster.netns ``drop_all_tcp_except``)."""
+    c.hosts[0].drop_all_tcp_except([port])
+
+
+def node_rank_zero_twice(c: Any, i: int, port: int) -> list[str]:
+    """Static rendezvous where both nodes are given --node-rank 0 (a job script's copy)."""
+    return ["--nnodes", "2", "--node-rank", "0", "--master-addr", "node0",
+            "--master-port", str(port), "--rdzv-conf", "timeout=8"]
+
+
+def master_port_per_node(c: Any, i: int, port: int) -> list[str]:
+    """Static rendezvous where node1 is given another --master-port than node0."""
+    return ["--nnodes", "2", "--node-rank", str(i), "--master-addr", "node0",
+            "--master-port", str(port + i), "--rdzv-conf", "timeout=8"]
+
+
+def slow_uplink(c: Any, port: int) -> None:
+    """node1's link shaped to 1 mbit/s (tc tbf): a 16 MiB all_reduce outlasts the timeout."""
+    c.hosts[1].rate_limit("1mbit")
+
+
+# Stop 30: failures users hit that no scenario above has, recorded before any rule was written
+# for them (the first score in the commit that added them is the honest measure).
+STOP30 = [
+    Scenario("s30-rank-sigstop", "collective-timeout",
+             "rank 1 is stopped (SIGSTOP) at step 3; rank 0 waits out the 5 s timeout",
+             env={"FAULT": "sigstop", "RECORD": "1"}, deadline_s=55),
+    Scenario("s30-loader-worker-killed", "host-out-of-memory",
+             "a DataLoader worker of rank 1 is SIGKILLed (what the OOM killer does)",
+             env={"FAULT": "loader-worker-kill", "DATALOADER": "1", "RECORD": "1"}),
+    Scenario("s30-open-file-limit", "open-file-limit",
+             "ulimit -n 64; DataLoader workers hand over batches of 256 small tensors, one "
+             "descriptor each", nofile=64, env={"FAULT": "none", "DATALOADER": "pieces",
+                                                "RECORD": "1"}),
+    Scenario("s30-missing-checkpoint", "unexplained",
+             "rank 1 alone cannot find the checkpoint it reloads (FileNotFoundError)",
+             env={"FAULT": "missing-checkpoint", "RECORD": "1"},
+             mention="FileNotFoundError"),
+    Scenario("s30-ddp-unused-parameters", "ddp-unused-parameters",
+             "DDP (find_unused_parameters=False) over a model with a head the loss skips",
+             env={"FAULT": "ddp-unused", "RECORD": "1"}),
+    Scenario("s30-ddp-param-shapes", "ddp-model-mismatch",
+             "rank 1 builds a layer 48 wide where rank 0 builds it 64 wide, then DDP",
+             env={"FAULT": "ddp-shape", "RECORD": "1"}),
+    Scenario("s30-agent-sigterm", "run-interrupted",
+             "torchrun gets SIGTERM 8 s into a slow run (a scheduler's time limit)",
+             env={"FAULT": "none", "STEP_SLEEP_S": "3", "RECORD": "1"}, sigterm_after_s=8),
+    Scenario("s30-netns-peer-ports-dropped", "peer-ports-blocked",
+             "two hosts: node0's firewall drops (no reset) new connections to every port but "
+             "the rendezvous port", world="netns", nodes=2, nproc=1,
+             node_args=static_two("node0"), env={"RECORD": "1"}, prepare=lambda c, port:
+             only_port_open_dropped(c, port)),
+    Scenario("s30-netns-same-node-rank", "rank-overlap",
+             "two hosts both started with --node-rank 0 (static rendezvous)", world="netns",
+             nodes=2, nproc=1, node_args=node_rank_zero_twice, env={"RECORD": "1"}),
+    Scenario("s30-netns-master-port-differs", "endpoint-refused",
+             "two hosts, static rendezvous: node1's --master-port is node0's plus one",
+             world="netns", nodes=2, nproc=1, node_args=master_port_per_node),
+    Scenario("s30-netns-slow-link", "collective-timeout",
+             "two hosts, node1's link shaped to 1 mbit/s: a 16 MiB all_reduce outlasts the "
+             "5 s timeout", world="netns", nodes=2, nproc=1, node_args=static_two("node0"),
+             env={"WIDTH": "2048", "RECORD": "1"}, prepare=slow_uplink),
+]
+SCENARIOS += STOP30
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 
@@ -388,11 +467,13 @@ def run_scenario(s: Scenario, out: Path) -> float:
     env.update(wrappers.environ(s, port))
     t0 = time.monotonic()
     if s.world == "netns":
-        worlds.run_on_hosts(s.nodes, node_command(s, out, port), env, out, ROOT, DEADLINE_S,
+        worlds.run_on_hosts(s.nodes, node_command(s, out, port), env, out, ROOT, s.deadline_s,
                             prepare=(lambda c: s.prepare(c, port)) if s.prepare else None,
                             high_net=s.high_net, extra_net=s.extra_net)
         return time.monotonic() - t0
     argv = command(s, out / "logs", port)
+    if s.nofile:
+        argv = ["sh", "-c", f'ulimit -n {s.nofile} && exec "$@"', "sh", *argv]
     if s.world == "shm":
         argv = worlds.shm_wrapped(argv)
     with contextlib.ExitStack() as stack:
@@ -415,11 +496,16 @@ def run_local(s: Scenario, out: Path, argv: list[str], env: dict[str, str], port
             proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=console,
                                     stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                proc.wait(timeout=DEADLINE_S)
+                if s.sigterm_after_s:  # the launcher alone, as Slurm signals the step's task
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(timeout=s.sigterm_after_s)
+                    if proc.poll() is None:
+                        proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=s.deadline_s)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-                print(f"  ({s.name} killed at its {DEADLINE_S} s deadline)", flush=True)
+                print(f"  ({s.name} killed at its {s.deadline_s:.0f} s deadline)", flush=True)
             try:  # workers the launcher left behind (it normally reaps them)
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:

@@ -21,6 +21,8 @@ FAULT_RANK = int(os.environ.get("FAULT_RANK", "1"))
 STEPS = 6
 FAULT_STEP = 3
 PG_TIMEOUT_S = float(os.environ.get("PG_TIMEOUT_S", "5"))
+STEP_SLEEP_S = float(os.environ.get("STEP_SLEEP_S", "0"))  # a slower job (a signal mid-run)
+WIDTH = int(os.environ.get("WIDTH", "64"))  # WIDTH x WIDTH weights: a bigger all_reduce
 
 
 def log(rank: int, msg: str) -> None:
@@ -44,26 +46,86 @@ class Shards(torch.utils.data.Dataset):
         return 64
 
     def __getitem__(self, i: int) -> torch.Tensor:
+        if FAULT == "loader-worker-kill" and i == 20 and _rank() == FAULT_RANK:
+            os.kill(os.getpid(), signal.SIGKILL)  # the OOM killer picks the worker
         return torch.randn(32, 64 * 128)
 
 
+class Pieces(torch.utils.data.Dataset):
+    """Samples of 64 small tensors: each goes to the trainer as its own shared-memory file
+    descriptor (torch's default file_descriptor sharing strategy), 256 per batch of 4."""
+
+    def __len__(self) -> int:
+        return 256
+
+    def __getitem__(self, i: int) -> list[torch.Tensor]:
+        return [torch.randn(8) for _ in range(64)]
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
 def batches() -> object:
-    """Plain random batches, or (DATALOADER=1) batches from 2 DataLoader worker processes."""
+    """Plain random batches, or (DATALOADER=1) batches from 2 DataLoader worker processes
+    (DATALOADER=pieces: batches of many small tensors, many descriptors in flight)."""
     if not os.environ.get("DATALOADER"):
         return iter(lambda: torch.randn(32, 64), None)
+    if os.environ["DATALOADER"] == "pieces":
+        loader = torch.utils.data.DataLoader(Pieces(), batch_size=4, num_workers=2)
+        return (torch.cat([t.flatten() for t in b]).view(-1, 64)[:32] for b in loader)
     loader = torch.utils.data.DataLoader(Shards(), batch_size=4, num_workers=2)
     return (b.view(-1, 64)[:32] for b in loader)
 
 
+class TwoHeads(torch.nn.Module):
+    """A model with a head the loss does not use (FAULT=ddp-unused) or, on the fault rank,
+    a layer of another shape (FAULT=ddp-shape)."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        width = 48 if FAULT == "ddp-shape" and rank == FAULT_RANK else 64
+        self.body = torch.nn.Linear(64, width)
+        self.head = torch.nn.Linear(width, 64)
+        self.aux = torch.nn.Linear(64, 8)  # used only when FAULT is not ddp-unused
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.head(self.body(x))
+        if FAULT == "ddp-unused":
+            return y
+        return y + self.aux(x).sum(dim=1, keepdim=True)
+
+
+def train_ddp(rank: int) -> None:
+    """DistributedDataParallel (find_unused_parameters=False, the default) on TwoHeads."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    log(rank, "wrapping the model in DistributedDataParallel")
+    model = DistributedDataParallel(TwoHeads(rank))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(STEPS):
+        loss = model(torch.randn(32, 64)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        log(rank, f"step {step} loss {loss.item():.4f}")
+    dist.barrier()
+    log(rank, "done")
+
+
 def train(rank: int, world: int) -> None:
     torch.manual_seed(0)
-    model = torch.nn.Linear(64, 64)
+    model = torch.nn.Linear(WIDTH, WIDTH)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for p in model.parameters():
         dist.broadcast(p.data, 0)
     data = batches()
     for step in range(STEPS):
         x = next(data)
+        if WIDTH != 64:
+            x = torch.randn(32, WIDTH)
+        time.sleep(STEP_SLEEP_S)
         loss = model(x).pow(2).mean()
         opt.zero_grad()
         loss.backward()
@@ -108,6 +170,13 @@ def inject(rank: int, model: torch.nn.Module) -> None:
         held = []
         while True:
             held.append(torch.ones(16 << 20))  # 64 MiB, every page written
+    elif FAULT == "sigstop":  # stopped (SIGSTOP, a debugger, ^Z): alive but never arrives
+        log(rank, "pausing")
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif FAULT == "missing-checkpoint":  # this rank's view of the checkpoint dir lacks it
+        path = os.path.join(os.environ.get("CKPT_DIR", "/nonexistent/ckpt"), "step-3.pt")
+        log(rank, f"loading checkpoint {path}")
+        model.load_state_dict(torch.load(path))
     elif FAULT == "disk-full":
         save_checkpoint(model, os.environ.get("CKPT_PATH", "/dev/full"))
 
@@ -120,9 +189,12 @@ def main(local_rank: int | None = None, world: int | None = None) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     log(rank, f"initialised, world size {world}")
     try:
-        train(rank, world)
+        if FAULT.startswith("ddp-"):
+            train_ddp(rank)
+        else:
+            train(rank, world)
     finally:
-        if FAULT not in ("sigkill", "oom"):
+        if FAULT not in ("sigkill", "oom", "sigstop"):
             dist.destroy_process_group()
 
 

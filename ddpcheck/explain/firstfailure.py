@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.diagnoses import load_catalogue
-from ddpcheck.explain import stores, tracebacks
+from ddpcheck.explain import noderanks, stores, teardown, tracebacks
 from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
 from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
 from ddpcheck.explain.families.timeouts import DONE, SOLO_STEP
@@ -56,6 +56,7 @@ WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
 ERRORISH = re.compile(r"Traceback|Error\b|Exception|Killed|exitcode|[Aa]bort", re.I)
 PEER_LOST = re.compile(r"Connection closed by peer|Connection reset by peer")
 KILLED_CODES = frozenset({HOST_OOM.code, "rank-killed"})
+LOADER_KILLED = re.compile(r"DataLoader worker \(pid \d+\) is killed by signal: Killed")
 
 # Lines of torchrun's summary that the reader gives a rank (its Failures block), and
 # signals of its teardown: not a rank's own output.
@@ -130,6 +131,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     """Before ordering: the master's store named by its traceback, a dialed name that does
     not resolve, and a collective timeout whose ranks' tracebacks end in different
     torch.distributed calls (a desync)."""
+    found = noderanks.refine(teardown.refine(found, records), records)
     return _busy_alone(_desync(stores.refine(found, records), records), records)
 
 
@@ -249,6 +251,15 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
     if crash is not None:
         crash = tracebacks.framed(crash, tracebacks.user_frames(records))
         return [_crash_root(crash, rank), *_echoes(found, UNEXPLAINED.code)]
+    # its DataLoader worker killed (torch/csrc/DataLoader.cpp: "DataLoader worker (pid N) is
+    # killed by signal: Killed.", strsignal of SIGKILL): the worker is the rank's own child,
+    # which torchrun's teardown never signals, so that kill came first (a real run:
+    # runs/s30-loader-worker-killed, its --log-dir tree alone)
+    worker = next((e for e in found if e.problem.code in KILLED_CODES and rank in
+                   e.problem.ranks and LOADER_KILLED.search(e.problem.observed)), None)
+    if worker is not None:
+        return [replace(worker, root=True),
+                *_echoes([e for e in found if e is not worker], worker.problem.code)]
     killed = [e for e in found if e.problem.code in KILLED_CODES and rank in e.problem.ranks
               and "SIGKILL" in e.problem.observed]
     if killed and _killed_before_teardown(records, rank):

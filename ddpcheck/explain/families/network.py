@@ -284,6 +284,22 @@ PATTERNS = [
     pattern(PEER_UNREACHABLE,
             r"(?:NCCL )?WARN (?:Call to connect failed|(?:\w+: )?(?:Net : )?[Cc]onnect to \S+ "
             r"(?:failed|returned))", "ddpcheck run --nodes N --stages rendezvous"),
+    # gloo's pair connect that got no reply at all (gloo/transport/tcp/pair.h / pair.cc
+    # "Connect timeout [none]" or "Connect timeout [ip]:port", under torch's "Gloo
+    # connectFullMesh failed with"): a firewall that DROPs the job's ports but the rendezvous
+    # port (recorded: runs/s30-netns-peer-ports-dropped, iptables -j DROP) and an advertised
+    # address on a network the other node does not reach print it alike; a REJECT's reset
+    # reads "Connection refused" instead (runs/netns-peer-ports-rejected). A symptom.
+    pattern(PEER_UNREACHABLE, r"connectFullMesh failed with .*Connect timeout",
+            "ddpcheck run --nodes N --stages rendezvous", root=False,
+            cause="gloo's connection to a peer got no reply at all: the address the peer "
+                  "advertised is on a network this node does not reach (a wrong interface, a "
+                  "host name resolving elsewhere), or a firewall silently drops the job's ports "
+                  "other than the rendezvous port (iptables DROP, a security group)",
+            fix="check both on every node: GLOO_SOCKET_IFNAME (NCCL_SOCKET_IFNAME) set to the "
+                "interface of the network the nodes share, and TCP open between the nodes on "
+                "all ports (iptables -L -n -v; at least the ephemeral range, "
+                "net.ipv4.ip_local_port_range)"),
     # gloo's full-mesh setup (ProcessGroupGloo / gloo/rendezvous/context.cc): "Gloo
     # connectFullMesh failed with [.../pair.cc:144] no error" names no cause.
     pattern(PEER_UNREACHABLE, r"connectFullMesh failed with", "ddpcheck run --nodes N "

@@ -18,13 +18,20 @@ Runs inside ``ddpcheck explain`` (a pure reader of log lines). Sources:
   shutting down workers" (agent/server/api.py) and sends each worker the same signal
   ("Sending process N closing signal SIGHUP"); the summary then says "Signal 1 (SIGHUP)
   received by PID N". SIGHUP is what a terminal or SSH session sends when it closes.
+- SIGTERM and SIGINT reach the agent the same way ("Received 15 death signal, shutting down
+  workers", ``SignalException: Process N got signal: 15``; torch 1.x and Python < 3.11 print
+  ``Signals.SIGTERM``): the scheduler ending the job (Slurm's time limit, scancel, preemption:
+  SIGTERM first, SIGKILL after KillWait), Ctrl-C (SIGINT), or a user's kill. Nothing in torch
+  sends it to the agent. A hint (run-interrupted): srun also ends every other task of a step
+  with SIGTERM when one task fails (--kill-on-bad-exit), so another node's earlier failure,
+  when the logs show one, is the cause (a real run: tests/data/explain/runs/s30-agent-sigterm).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, Problem, register
+from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, RUN_INTERRUPTED, Problem, register
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 
 SPAWN_ARGS_MISMATCH = register(
@@ -91,4 +98,22 @@ PATTERNS = [
             r"Process \d+ got signal: (?:1|Signals\.SIGHUP)\s*$|"
             r"Sending process \d+ closing signal SIGHUP|Signal 1 \(SIGHUP\) received by PID",
             "rerun it detached: tmux / screen, setsid nohup ... &, or sbatch"),
+    pattern(RUN_INTERRUPTED,
+            r"Received (?P<sig>15|2|Signals\.SIG(?:TERM|INT)|SIG(?:TERM|INT)) death signal|"
+            r"Process \d+ got signal: (?P<sig2>15|2|Signals\.SIG(?:TERM|INT))\s*$",
+            "sacct -j JOBID -o JobID,State,Elapsed,Timelimit (TIMEOUT, CANCELLED, PREEMPTED: who "
+            "ended it)",
+            cause="the launcher (torchrun's agent) received SIGTERM or SIGINT and shut its "
+                  "workers down: the scheduler ended the job (its time limit, scancel, "
+                  "preemption), Ctrl-C, or someone killed it; srun also sends SIGTERM to the "
+                  "other tasks of a step when one task fails; a job that hung (its last "
+                  "progress line long before the signal) reaches its time limit or a user's "
+                  "Ctrl-C the same way",
+            fix="find who ended it: sacct -j JOBID -o JobID,State,Elapsed,Timelimit; TIMEOUT: "
+                "ask for more time (sbatch --time) or checkpoint and resume (sbatch "
+                "--signal=B:USR1@120 to save before the end); CANCELLED / PREEMPTED: requeue; "
+                "if another node failed first (srun: error: ... Exited with exit code), fix "
+                "that failure; if the job had stopped progressing before it, it hung: find "
+                "where (py-spy dump --pid PID on each rank, TORCH_NCCL_DUMP_ON_TIMEOUT=1)",
+            grade="hint"),
 ]

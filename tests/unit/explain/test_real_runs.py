@@ -192,3 +192,38 @@ def test_lightnings_observer_names_the_rank_sigkill_hit():
     ex = explain_inputs(read_inputs([str(WRAPPED / "lightning-sigkill-rank0-busy")], None))
     root = ex.problems[0]
     assert root.code == "host-out-of-memory" and root.ranks == (1,) and not ex.undetermined
+
+
+# Stop 30: failures users hit that the scenarios above lacked (bench/explain_real_runs.py
+# STOP30), recorded before any rule was written for them.
+STOP30 = [e for e in MANIFEST if e["id"].startswith("s30-")]
+
+
+def test_stop_30s_runs_are_recorded_and_none_is_a_confident_wrong_answer():
+    assert len(STOP30) >= 10
+    assert all(e["verdict"] in ("right", "abstained") for e in STOP30)
+
+
+def test_a_stopped_rank_is_the_one_the_timeout_waited_for_not_an_oom():
+    root = _explain("s30-rank-sigstop").problems[0]
+    assert root.code == "collective-timeout" and root.ranks == (1,)
+
+
+def test_the_log_dir_alone_names_the_rank_whose_dataloader_worker_was_killed():
+    (tree,) = (RUNS / "s30-loader-worker-killed" / "logs").iterdir()
+    ex = explain_inputs(read_inputs([str(tree)], None))
+    root = ex.problems[0]
+    assert root.code == "host-out-of-memory" and root.ranks == (1,) and not ex.undetermined
+
+
+def test_a_sigterm_to_torchrun_is_an_interrupted_run_and_two_rank_zero_nodes_an_overlap():
+    assert _explain("s30-agent-sigterm").problems[0].code == "run-interrupted"
+    assert _explain("s30-netns-same-node-rank").problems[0].code == "rank-overlap"
+
+
+def test_what_the_logs_cannot_tell_stays_an_abstention():
+    """A DROPped peer port and a node dialing another --master-port both read as a connect
+    timeout (c10d retries a refused connect until its timeout, socket.cpp): either may be a
+    firewall, a wrong address or port."""
+    for name in ("s30-netns-peer-ports-dropped", "s30-netns-master-port-differs"):
+        assert _explain(name).undetermined, name

@@ -366,3 +366,20 @@ def test_gloo_dialled_at_loopback_when_the_job_exports_gloo_socket_ifname_lo():
         "hostname-loopback"
     assert first_cause("try to set GLOO_SOCKET_IFNAME=lo", IFNAME_LO_REFUSED) == \
         "hostname-loopback"
+
+
+def test_a_gloo_connect_with_no_reply_names_both_a_drop_and_an_unreachable_address():
+    """gloo pair.h "Connect timeout" (runs/s30-netns-peer-ports-dropped: iptables DROP): a
+    symptom whose candidate text names the firewall as well as the interface."""
+    from ddpcheck.explain import explain_texts
+
+    line = ("RuntimeError: Gloo connectFullMesh failed with [/__w/pytorch/pytorch/third_party/"
+            "gloo/gloo/transport/tcp/pair.h:311] Connect timeout [none]")
+    ex = explain_texts([("job.log", line + "\n")])
+    (p,) = [p for p in ex.problems if not p.consequence_of]
+    assert p.code == "peer-unreachable" and ex.undetermined
+    assert "drops" in p.cause and "iptables" in p.fix
+    # near miss: a reset is an answer, not "no reply"
+    refused = line.replace("Connect timeout [none]", "no error")
+    ex = explain_texts([("job.log", refused + "\n")])
+    assert all("iptables" not in p.fix for p in ex.problems)

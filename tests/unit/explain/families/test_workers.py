@@ -69,3 +69,28 @@ def test_sigterm_and_signal_numbers_starting_with_1_are_not_a_hangup():
     assert first_cause("Sending process 1234 closing signal SIGTERM") != "launcher-hangup"
     assert first_cause("SignalException: Process 1200 got signal: 15") != "launcher-hangup"
     assert first_cause("Signal 15 (SIGTERM) received by PID 1234") != "launcher-hangup"
+
+
+AGENT_SIGTERM = ("W1124 18:47:33.701000 26816 torch/distributed/elastic/agent/server/api.py:753] "
+                 "Received 15 death signal, shutting down workers")
+
+
+def test_the_agent_receiving_sigterm_or_sigint_is_run_interrupted():
+    assert first_cause(AGENT_SIGTERM) == "run-interrupted"
+    assert first_cause(AGENT_SIGTERM.replace("15", "Signals.SIGTERM")) == "run-interrupted"
+    assert first_cause(AGENT_SIGTERM.replace("15", "2")) == "run-interrupted"
+    assert first_cause("torch.distributed.elastic.multiprocessing.api.SignalException: "
+                       "Process 26816 got signal: 15") == "run-interrupted"
+
+
+def test_sighup_stays_the_hangup_and_a_worker_getting_sigterm_is_not_the_agent():
+    assert first_cause(AGENT_SIGTERM.replace("15", "1")) == "launcher-hangup"
+    # torchrun's own teardown sends SIGTERM to its workers: no interruption of the job
+    assert first_cause("W1124 18:47:33.702000 26816 torch/distributed/elastic/"
+                       "multiprocessing/api.py:1028] Sending process 26926 closing signal "
+                       "SIGTERM") != "run-interrupted"
+
+
+def test_a_cause_on_another_node_comes_before_the_sigterm_srun_sent_after_it():
+    assert first_cause("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+                       AGENT_SIGTERM) == "cuda-out-of-memory"
