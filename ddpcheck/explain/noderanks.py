@@ -16,7 +16,9 @@ nodes were started with the same ``--node-rank`` (a job script that hard-codes i
 variable that is 0 everywhere). A real run: tests/data/explain/runs/s30-netns-same-node-rank.
 
 One console alone does not tell: the node whose key is missing may have used another rank,
-or died between the rendezvous and that write; nothing is said then.
+or died between the rendezvous and that write; nothing is said then. Nor do two copies of
+one console (the same lines under two names: a file given twice, a Slurm .out copied beside
+its original).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ GATHER = re.compile(r"wait timeout after \d+ ?ms, keys: \S*torchelastic/role_inf
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     """The collective/store timeout that the gather printed, read as two nodes at rank 0."""
     gathers = [r for r in records if GATHER.search(r.text)]
-    if len({r.source for r in gathers}) < 2:
+    if len({r.source for r in gathers}) < 2 or len(_distinct_logs(records, gathers)) < 2:
         return found
     at = {f"{r.source}:{r.lineno}" for r in gathers}
     timeout = next((e for e in found if not e.problem.consequence_of
@@ -65,3 +67,14 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
         return [*found, Explained(problem, gathers[0], True, NEXT, evidence, CAUSE)]
     return [replace(e, problem=problem, root=True, grade=CAUSE, next_run=NEXT,
                     evidence=evidence) if e is timeout else e for e in found]
+
+
+def _distinct_logs(records: Sequence[Record], gathers: Sequence[Record]) -> set[tuple[str, ...]]:
+    """The different texts among the files that printed the gather: two names for the same
+    lines are one node's console."""
+    sources = {r.source for r in gathers}
+    lines: dict[str, list[str]] = {s: [] for s in sources}
+    for r in records:
+        if r.source in lines:
+            lines[r.source].append(r.text)
+    return {tuple(v) for v in lines.values()}

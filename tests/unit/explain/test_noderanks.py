@@ -15,6 +15,12 @@ FRAME = ["Traceback (most recent call last):",
          "    role_infos_bytes = store.multi_get("]
 
 
+def _node(n: int, lines: list[str]) -> list[str]:
+    """One node's console: the agent's own first line differs per node (its pid, its host)."""
+    return [f"W1124 18:48:20.0{n}0000 {4711 + n} torch/distributed/run.py:803] node{n} up",
+            *lines]
+
+
 def _first(*files: tuple[str, list[str]]):
     ex = explain_texts([(name, "\n".join(lines) + "\n") for name, lines in files])
     return next((p for p in ex.problems if not p.consequence_of), None)
@@ -29,9 +35,18 @@ def test_the_real_run_names_the_repeated_node_rank():
 
 
 def test_the_gather_timing_out_on_two_nodes_is_two_agents_at_group_rank_zero():
-    root = _first(("node0.log", [*FRAME, GATHER]), ("node1.log", [*FRAME, GATHER]))
+    root = _first(("node0.log", _node(0, [*FRAME, GATHER])),
+                  ("node1.log", _node(1, [*FRAME, GATHER])))
     assert root is not None and root.code == "rank-overlap"
     assert "same --node-rank" in root.cause
+
+
+def test_two_copies_of_one_console_are_one_node():
+    """Near miss: the same lines under two names (a file given twice, a copied Slurm .out)
+    are one agent's wait, which does not tell who was missing."""
+    one = _node(0, [*FRAME, GATHER])
+    root = _first(("node0.log", one), ("copy/node0.log", one))
+    assert root is None or root.code != "rank-overlap"
 
 
 def test_one_node_alone_does_not_tell_who_was_missing():
@@ -51,9 +66,9 @@ def test_torch_2_5_ends_the_gather_in_another_error_with_the_same_frame():
     failed to format addr, unknown family=0"; the gather's own line is in both tracebacks."""
     lines = [*FRAME, "torch.distributed.DistNetworkError: failed to format addr, unknown "
              "family=0"]
-    root = _first(("node0.log", lines), ("node1.log", lines))
+    root = _first(("node0.log", _node(0, lines)), ("node1.log", _node(1, lines)))
     assert root is not None and root.code == "rank-overlap"
-    alone = _first(("node0.log", lines))  # near miss: one node's console does not tell
+    alone = _first(("node0.log", _node(0, lines)))  # near miss: one node's console does not tell
     assert alone is None or alone.code != "rank-overlap"
 
 
