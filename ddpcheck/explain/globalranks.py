@@ -35,12 +35,55 @@ SUMMARY_FILE = re.compile(r"^\s*error_file\s*:\s*(?P<prefix>.*?attempt_\d+)[/\\]
                           r"(?P<local>\d+)[/\\]error\.json\s*$")
 # torchrun --tee's default prefix (role "default"), then torch's own global one if any.
 TEE = re.compile(r"^\s*\[default(?P<local>\d+)\]:(?:\[rank(?P<rank>\d+)\]:)?")
+# The agent's end of an attempt, naming the node's first failed worker by its local rank
+# (elastic/multiprocessing/api.py ``SubprocessContext._poll``, 2.0 to 2.13: "failed
+# (exitcode: -9) local_rank: 1 (pid: 12001) of binary: ..."); its rank is the node's offset
+# plus that, where the console's tee prefixes show the offset.
+AGENT_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: (?P<local>\d+) \(pid: \d+\)")
+
+
+# Lightning's launcher (lightning/fabric/strategies/launchers/subprocess_script.py
+# _ChildProcessObserver._run, 2.1 to 2.6.6) prefixes its line with rank=(i + 1), i the index of
+# the child among the processes it started on this node: a LOCAL rank, though the prefix
+# ("[rank: 1] Child process with PID 4242 terminated with code -9. ...", rank_prefixed_message)
+# reads like the global one of its other lines.
+OBSERVER = re.compile(r"^\s*\[rank: (?P<local>\d+)\]\s?Child process with PID \d+ terminated")
+# Each of its processes says its global rank as it joins (lightning/fabric/utilities/
+# distributed.py _init_dist_connection): "Initializing distributed: GLOBAL_RANK: 2, MEMBER:
+# 3/4"; a node's are node_rank * num_processes + local rank (strategies/ddp.py
+# set_world_ranks), so one console's run from its node's offset.
+MEMBER = re.compile(r"(?i)initializing (?:ddp|distributed): GLOBAL_RANK: (?P<rank>\d+), "
+                    r"MEMBER: \d+/(?P<world>\d+)")
 
 
 def apply(records: Sequence[Record], texts: dict[str, str]) -> list[Record]:
     """``records`` with the global rank where a local one was read and the node's offset is
     known (``texts``: each source's raw text)."""
-    return _tee_consoles(_log_dir_files(records, texts), texts)
+    return _observer_lines(_tee_consoles(_log_dir_files(records, texts), texts), texts)
+
+
+def _observer_lines(records: list[Record], texts: dict[str, str]) -> list[Record]:
+    """Lightning's observer line: its local rank plus the node's offset, which the console's
+    GLOBAL_RANK lines show when they are one node's whole run of ranks (contiguous, from a
+    multiple of their count, which divides the world); otherwise no rank at all."""
+    fixed: dict[tuple[str, int], int | None] = {}
+    for src, text in texts.items():
+        if "Child process with PID" not in text:
+            continue
+        lines = text.splitlines()
+        members = [m for line in lines if (m := MEMBER.search(line))]
+        ranks = sorted({int(m["rank"]) for m in members})
+        worlds = {int(m["world"]) for m in members}
+        whole = bool(ranks) and ranks == list(range(ranks[0], ranks[0] + len(ranks))) and \
+            ranks[0] % len(ranks) == 0 and len(worlds) == 1 and next(iter(worlds)) % len(ranks) == 0
+        for i, line in enumerate(lines, 1):
+            if m := OBSERVER.match(line):
+                local = int(m["local"])
+                fixed[(src, i)] = ranks[0] + local if whole and local < len(ranks) else None
+    if not fixed:
+        return records
+    return [replace(r, rank=fixed[(r.source, r.lineno)]) if (r.source, r.lineno) in fixed
+            else r for r in records]
 
 
 def _log_dir_files(records: Sequence[Record], texts: dict[str, str]) -> list[Record]:
@@ -102,6 +145,7 @@ def _tee_consoles(records: list[Record], texts: dict[str, str]) -> list[Record]:
     show (one per file; none or several: unchanged)."""
     local_lines: dict[str, set[int]] = {}  # source -> line numbers read with a local rank
     offset: dict[str, int] = {}
+    agents: set[str] = set()  # consoles whose agent lines' local ranks can be made global
     for src, text in texts.items():
         seen: set[int] = set()
         lines: set[int] = set()
@@ -112,10 +156,21 @@ def _tee_consoles(records: list[Record], texts: dict[str, str]) -> list[Record]:
                 lines.add(i)
             else:
                 seen.add(int(m["rank"]) - int(m["local"]))
-        if len(seen) == 1 and lines and (off := next(iter(seen))) != 0:
+        if len(seen) != 1:
+            continue
+        if "local_rank: " in text:  # the agent's lines name local ranks too
+            agents.add(src)
+        if (off := next(iter(seen))) != 0 and lines or src in agents:
             offset[src], local_lines[src] = off, lines
     if not offset:
         return records
-    return [replace(r, rank=r.rank + offset[r.source])
+    return [_agent_line(r, offset[r.source]) if r.rank is None and r.source in agents else
+            replace(r, rank=r.rank + offset[r.source])
             if r.rank is not None and r.lineno in local_lines.get(r.source, ()) else r
             for r in records]
+
+
+def _agent_line(r: Record, offset: int) -> Record:
+    """The agent's "failed (exitcode: C) local_rank: L" line with its global rank."""
+    m = AGENT_FAILED.search(r.text) if "local_rank: " in r.text else None
+    return replace(r, rank=int(m["local"]) + offset) if m else r
