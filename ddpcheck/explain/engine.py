@@ -229,6 +229,8 @@ def _explain(named_texts: Iterable[tuple[str, str]], traces: Sequence[RankTrace]
         final = attempts.combine(final, [(k, _diagnose(part, [], (), patterns)[0])
                                          for k, part in restarts.later],
                                  restarts.first_number)
+    if final and (local := globalranks.local_note(records, texts)):
+        notes = [*notes, local]
     return Explanation([replace(e, next_run=codes.NEXT_RUN.get(e.problem.code, e.next_run))
                         for e in final], sources, notes, quoted)
 

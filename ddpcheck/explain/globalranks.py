@@ -13,7 +13,12 @@ On one node local is global; with one file per node every node has a local rank 
 own prefix on a rank's uncaught exception, ``[rankN]:``, is global, so one line
 ``[default1]:[rank9]: Traceback ...`` fixes that node's offset (8) for every line of the
 file (the console) or of the attempt (the tree). Where a file shows no such line, or two
-offsets, its ranks stay as they are.
+offsets, its ranks stay as they are. Three more labels are local (stop 30): the agent's
+``failed (exitcode: C) local_rank: L`` line (the console's offset is added), Lightning's
+observer ``[rank: L] Child process with PID ...`` (the node's offset from its GLOBAL_RANK
+lines, else no rank), and one agent's tree given alone with no global rank in it (torch 1.13
+and 2.1 files): its local ranks are compared as they are, and explain says they are local
+(``local_note``).
 """
 
 from __future__ import annotations
@@ -105,14 +110,40 @@ def _log_dir_files(records: Sequence[Record], texts: dict[str, str]) -> list[Rec
                 offsets.setdefault(attempt, set()).add(off)
     if not local:
         return list(records)
+    alone = not offsets and _one_node(local, texts)  # one tree alone: its local ranks
     out = []
     for r in records:
         if r.rank is None and r.source in local:
             attempt, lr = local[r.source]
             if len(offsets.get(attempt, ())) == 1:
                 r = replace(r, rank=lr + next(iter(offsets[attempt])))
+            elif alone:
+                r = replace(r, rank=lr)
         out.append(r)
     return out
+
+
+def _one_node(local: dict[str, tuple[str, int]], texts: dict[str, str]) -> bool:
+    """Every input is a file of one agent's --log-dir tree: one ``<run_id>_<random>``
+    directory above ``attempt_N`` (api.py ``_make_log_dir``: ``tempfile.mkdtemp(prefix=
+    f"{rdzv_run_id}_", dir=log_dir)``, one per agent, so two nodes writing into one shared
+    log dir have two)."""
+    return not set(texts) - set(local) and len(
+        {src[:m.start()] for src in local if (m := LOG_DIR_FILE.search(src))}) == 1
+
+
+def local_note(records: Sequence[Record], texts: dict[str, str]) -> str:
+    """What explain says when the ranks it names are one tree's local ranks (``apply`` gave
+    them where no line gives the node's offset), or ""."""
+    local = {src for src in texts if LOG_DIR_FILE.search(src)}
+    if not local or set(texts) - local or not _one_node(dict.fromkeys(local, ("", 0)), texts):
+        return ""
+    if any(OWN_RANK.match(line) or "local_rank:" in line
+           for text in texts.values() for line in text.splitlines()):
+        return ""  # a global rank was read (the files' own [rankN]:, a summary)
+    return ("ranks: the --log-dir tree's local ranks (attempt_N/<local_rank>/); no line of "
+            "it says this node's first global rank, so on node k of a multi-node job add k "
+            "times the processes per node")
 
 
 def _attempt_key(prefix: str) -> str:

@@ -96,3 +96,37 @@ def test_near_miss_a_warning_keeps_its_lead_over_the_errors_it_explains():
     # the recorded two-node run whose node1 warned: still the warning's cause
     ex = explain_inputs(read_inputs([str(RUNS / "netns-own-hostname-not-in-hosts")], None))
     assert next(p for p in ex.problems if not p.consequence_of).code == "hostname-loopback"
+
+
+# --- one node's --log-dir tree alone (torch 1.13 / 2.1 print no [rankN]: in its files)
+
+OLD = DATA / "explain" / "runs-torch2.1"
+
+
+def _tree(root):
+    return [(str(p), p.read_text()) for p in sorted(root.rglob("*")) if p.is_file()]
+
+
+def test_one_trees_local_ranks_are_compared_and_said_to_be_local():
+    ex = explain_inputs(read_inputs([str(OLD / "mismatch-op" / "logs")], None))
+    lead = next(p for p in ex.problems if not p.consequence_of)
+    assert lead.code == "collective-desync" and lead.ranks == (0, 1)
+    assert any("local ranks" in n for n in ex.notes)
+    ex = explain_inputs(read_inputs([str(OLD / "rank0-eval-timeout" / "logs")], None))
+    assert next(p for p in ex.problems if not p.consequence_of).code == \
+        "rank-zero-only-step-timeout"
+
+
+def test_near_miss_two_agents_trees_or_a_global_rank_leave_the_ranks_as_they_were():
+    # two agents' run directories (a shared log dir holds one <run_id>_<random> per agent):
+    # local rank 0 of one is not local rank 0 of the other
+    files = _tree(OLD / "mismatch-op" / "logs")
+    other = [(name.replace("none_39bb3570", "none_5e0f2a11"), text) for name, text in files]
+    ex = explain_texts([*files, *other])
+    assert ex.undetermined and not any("local ranks" in n for n in ex.notes)
+    # with the console beside it, its summary gives global ranks: no note
+    ex = explain_inputs(read_inputs([str(OLD / "mismatch-op")], None))
+    assert not any("local ranks" in n for n in ex.notes)
+    # torch 2.13's files carry [rankN]: themselves: global, no note
+    ex = explain_inputs(read_inputs([str(RUNS / "mismatch-op" / "logs")], None))
+    assert not any("local ranks" in n for n in ex.notes)
