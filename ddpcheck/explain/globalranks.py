@@ -51,8 +51,11 @@ AGENT_FAILED = re.compile(r"failed \(exitcode: -?\d+\) local_rank: (?P<local>\d+
 # _ChildProcessObserver._run, 2.1 to 2.6.6) prefixes its line with rank=(i + 1), i the index of
 # the child among the processes it started on this node: a LOCAL rank, though the prefix
 # ("[rank: 1] Child process with PID 4242 terminated with code -9. ...", rank_prefixed_message)
-# reads like the global one of its other lines.
-OBSERVER = re.compile(r"^\s*\[rank: (?P<local>\d+)\]\s?Child process with PID \d+ terminated")
+# reads like the global one of its other lines. So does its SIGTERM notifier
+# (lightning/pytorch/trainer/connectors/signal_connector.py _sigterm_notifier_fn:
+# rank_prefixed_message(f"Received SIGTERM: {signum}", self.trainer.local_rank)).
+OBSERVER = re.compile(r"^\s*\[rank: (?P<local>\d+)\]\s?(?:Child process with PID \d+ "
+                      r"terminated|Received SIGTERM: \d)")
 # Each of its processes says its global rank as it joins (lightning/fabric/utilities/
 # distributed.py _init_dist_connection): "Initializing distributed: GLOBAL_RANK: 2, MEMBER:
 # 3/4"; a node's are node_rank * num_processes + local rank (strategies/ddp.py
@@ -73,7 +76,7 @@ def _observer_lines(records: list[Record], texts: dict[str, str]) -> list[Record
     multiple of their count, which divides the world); otherwise no rank at all."""
     fixed: dict[tuple[str, int], int | None] = {}
     for src, text in texts.items():
-        if "Child process with PID" not in text:
+        if "Child process with PID" not in text and "Received SIGTERM: " not in text:
             continue
         lines = text.splitlines()
         members = [m for line in lines if (m := MEMBER.search(line))]

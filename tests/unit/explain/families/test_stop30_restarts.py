@@ -44,6 +44,15 @@ def test_lightnings_observer_rank_is_local_made_global_from_the_nodes_members():
                           OBSERVER) == 3
 
 
+def test_lightnings_sigterm_notifier_names_a_local_rank_too():
+    # signal_connector.py _sigterm_notifier_fn: rank_prefixed_message(..., trainer.local_rank)
+    text = "\n".join([MEMBER.format(g=2, m=3, w=4), MEMBER.format(g=3, m=4, w=4),
+                      "[rank: 0] Received SIGTERM: 15"]) + "\n"
+    assert apply(read_text("n", text), {"n": text})[2].rank == 2
+    alone = "[rank: 0] Received SIGTERM: 15\n"
+    assert apply(read_text("n", alone), {"n": alone})[0].rank is None
+
+
 def test_near_miss_an_observer_rank_the_log_cannot_place_is_no_rank():
     assert _observer_rank(OBSERVER) is None  # no member line: the node's offset is unknown
     # members not one node's whole run (one missing): unknown too
