@@ -16,10 +16,14 @@ and reports the later attempts' ends as its consequences. Where an attempt's lin
   have failed and been stopped: its tee threads are drained first, so no line of that
   attempt follows it) ends an attempt; it is a restart when the worker group starts again
   after it: a line of a worker (``[default1]:``, ``[rank1]:``) or the INFO restart line
-  follows before the next such line. Several agents in one file (two nodes' torchrun in one
+  follows before the next such line, or the summary after the last of K + 1 such lines
+  names ``attempt_K`` (its ``error_file``; torchrun keeps a temporary log dir without
+  ``--log-dir``). Several agents in one file (two nodes' torchrun in one
   Slurm output, told apart by the pid in torch's log header ``E1124 16:51:03.221000 11838``)
-  leave that file unsplit; a console whose summary names ``attempt_K`` (its ``error_file``)
-  while its restarts count another K is trimmed at its start and is numbered from K.
+  leave that file unsplit, and without that pid (torch 1.13's logging format) only the
+  restart line or the summary's count says a restart; a console whose summary names
+  ``attempt_K`` (its ``error_file``) while its restarts count another K is trimmed at its
+  start and is numbered from K.
 
 When the first attempt's own lines show only symptoms (a rank lost its peer) and a later
 attempt shows the same symptoms on the same ranks together with their cause on a rank that
@@ -88,11 +92,22 @@ def split(records: Sequence[Record], texts: dict[str, str]) -> Attempts | None:
 def _console(lines: list[str]) -> list[int] | None:
     """Each line's attempt in one console, or None when it shows no restart."""
     ends = [i for i, line in enumerate(lines) if AGENT_FAILED.search(line)]
-    if len({(m["pid"] if (m := AGENT_PID.match(lines[i])) else "") for i in ends}) > 1:
+    agents = {(m["pid"] if (m := AGENT_PID.match(lines[i])) else "") for i in ends}
+    if len(agents) > 1:
         return None  # several agents' lines in one file: whose attempt is whose is not told
+    # without the pid (torch 1.13's "ERROR:torch.distributed.elastic...:failed ..."), a
+    # worker line after it may be another agent's: only the restart line itself says so
+    restarted = WORKER_LINE.pattern + "|" + RESTARTING.pattern if agents != {""} else \
+        RESTARTING.pattern
     bounds = [i for n, i in enumerate(ends)
-              if any(WORKER_LINE.match(line) or RESTARTING.search(line)
+              if any(re.search(restarted, line)
                      for line in lines[i + 1:ends[n + 1] if n + 1 < len(ends) else None])]
+    if ends and len(bounds) < len(ends) - 1 and [
+            int(m["n"]) for line in lines[ends[-1]:]
+            if (m := SUMMARY_ATTEMPT.search(line))][-1:] == [len(ends) - 1]:
+        # no worker line says so (no --tee, torch 1.13's unprefixed output), but the summary
+        # after the last agent line names attempt_K of K + 1 such lines: each ended one
+        bounds = ends[:-1]
     if not bounds:
         return None
     named = [int(m["n"]) for line in lines[bounds[-1]:] if (m := SUMMARY_ATTEMPT.search(line))]
@@ -122,7 +137,17 @@ def combine(first: list[Explained], later: Sequence[tuple[int, list[Explained]]]
     consequences; a later attempt that repeats the first one's symptoms and names their
     cause leads when the first attempt's lines do not."""
     lead, rest = first, [(k, f) for k, f in later]
-    if not settled(first):
+    if not any(not e.problem.consequence_of for e in first):
+        # the first attempt's lines show no failure (cut from the log): the earliest attempt
+        # that shows one leads, said to be a later one
+        k, found = next(((k, f) for k, f in later
+                         if any(not e.problem.consequence_of for e in f)), (None, []))
+        if k is None:
+            return first
+        lead = [_relabel(e, f"attempt {k} (the first failed attempt's lines show no "
+                            "failure): ") for e in found]
+        rest = [(j, f) for j, f in later if j != k]
+    elif not settled(first):
         for k, found in later:
             if settled(found) and _repeats(first, found):
                 lead = _adopted(found, k, first_number)
@@ -165,6 +190,11 @@ def _adopted(found: Sequence[Explained], k: int, first_number: int) -> list[Expl
         p = e.problem.where(observed=said + e.problem.observed)
         out.append(Explained(p, e.first, e.root, e.next_run, e.evidence, e.grade))
     return out
+
+
+def _relabel(e: Explained, said: str) -> Explained:
+    p = e.problem.where(observed=said + e.problem.observed)
+    return Explained(p, e.first, e.root, e.next_run, e.evidence, e.grade)
 
 
 def _echo(e: Explained, k: int, cause: str) -> Explained:

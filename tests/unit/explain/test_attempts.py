@@ -42,6 +42,20 @@ def test_a_console_is_cut_where_the_agent_ended_an_attempt_and_workers_ran_again
     assert min(r.lineno for r in parts.later[0][1]) == 27
 
 
+def test_a_console_without_prefixes_is_cut_where_the_summary_counts_the_attempts():
+    # torch 1.13 / no --tee: no worker line is marked; the summary names attempt_2 after
+    # the third agent line, so each of the first two ended an attempt
+    bare = [line.split("]:", 2)[-1] if line.startswith("[default") else line
+            for line in SIGKILL]
+    assert not any(line.startswith("[rank") for line in bare)
+    parts = _split({"console.log": "\n".join(bare) + "\n"})
+    assert parts is not None and [k for k, _ in parts.later] == [1, 2]
+    assert max(r.lineno for r in parts.first) == 26
+    # near miss: the same lines without the summary's attempt_2 are not cut
+    cut = [line for line in bare if "attempt_2" not in line]
+    assert _split({"console.log": "\n".join(cut) + "\n"}) is None
+
+
 def test_near_miss_one_attempt_is_no_restart():
     # the agent's line, then only torchrun's own summary: the job's one attempt ended
     one = (RUNS / "user-exception-console" / "console.log").read_text()
@@ -51,6 +65,15 @@ def test_near_miss_one_attempt_is_no_restart():
                      AGENT.format(code=1, lr=0).replace(" 11838 ", " 22222 "),
                      "[default0]:step 1", AGENT.format(code=1, lr=0)]) + "\n"
     assert _split({"slurm.out": two}) is None
+    # torch 1.13's format names no agent: a worker line after its line may be another
+    # node's; only "Worker group FAILED. N/M attempts left; will restart" says a restart
+    old = "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) " \
+        "local_rank: 0 (pid: 27803) of binary: /usr/bin/python"
+    assert _split({"slurm.out": f"{old}\n[default0]:step 1\n{old}\n"}) is None
+    restart = ("INFO:torch.distributed.elastic.agent.server.api:[default] Worker group "
+               "FAILED. 3/3 attempts left; will restart worker group")
+    parts = _split({"slurm.out": f"{old}\n{restart}\n[default0]:step 1\n{old}\n"})
+    assert parts is not None and [k for k, _ in parts.later] == [1]
 
 
 def test_the_log_dir_tree_names_each_files_attempt():
@@ -120,3 +143,19 @@ def test_near_miss_a_later_attempt_that_fails_otherwise_does_not_decide_the_firs
     # the real second attempt decides it
     e, lead = _lead([*FIRST, *SECOND])
     assert not e.undetermined and lead.code == "host-out-of-memory" and lead.ranks == (1,)
+
+
+def test_a_first_attempt_that_shows_no_failure_lets_the_next_one_lead():
+    # attempt 0's files hold only progress (its failure's lines were not kept): the first
+    # attempt that shows a failure leads, said to be a later one (never "no failure found")
+    run = "logs/none_ab12cd34"
+    texts = [(f"{run}/attempt_0/{lr}/stdout.log", f"rank {lr}: step 0 loss 0.36\n")
+             for lr in (0, 1)]
+    texts.append((f"{run}/attempt_1/1/stderr.log",
+                  "[rank1]: Traceback (most recent call last):\n"
+                  '[rank1]:   File "/x/train.py", line 92, in inject\n'
+                  "[rank1]: KeyError: 'labels'\n"))
+    e = explain_texts(texts)
+    lead = next(p for p in e.problems if not p.consequence_of)
+    assert lead.code == "unexplained" and "attempt 1" in lead.observed
+    assert "KeyError: 'labels'" in lead.observed
