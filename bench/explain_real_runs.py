@@ -237,6 +237,16 @@ SCENARIOS = [
              "rank 1 SIGKILLed in each attempt (--max-restarts 2)",
              env={"FAULT": "sigkill", "RECORD": "1"},
              torchrun_args=lambda port: ["--max-restarts", "2", "--master-port", str(port)]),
+    # stop 30: the attempts fail differently; the first one is the cause
+    Scenario("restarts-first-differs", "unexplained",
+             "rank 1 raises KeyError('labels') in attempt 0 and is SIGKILLed in attempt 1 "
+             "(--max-restarts 1)", env={"FAULT": "exception", "FAULT_LATER": "sigkill",
+                                        "RECORD": "1"}, mention="KeyError: 'labels'",
+             torchrun_args=lambda port: ["--max-restarts", "1", "--master-port", str(port)]),
+    Scenario("restarts-verbose-sigkill", "host-out-of-memory",
+             "rank 1 SIGKILLed in each attempt (--max-restarts 1), torchrun's INFO logging",
+             env={"FAULT": "sigkill", "LOGLEVEL": "INFO", "RECORD": "1"},
+             torchrun_args=lambda port: ["--max-restarts", "1", "--master-port", str(port)]),
     Scenario("verbose-rank1-slow-save", "rank-zero-only-step-timeout",
              "rank 1 alone saves a checkpoint past the 5 s timeout, verbose logging and DETAIL",
              env={"FAULT": "slow-save", "FAULT_RANK": "1", **VERBOSE, "RECORD": "1"}),

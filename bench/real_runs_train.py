@@ -18,6 +18,10 @@ import torch.distributed as dist
 
 FAULT = os.environ.get("FAULT", "none")
 FAULT_RANK = int(os.environ.get("FAULT_RANK", "1"))
+# torchrun --max-restarts: FAULT_LATER replaces FAULT from the first restart on (the agent
+# sets TORCHELASTIC_RESTART_COUNT, torch/distributed/elastic/agent/server/local_elastic_agent.py)
+if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0 and os.environ.get("FAULT_LATER"):
+    FAULT = os.environ["FAULT_LATER"]
 STEPS = 6
 FAULT_STEP = 3
 PG_TIMEOUT_S = float(os.environ.get("PG_TIMEOUT_S", "5"))

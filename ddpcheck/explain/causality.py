@@ -132,6 +132,19 @@ NOISE = ": a warning or INFO line, which a job that failed for another reason pr
 # beside the job's output: their place in a paste is no time order.
 HOST_LOG = re.compile(r"^\s*\[\s*\d+\.\d+\]|NVRM:|slurmstepd|oom-kill|oom_kill|invoked "
                       r"oom-killer|Killed process|Memory cgroup out of memory")
+# Python's own exceptions that a rank's code raises (Lib/exceptions: a missing key, a bad
+# value, a wrong type, a failed assert, a missing module), never what a network condition
+# that torch, gloo or NCCL warn about makes a process raise (their errors are RuntimeError,
+# DistNetworkError, DistStoreError, TimeoutError, ConnectionError: OSError's family). A
+# rank that raised one was running: a warning-grade hint printed before or after it is no
+# cause of it (runs/user-exception-console with gloo's loopback warning before: the
+# warning led, the KeyError was a consequence; tests/unit/explain/families/
+# test_stop30_restarts.py).
+RAISED_BY_RANK = re.compile(r"^\s*(?:[\w.]+\.)?(?:KeyError|ValueError|IndexError|TypeError|"
+                            r"AttributeError|NameError|UnboundLocalError|AssertionError|"
+                            r"ZeroDivisionError|FileNotFoundError|ModuleNotFoundError|"
+                            r"ImportError|NotImplementedError|RecursionError|"
+                            r"UnicodeDecodeError|JSONDecodeError)(?::|$)")
 CAUSE_AFTER_SYMPTOM = ("the log shows {seen} before {cause}: something failed before "
                        "{cause} was printed, and {cause} may be its consequence (an NCCL or "
                        "transport error after a peer aborted, an error of a rank torn down)")
@@ -204,6 +217,10 @@ def order(found: Sequence[Explained], unclaimed: Sequence[Explained] = (),
     if (ended := _absence_explained(top[0], found, unclaimed)) is not None:
         return [replace(ended, root=True), *_echoes([e for e in found if e is not ended],
                                                     ended.problem.code)]
+    if top[0].grade == WARNING and (own := [u for u in unclaimed
+                                            if RAISED_BY_RANK.match(u.first.text)]):
+        root = min(own, key=lambda u: u.first.order)  # the job went on past the warning
+        return [root, *_echoes(found, root.problem.code)]
     if best <= 2:  # an exception no rule explains may have been the first failure (beside
         # a condition NCCL printed at start-up, wherever it came: see NCCL_CONDITIONS)
         earlier = [u for u in unclaimed if before(top[0].first, u.first) is not True

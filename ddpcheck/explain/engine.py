@@ -17,6 +17,7 @@ from typing import Any
 
 from ddpcheck.diagnoses import RANK_KILLED, Problem, load_catalogue
 from ddpcheck.explain import (
+    attempts,
     codes,
     failures,
     failurewords,
@@ -219,13 +220,31 @@ def _explain(named_texts: Iterable[tuple[str, str]], traces: Sequence[RankTrace]
         else:
             records.extend(read_text(name, text))
     records = globalranks.apply(records, texts)
+    sources.extend(t.source for t in traces)
+    restarts = attempts.split(records, texts)
+    if restarts is None:
+        final, notes, quoted = _diagnose(records, found, traces, patterns)
+    else:  # torchrun --max-restarts: the first failed attempt, the later ones its echoes
+        final, notes, quoted = _diagnose(restarts.first, found, traces, patterns)
+        final = attempts.combine(final, [(k, _diagnose(part, [], (), patterns)[0])
+                                         for k, part in restarts.later],
+                                 restarts.first_number)
+    if final and (local := globalranks.local_note(records, texts)):
+        notes = [*notes, local]
+    return Explanation([replace(e, next_run=codes.NEXT_RUN.get(e.problem.code, e.next_run))
+                        for e in final], sources, notes, quoted)
+
+
+def _diagnose(records: list[Record], found: list[Explained], traces: Sequence[RankTrace],
+              patterns: Sequence[Pattern]) -> tuple[list[Explained], list[str], list[str]]:
+    """The problems of one job's (or one attempt's) records, ordered; notes; first errors."""
+    found = list(found)
     found.extend(firstfailure.refine(ibfallback.refine(netcontext.refine(
         watchdog.refine(slurm.srun_hint_moot(_match(records, patterns), records), records),
         records), records), records))
     found = windows.windows_nccl(found, records)
     notes: list[str] = []
     if traces:
-        sources.extend(t.source for t in traces)
         found.extend(_flight_recorder(traces))
         notes.append(_stuck_note(traces))
     errors = failures.failure_records(records, NOT_AN_ERROR)
@@ -250,9 +269,7 @@ def _explain(named_texts: Iterable[tuple[str, str]], traces: Sequence[RankTrace]
                     first_failed_rank(records), unread)
     ordered = ordered if errors else condition_alone(ordered)  # a warning, and no failure line
     # the rank the launcher saw fail first decides what the words leave undetermined
-    final = firstfailure.first_failure(ordered, found, records, crashes)
-    return Explanation([replace(e, next_run=codes.NEXT_RUN.get(e.problem.code, e.next_run))
-                        for e in final], sources, notes, quoted)
+    return firstfailure.first_failure(ordered, found, records, crashes), notes, quoted
 
 
 def _flight_recorder(traces: Sequence[RankTrace]) -> list[Explained]:

@@ -79,9 +79,16 @@ def test_near_miss_the_srun_warning_alone_still_says_what_it_says():
 
 def test_lightnings_observer_names_the_rank_a_signal_ended():
     """runs-wrappers/lightning-sigkill-rank0-busy: rank 1 SIGKILLed while rank 0 evaluated."""
-    e = explain_texts([("console.log", SRUN + "\n" + OBSERVER.format(pid=4242, code=-9) + "\n")])
+    members = ("Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2\n"
+               "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2\n")
+    e = explain_texts([("console.log", members + SRUN + "\n" + OBSERVER.format(pid=4242, code=-9)
+                        + "\n")])
     root = e.problems[0]
     assert root.code == "host-out-of-memory" and root.ranks == (1,)
+    # its "[rank: 1]" is the child's LOCAL rank (stop 30, globalranks.OBSERVER): with no line
+    # that places this node among the ranks, it is no global rank
+    e = explain_texts([("console.log", SRUN + "\n" + OBSERVER.format(pid=4242, code=-9) + "\n")])
+    assert e.problems[0].code == "host-out-of-memory" and e.problems[0].ranks == ()
     assert first_cause(OBSERVER.format(pid=4242, code=-11)) == "rank-killed"
 
 
