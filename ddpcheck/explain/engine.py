@@ -57,6 +57,11 @@ from ddpcheck.report.text import render_problem
 # "[W reducer.cpp:...] Warning:", Python's *Warning), NCCL INFO (a plugin it did not find,
 # a tuner it fell back from), and a rank's progress output.
 NOT_AN_ERROR = re.compile(r"^\s*\[W[\s\d]|\b[Ww]arning:|\w+Warning\b|\bNCCL INFO\b|"
+                          # c10's warning mark behind a prefix a job runner adds to each
+                          # stderr line ("<time> Error From <host>: [W socket.cpp:436]
+                          # [c10d] ...", "[rank0]:[W1124 18:48:28.692138057 socket.cpp:494]"):
+                          # c10/util/Logging.cpp's severity W, file and line
+                          r"\[W(?:\d{4} [\d:.]+)? +[\w/.-]+\.(?:cpp|cc|h|hpp|cu):\d+\]|"
                           r"^\s*warnings\.warn|"
                           # torchrun's bookkeeping after a worker wrote its error.json
                           # (elastic/multiprocessing/errors/error_handler.py

@@ -17,6 +17,7 @@ from ddpcheck.diagnoses import (
     LAUNCH_FAILED,
     RANK_EXITED,
     RANK_KILLED,
+    WORLD_SIZE_MISMATCH,
     Problem,
 )
 from ddpcheck.explain.codes import (
@@ -87,7 +88,7 @@ PATTERNS = [
     # one of gpu, cpu, xpu, auto (or a custom device's name); anything else stops torchrun
     # before a worker starts.
     pattern(LAUNCH_FAILED,
-            r"ValueError: Unsupported nproc_per_node value: (?P<value>.+?)\s*$",
+            r"ValueError: Unsupported nproc_per_node value: (?P<value>.*?)\s*$",
             "torchrun --nproc-per-node=<GPUs per node> ... (the launch line as the script "
             "builds it: echo it before it runs)",
             cause="torchrun got '{value}' for --nproc-per-node, which is neither a number nor "
@@ -95,6 +96,25 @@ PATTERNS = [
                   "(a path or config where it expects the GPU count) or a variable was empty",
             fix="pass the number of processes per node to --nproc-per-node (e.g. "
                 "--nproc-per-node=8), in the position the launch script expects it"),
+    # argparse's refusal of the launcher's own command line (Lib/argparse.py ArgumentParser
+    # .error: "usage: ..." then "<prog>: error: <message>", exit 2), for the parsers of
+    # torch/distributed/run.py (prog "torchrun", or "run.py" / "launch.py" under python -m)
+    # and DeepSpeed's and accelerate's launchers: no worker started. A flag that lost its
+    # value (an empty variable: "--master_port $RANDOM" under sh) takes the next word
+    # ("argument --master_port: invalid int value: 'train.py'"). The training script's own
+    # parser refusing the --local_rank the launcher adds is LOCAL_RANK_ARG_UNREAD's.
+    pattern(LAUNCH_FAILED,
+            r"^\s*(?P<prog>launch\.py|run\.py|torchrun|deepspeed|accelerate(?:-launch)?): "
+            r"error: (?!unrecognized arguments:.*--local[-_]rank)(?P<msg>.+?)\s*$",
+            "echo the launch line before it runs (set -x in the job script) and check each "
+            "variable it uses is set",
+            cause="{prog} refused its own command line before starting any worker ({msg}): a "
+                  "flag whose value is missing (an empty or unset variable, so the next word "
+                  "became its value), a misspelt flag, or the script's arguments placed "
+                  "before the launcher's",
+            fix="give every launcher flag its value (e.g. --master_port=29500, not an unset "
+                "$PORT; bash's $RANDOM is empty under sh) and put the launcher's flags before "
+                "the training script"),
     # CPython Modules/main.c pymain_run_file_obj (2.7 to 3.13: "%ls: can't open file %R:
     # [Errno %d] %s"): the interpreter the launcher started cannot open the script it was
     # given. Nothing else prints it; every rank of the node prints it, then torchrun reports
@@ -128,6 +148,19 @@ PATTERNS = [
             fix="cd to the directory holding the package (or set PYTHONPATH to it) in the job "
                 "script before the launcher, or pip install it in the environment every node "
                 "uses; check with python -c 'import {mod}' on each node"),
+    # Meta's Llama reference code (llama/generation.py Llama.build, llama 2 and 3: "assert
+    # model_parallel_size == len(checkpoints), f'Loading a checkpoint for MP={len(checkpoints)}
+    # but world size is {model_parallel_size}'"): the checkpoint is sharded for MP processes,
+    # and the model-parallel size is torchrun's world size.
+    pattern(WORLD_SIZE_MISMATCH,
+            r"Loading a checkpoint for MP=(?P<mp>\d+) but world size is (?P<ws>\d+)",
+            "torchrun --nproc-per-node <MP> ... (as many processes as the checkpoint's "
+            "consolidated.*.pth shards)",
+            cause="the checkpoint is split for {mp} model-parallel processes but the job "
+                  "started {ws}: --nproc-per-node (times --nnodes) differs from the number of "
+                  "consolidated.*.pth shards of that model size",
+            fix="launch exactly {mp} processes (torchrun --nproc-per-node {mp} for one node), "
+                "or reshard the checkpoint for {ws}"),
     # c10d TCPStore (libtorch_cpu, torch 2.13: "use_libuv was requested but PyTorch was built
     # without libuv support, run with USE_LIBUV=0 to disable it."; 2.4 to 2.6 spell it
     # "was build"): the store torchrun and env:// create cannot start on such a build.
@@ -148,14 +181,18 @@ PATTERNS = [
     # Who else passes the argument: torch.distributed.launch (without --use-env; since 2.0
     # spelt --local-rank=N) and DeepSpeed's launcher (deepspeed/launcher/launch.py appends
     # --local_rank=N unless --no_local_rank): the line is the same, so the fix names both.
-    pattern(LOCAL_RANK_ARG_UNREAD, r"error: unrecognized arguments:.*--local[-_]rank",
+    # python-fire (fire/core.py _Fire: "ERROR: Could not consume arg: --local_rank=3") is
+    # the same refusal by a script whose main() fire.Fire exposes without that parameter.
+    pattern(LOCAL_RANK_ARG_UNREAD, r"error: unrecognized arguments:.*--local[-_]rank|"
+            r"Could not consume arg: --local[-_]rank",
             "python -m torch.distributed.launch --nproc-per-node N -m ddpcheck.worker "
             "(ddpcheck's per-rank process reads --local-rank, as a script must)",
             cause="the launcher appends --local_rank=N (--local-rank=N from torch 2.0) to the "
                   "script's arguments: python -m torch.distributed.launch without --use-env, "
                   "or the deepspeed launcher; the script's argument parser does not declare it",
             fix="declare it (parser.add_argument('--local_rank', '--local-rank', type=int, "
-                "default=0)) or stop the launcher passing it: torchrun instead of "
+                "default=0); with fire.Fire, a local_rank: int = 0 parameter) or stop the "
+                "launcher passing it: torchrun instead of "
                 "torch.distributed.launch, deepspeed --no_local_rank; read LOCAL_RANK from "
                 "the environment"),
     pattern(RANK_KILLED,
@@ -165,8 +202,10 @@ PATTERNS = [
     # return code = -9"; a negative code is the signal, as for torchrun
     pattern(RANK_KILLED, r"exits with return code = (?P<code>-\d+)", NEXT,
             combine=combine_killed, grade="hint"),
-    pattern(RANK_KILLED, r"Signal (?P<sig>\d+) \(SIG\w+\) received by PID (?P<pid>\d+)",
-            NEXT, combine=combine_killed, grade="hint"),
+    # The pid as users post it: often redacted ("received by PID xxx", "PID <pid>", "PID
+    # ***"); torchrun's words around it are the same (errors/__init__.py _format_failure).
+    pattern(RANK_KILLED, r"Signal (?P<sig>\d+) \(SIG\w+\) received by PID "
+            r"(?P<pid>\d+|[xX]+\b|<[\w ]*>|\*+)", NEXT, combine=combine_killed, grade="hint"),
     # The "Root Cause (first observed failure)" block of torchrun's ChildFailedError
     # (torch/distributed/elastic/multiprocessing/errors/__init__.py _format_failure).
     pattern(RANK_KILLED, r"^\s*exitcode\s*: (?P<code>-\d+) \(pid: (?P<pid>\d+)\)", NEXT,

@@ -51,8 +51,10 @@ CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capa
 
 PATTERNS = [
     pattern(DUPLICATE_DEVICE,
-            r"Duplicate GPU detected : rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device "
-            r"(?P<dev>\w+)", "ddpcheck run --stages node,placement",
+            # init.cc's WARN; its words after the header as wrappers re-print them ("Error:
+            # rank 27 and rank 19 both on CUDA device 53000")
+            r"(?:Duplicate GPU detected : )?rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA "
+            r"device (?P<dev>\w+)", "ddpcheck run --stages node,placement",
             cause="ranks {a} and {b} drive the same GPU (bus id {dev}): the device was chosen "
                   "from the global rank, or CUDA_VISIBLE_DEVICES / set_device is the same on "
                   "both"),
