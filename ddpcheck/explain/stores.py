@@ -133,6 +133,13 @@ def _unresolved_dial(found: list[Explained], records: Sequence[Record]) -> list[
     dialed = [k for k in names if k in gave_up]
     if not dialed:
         return found
+    # the name the c10d rendezvous's rank-0 agent advertised, not the endpoint the launch
+    # line gives (families/netcontext._advertised_name): the connect giving up decides it
+    host = dialed[0][0]
+    if any(e.problem.code == "advertised-name-unresolvable" and f"({host}," in e.problem.observed
+           for e in found):
+        return [replace(e, root=True, grade=CAUSE)
+                if e.problem.code == "advertised-name-unresolvable" else e for e in found]
     texts = [r.text for r in records]
     master = any(MASTER_STORE.search(t) for t in texts)
     rdzv = any(RDZV_STORE.search(t) for t in texts)

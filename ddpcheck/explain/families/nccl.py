@@ -67,6 +67,22 @@ PATTERNS = [
                   "model, the caching allocator, or another process)"),
     pattern(NCCL_LIBRARY_MISMATCH, r"undefined symbol: nccl\w+|libnccl\S*: version `NCCL_",
             "ddpcheck run --stages node (reports the libnccl each rank loads)"),
+    # init.cc ncclCommInitRankConfig: NCCL 2.14 accepts a config's blocking of 0 or 1 only
+    # ("Invalid config blocking attribute value %d"); later headers' NCCL_CONFIG_INITIALIZER
+    # leave it NCCL_CONFIG_UNDEF_INT (INT_MIN, -2147483648), which later libraries read as
+    # "use the default". That value reaching the check is a caller (torch) compiled against a
+    # newer nccl.h than the libnccl it loaded: a second, older libnccl first on the library path.
+    pattern(NCCL_LIBRARY_MISMATCH, r"Invalid config blocking attribute value -2147483648\b",
+            "ddpcheck run --stages node (reports the libnccl each rank loads)",
+            cause="torch was built against a newer NCCL than the libnccl it loaded: its config "
+                  "initialiser leaves 'blocking' undefined (-2147483648), which an older "
+                  "libnccl (2.14 and before accept 0 or 1 only) rejects; that older libnccl "
+                  "(a system or conda copy, a second nvidia-nccl package) comes first on the "
+                  "library path",
+            fix="load the libnccl torch was built with: remove the older copy (pip list | "
+                "grep nccl; conda list nccl) or put site-packages/nvidia/nccl/lib first in "
+                "LD_LIBRARY_PATH; python -c 'import torch; print(torch.cuda.nccl.version())' "
+                "shows the version torch expects"),
     # transport/p2p.cc (2.7 onwards) and net.cc (2.12 on, "failed to peer with device 1: 217
     # ...") print cudaDeviceEnablePeerAccess's error after the topology chose P2P: "failed to
     # peer with device 1(=3b000): 217 peer access is not supported between these two devices".

@@ -212,12 +212,58 @@ def _own_name(e: Explained, records: Sequence[Record]) -> Explained:
         ranks=p.ranks, hosts=p.hosts))
 
 
+# The launch line of a c10d-rendezvous job ("torchrun --rdzv_backend=c10d
+# --rdzv_endpoint=leader ..."), as a job script's trace or a pasted command shows it.
+C10D_LAUNCH = re.compile(r"--rdzv[-_]backend[= ]['\"]?c10d\b")
+ENDPOINT_HOST = re.compile(r"--rdzv[-_]endpoint[= ]['\"]?(?P<host>\[[^\]]+\]|[^\s:'\"]+)")
+ADDRESS = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F:]*:[0-9a-fA-F:.]*)$")
+# The worker's store client giving up (c10d socket.cpp / TCPStore.cpp, torch 2.x).
+STORE_GAVE_UP = re.compile(r"DistNetworkError|DistStoreError|The client socket has (?:timed "
+                           r"out|failed to connect)")
+DIALLED = re.compile(r"network addresses of \((?P<host>[^,]+), \d+\) cannot be retrieved")
+
+
+def _advertised_name(e: Explained, records: Sequence[Record]) -> Explained:
+    """A name the workers cannot resolve that is not the rendezvous endpoint the launch line
+    gives: the rank-0 agent's own name, which it advertised. torch/distributed/elastic/
+    rendezvous/api.py RendezvousStoreInfo.build (2.4-2.13): the agent of rank 0 publishes
+    ``local_addr or socket.getfqdn()`` with a free port as the workers' MASTER_ADDR/PORT; the
+    static backend uses the endpoint itself, so only c10d's is read."""
+    p = e.problem
+    if p.code not in (HOSTNAME_UNRESOLVABLE.code, "endpoint-unresolvable") or not (
+            d := DIALLED.search(p.observed)):
+        return e
+    launch = [r for r in records if C10D_LAUNCH.search(r.text)]
+    ends = {m["host"].strip("[]") for r in launch if (m := ENDPOINT_HOST.search(r.text))}
+    name = d["host"].strip()
+    if len(ends) != 1 or name in ends or LOOPBACK_NAMES.match(name) or ADDRESS.match(name):
+        return e
+    endpoint = next(iter(ends))
+    # c10d tries each address family and warns for each that fails: a name unknown in IPv4
+    # too, or a store connection that then failed, decides; the IPv6 warning alone may be a
+    # name with only an IPv4 address (the job goes on), so it stays what the log shows.
+    failed = any(f"IPv4 network addresses of ({name}," in r.text or STORE_GAVE_UP.search(r.text)
+                 for r in records)
+    return replace(e, root=e.root or failed, grade=CAUSE if failed else e.grade,
+                   problem=load_catalogue()[
+        "advertised-name-unresolvable"].problem(
+        f"{p.observed} | the launch line's rendezvous endpoint is {endpoint}, so {name} is "
+        "the name the rank-0 agent advertised",
+        cause=f"the c10d rendezvous agent of rank 0 advertised its own name {name} "
+              "(socket.getfqdn()) as the workers' MASTER_ADDR, and this node cannot resolve "
+              "it: that name is missing from this node's DNS or /etc/hosts (a pod or host "
+              "name only its own node knows)",
+        fix=f"make {name} resolve on every node (DNS, /etc/hosts, a headless service for "
+            "pods), or pass torchrun --local-addr <that node's reachable IP> on the rank-0 "
+            "node so it advertises an address", ranks=p.ranks, hosts=p.hosts))
+
+
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     ifname_set = any(IFNAME_SET.search(r.text) for r in records_for(records, IFNAME_SET))
     out = []
     for e in found:
         e = _own_name(_own_endpoint(_zero_params(e, records), records), records)
-        e = _gloo_ifname_lo(e, records)
+        e = _advertised_name(_gloo_ifname_lo(e, records), records)
         p = e.problem
         if p.code == NCCL_NO_SOCKET_INTERFACE.code and NO_INTERFACE.search(p.observed):
             e = _no_interface(e, ifname_set or any(SHELL_IFNAME.search(r.text)
@@ -236,8 +282,8 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
 # at start-up whether or not it matters. Next to a failure of its own kind (a CUDA error,
 # an OOM) it is not the cause: it yields, as a consequence would.
 CONDITION_CODES = frozenset({HOSTNAME_LOOPBACK.code, NCCL_WRONG_INTERFACE.code,
-                             HOSTNAME_UNRESOLVABLE.code, "nccl-net-plugin-unusable",
-                             "slurm-without-srun"})
+                             HOSTNAME_UNRESOLVABLE.code, "advertised-name-unresolvable",
+                             "nccl-net-plugin-unusable", "slurm-without-srun"})
 CONDITION_LINE = re.compile(r"Using the loopback|NET/Socket : Using|Bootstrap : Using|"
                             r"^\s*\[\d+\](?:br-|veth|docker|virbr)|\[W[\s\d]|\bWarning:|"
                             r"NCCL INFO|PossibleUserWarning|The `srun` command is available")

@@ -113,3 +113,66 @@ def test_near_miss_c10s_error_mark_behind_the_same_prefix_is_a_failure():
     line = ("2024-05-22 06:25:20.552227-04:00 Error From <host>: [E socket.cpp:436] [c10d] "
             "The server socket has failed to listen on any local network address.")
     assert first_cause(line) != "none"
+
+
+# NCCL init.cc ncclCommInitRankConfig, 2.14 (dev gh18-vllm-1726): the undefined sentinel of a
+# newer nccl.h's NCCL_CONFIG_INITIALIZER reaching an older libnccl's check
+NCCL_CONFIG = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/"
+               "c10d/NCCLUtils.hpp:219, invalid argument, NCCL version 2.14.3",
+               "ncclInvalidArgument: Invalid value for an argument.", "Last error:",
+               "Invalid config blocking attribute value {value}")
+
+
+def test_ncclconfigs_undefined_blocking_rejected_is_an_older_libnccl():
+    lines = [line.format(value="-2147483648") for line in NCCL_CONFIG]
+    assert first_cause(*lines) == "nccl-library-mismatch"
+
+
+def test_near_miss_a_blocking_value_the_user_set_is_no_library_mismatch():
+    lines = [line.format(value="5") for line in NCCL_CONFIG]
+    assert first_cause(*lines) != "nccl-library-mismatch"
+
+
+# c10d socket.cpp's warning for a name the worker dials, in a c10d-rendezvous job (dev
+# gh19-vllm-15498): the rank-0 agent advertised its own name
+# (torch/distributed/elastic/rendezvous/api.py RendezvousStoreInfo.build)
+LAUNCH = ("worker # torchrun --nnodes 2 --nproc-per-node=gpu --rdzv_backend=c10d "
+          "--rdzv_endpoint={endpoint} test.py")
+GAI = ("[W323 01:38:19.204441686 socket.cpp:759] [c10d] The {family} network addresses of "
+       "(leader-6b8cr, 35421) cannot be retrieved (gai error: -2 - Name or service not known).")
+
+
+def _advertised(endpoint: str, *families: str, then: str = ""):
+    lines = [LAUNCH.format(endpoint=endpoint), *(GAI.format(family=f) for f in families)]
+    e = explain_texts([("job.log", "\n".join([*lines, then]) + "\n")])
+    return e, next((p for p in e.problems if not p.consequence_of), None)
+
+
+def test_a_name_other_than_the_endpoint_that_fails_in_both_families_is_the_advertised_one():
+    e, root = _advertised("leader", "IPv6", "IPv4")
+    assert root is not None and root.code == "advertised-name-unresolvable"
+    assert "--local-addr" in root.fix and not e.undetermined
+
+
+def test_the_ipv6_warning_alone_names_the_advertised_name_but_does_not_decide():
+    e, root = _advertised("leader", "IPv6")
+    assert e.undetermined and any(p.code == "advertised-name-unresolvable" for p in e.problems)
+
+
+def test_the_ipv6_warning_then_the_store_client_giving_up_decides():
+    e, root = _advertised("leader:29400", "IPv6", then="torch.distributed.DistNetworkError: "
+                          "The client socket has timed out after 600000ms while trying to "
+                          "connect to (leader-6b8cr, 35421).")
+    assert root is not None and root.code == "advertised-name-unresolvable"
+
+
+def test_near_miss_the_endpoint_itself_unresolvable_is_not_the_advertised_name():
+    e, _ = _advertised("leader-6b8cr:29400", "IPv6", "IPv4")
+    assert all(p.code != "advertised-name-unresolvable" for p in e.problems)
+
+
+def test_near_miss_a_static_rendezvous_advertises_nothing():
+    lines = [LAUNCH.format(endpoint="leader").replace("c10d", "static"),
+             GAI.format(family="IPv6"), GAI.format(family="IPv4")]
+    e = explain_texts([("job.log", "\n".join(lines) + "\n")])
+    assert all(p.code != "advertised-name-unresolvable" for p in e.problems)
