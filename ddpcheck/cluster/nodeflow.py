@@ -204,6 +204,7 @@ def _peers_done(st: ClusterState, problems: list[Problem]) -> None:
     st.problems += problems
     st.figures["peer_verdict_at"] = time.time()
     if st.listener:
+        st.listener.settle()
         st.figures["connections_in"] = st.listener.accepted
         st.figures["exchanges_in"] = st.listener.exchanges
     st.close()

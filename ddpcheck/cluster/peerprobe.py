@@ -61,6 +61,9 @@ PEER_RESULTS_MISSING = register(
     "read that node's own report; rerun, and if it repeats, check the node's load and logs")
 
 
+SETTLE_S = 2.0  # how long the counts wait for connections still being served
+
+
 class Listener:
     """An ephemeral TCP listener that accepts connections in a daemon thread and serves
     each one (:func:`bulkprobe.serve`: a connect-only probe just closes) in a thread of its own.
@@ -78,7 +81,8 @@ class Listener:
         self.port = self.sock.getsockname()[1]
         self.accepted = 0  # connect probes
         self.exchanges = 0  # payload exchanges (bulkprobe)
-        self._count = threading.Lock()
+        self._count = threading.Condition()
+        self._serving_now = 0  # connections a thread is still serving
         self._serving = threading.BoundedSemaphore(MAX_SERVED)
         self._open = True
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -95,18 +99,32 @@ class Listener:
             if not self._serving.acquire(blocking=False):  # no real job opens this many
                 conn.close()
                 continue
+            with self._count:
+                self._serving_now += 1
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        rounds = 0
         try:
             rounds = bulkprobe.serve(conn)
         finally:
             self._serving.release()
+            with self._count:
+                if rounds:
+                    self.exchanges += 1
+                else:
+                    self.accepted += 1  # a connect probe
+                self._serving_now -= 1
+                self._count.notify_all()
+
+    def settle(self, timeout: float = SETTLE_S) -> None:
+        """Wait (at most ``timeout``) for the connections still being served: a peer that
+        finished its exchange may be counted here a moment later, when its serving thread
+        reads the end of the stream (a loaded node read 0 exchanges of 1 in a real run)."""
+        deadline = time.monotonic() + timeout
         with self._count:
-            if rounds:
-                self.exchanges += 1
-            else:
-                self.accepted += 1  # a connect probe
+            while self._serving_now and (left := deadline - time.monotonic()) > 0:
+                self._count.wait(left)
 
     def close(self) -> None:
         self._open = False

@@ -101,3 +101,29 @@ def test_the_target_refuses_a_size_no_prober_sends() -> None:
 def test_results_cross_as_dicts() -> None:
     r = BulkResult("stalled", 1024, 65536, 65536, 0, 4.0)
     assert BulkResult.from_dict({**r.to_dict(), "dev": "eth0", "mtu": 9000}) == r
+
+
+def test_settle_waits_for_a_connection_still_being_served(listener: Listener) -> None:
+    """The counts are read when the decision arrives: a connection whose serving thread has
+    not yet read the end of the stream is waited for (a loaded node read 0 exchanges of 1)."""
+    conn = socket.create_connection(("127.0.0.1", listener.port), timeout=2)
+    deadline = time.monotonic() + 5
+    while not listener._serving_now and time.monotonic() < deadline:
+        time.sleep(0.01)
+    threading.Timer(0.3, conn.close).start()  # the peer ends its connect probe a bit later
+    start = time.monotonic()
+    listener.settle(5.0)
+    assert listener.accepted == 1 and 0.2 < time.monotonic() - start < 4
+
+
+def test_settle_gives_up_at_its_deadline_on_a_peer_that_never_ends(listener: Listener) -> None:
+    conn = socket.create_connection(("127.0.0.1", listener.port), timeout=2)
+    try:
+        deadline = time.monotonic() + 5
+        while not listener._serving_now and time.monotonic() < deadline:
+            time.sleep(0.01)
+        start = time.monotonic()
+        listener.settle(0.3)
+        assert time.monotonic() - start < 2 and listener.accepted == 0
+    finally:
+        conn.close()
