@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.diagnoses import load_catalogue
-from ddpcheck.explain import noderanks, stores, teardown, tracebacks
+from ddpcheck.explain import noderanks, quietexit, stores, teardown, tracebacks
 from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
 from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
-from ddpcheck.explain.families.timeouts import DONE, SOLO_STEP
+from ddpcheck.explain.families.timeouts import DONE, solo_step
 from ddpcheck.explain.reader import Record, first_failed_rank
 
 # The Root Cause block's "exitcode  : -9 (pid: N)" and the agent's "failed (exitcode: -9)".
@@ -131,6 +131,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     """Before ordering: the master's store named by its traceback, a dialed name that does
     not resolve, and a collective timeout whose ranks' tracebacks end in different
     torch.distributed calls (a desync)."""
+    found = quietexit.loopback_in_one_node(found, records)
     found = noderanks.refine(teardown.refine(found, records), records)
     return _busy_alone(_desync(stores.refine(found, records), records), records)
 
@@ -189,7 +190,7 @@ def _solo_step(lines: Sequence[Record]) -> Record | None:
         if r.source not in lasts or r.lineno > lasts[r.source].lineno:
             lasts[r.source] = r
     return next((r for r in lasts.values()
-                 if SOLO_STEP.search(r.text) and not DONE.search(r.text)), None)
+                 if solo_step(r.text) and not DONE.search(r.text)), None)
 
 
 def _hosts_of(lines: Sequence[Record]) -> tuple[str, ...]:
@@ -235,6 +236,8 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
         return ordered
     if (launched := _deepspeed_launcher(found, records)) is not None:
         return launched
+    if (quiet := quietexit.quiet_exit(found, records)) is not None:  # sys.exit(N), no trace
+        return [quiet, *_echoes(found, quiet.problem.code)]
     rank = first_rank(records)
     if rank is None:
         rank = first_in_one_stream(records)
