@@ -212,10 +212,21 @@ def _desync(found: list[Explained], records: Sequence[Record]) -> list[Explained
                      + (f" ({c.user_frame})" if c.user_frame else "")
                      for r, c in sorted(ops.items()))
     e = timeouts[0]
+    cause = (f"the ranks timed out in different collectives ({said}): a rank skipped, added "
+             "or reordered one (a rank-dependent branch)")
+    fix = ""
+    if any(c.collective == tracebacks.BACKWARD for c in ops.values()):
+        # one rank still in a training step's backward while another had left the loop:
+        # the ranks ran different numbers of steps (uneven inputs, no Join)
+        cause = (f"the ranks timed out in different collectives ({said}): a rank still in a "
+                 "training step's gradient all_reduce while another was past it ran more "
+                 "steps: uneven inputs (shards of different lengths, no drop_last, a "
+                 "rank-dependent break) without the Join context manager")
+        fix = ("give every rank the same number of batches (DistributedSampler(..., "
+               "drop_last=True), the same dataset length) or wrap the loop in "
+               "`with model.join():` (torch.distributed.algorithms.Join) for uneven inputs")
     desync = COLLECTIVE_DESYNC.problem(
-        f"{said} | {e.problem.observed}",
-        cause=f"the ranks timed out in different collectives ({said}): a rank skipped, added "
-              "or reordered one (a rank-dependent branch)",
+        f"{said} | {e.problem.observed}", cause=cause, fix=fix,
         ranks=tuple(sorted(ops)), hosts=e.problem.hosts)
     evidence = tuple(f"{c.record.source}:{c.record.lineno}" for _, c in sorted(ops.items()))
     return [replace(x, problem=desync, root=True, grade=CAUSE,

@@ -20,7 +20,9 @@ second batch (``bench/explain_real_runs.py``, list ``STOP30B``, torch 2.13, gloo
   at a loopback address is no misconfigured host name (loopback reaches every rank of one
   node); a refusal there means the process that published the address was gone: a peer that
   exited, or an address an earlier run left in a store that outlived it (a file:// init
-  file, runs/s30b-stale-init-file). The loopback hint becomes the symptom it is.
+  file, runs/s30b-stale-init-file). The loopback hint becomes the symptom it is. (Not read
+  from the --log-dir tree alone: a rank ended by torchrun's SIGTERM leaves empty files, so
+  the tree does not show every local rank.)
 """
 
 from __future__ import annotations

@@ -256,11 +256,17 @@ def test_a_dataloader_workers_exception_is_quoted_with_the_users_dataset_frame()
 def test_a_stale_init_file_and_a_subgroup_of_one_rank_stay_abstentions():
     """Neither log names its cause: a refused loopback peer of one node (the stale file's
     address) and a rank last seen "creating the evaluation subgroup" while rank 0 timed out."""
-    for name in ("s30b-stale-init-file", "s30b-subgroup-some-ranks", "s30b-ddp-uneven-inputs"):
+    for name in ("s30b-stale-init-file", "s30b-subgroup-some-ranks"):
         ex = _explain(name)
         assert ex.undetermined, name
         assert {p.code for p in ex.problems} & {"hostname-loopback",
                                                  "rank-zero-only-step-timeout"} == set(), name
+
+
+def test_ddp_with_uneven_inputs_is_a_desync_of_backward_and_the_final_barrier():
+    root = _explain("s30b-ddp-uneven-inputs").problems[0]
+    assert root.code == "collective-desync" and root.ranks == (0, 1)
+    assert "backward" in root.observed and "barrier" in root.observed
 
 
 def test_two_nodes_with_different_nproc_per_node_finish_and_explain_says_so():
