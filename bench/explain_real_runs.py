@@ -129,6 +129,7 @@ class Scenario:
     nofile: int = 0  # local: the launcher runs under `ulimit -n nofile`
     signum: int = signal.SIGTERM  # the signal sigterm_after_s sends (SIGINT: Ctrl-C)
     stale_init_file: bool = False  # local: an earlier run, killed, left the file:// init file
+    node_python: dict[int, str] = field(default_factory=dict)  # netns: node -> another venv's
 
 
 # The logging a user turns on to see more: torchrun's (LOGLEVEL), c10's C++ logs
@@ -457,6 +458,15 @@ STOP30B = [
              env={"FAULT": "mismatch-dtype", "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
                   "RECORD": "1"}),
 ]
+# Two nodes on different torch releases (node0 2.5.1 from /work/venv-torch25, node1 this
+# venv's), where that venv exists; recorded after the first score of the batch above.
+TORCH25 = "/work/venv-torch25/bin/python"
+if Path(TORCH25).exists():
+    STOP30B.append(Scenario(
+        "s30b-netns-torch-versions-differ", "version-mismatch",
+        "two hosts, static rendezvous: node0 runs torch 2.5.1's torchrun and python, node1 "
+        "this venv's (2.13)", world="netns", nodes=2, nproc=1, node_args=static_two("node0"),
+        env={"RECORD": "1"}, node_python={0: TORCH25}))
 SCENARIOS += STOP30B
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
@@ -505,7 +515,8 @@ def node_command(s: Scenario, out: Path, port: int) -> Callable[[Any, int], list
     def argv(cluster: Any, i: int) -> list[str]:
         _, logs = worlds.node_files(out, i)
         args = s.node_args(cluster, i, port) if s.node_args else []
-        cmd = [str(Path(sys.executable).parent / "torchrun"),
+        python = s.node_python.get(i, sys.executable)  # torchrun starts workers with its python
+        cmd = [str(Path(python).parent / "torchrun"),
                *torchrun_flags([f"--nproc-per-node={s.nproc}", *args, "--log-dir", str(logs),
                                 "--tee", "3", "--redirects", "3"]), TRAIN]
         if not s.script:
