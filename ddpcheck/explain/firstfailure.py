@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.diagnoses import load_catalogue
-from ddpcheck.explain import noderanks, quietexit, stores, teardown, tracebacks
+from ddpcheck.explain import noderanks, quietexit, stores, teardown, torchreleases, tracebacks
 from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
 from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
 from ddpcheck.explain.families.timeouts import DONE, solo_step
@@ -132,6 +132,8 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     not resolve, and a collective timeout whose ranks' tracebacks end in different
     torch.distributed calls (a desync)."""
     found = quietexit.loopback_in_one_node(found, records)
+    if found and (releases := torchreleases.different_releases(records)) is not None:
+        found = [releases, *found]  # two torch releases in one job: its symptoms follow
     found = noderanks.refine(teardown.refine(found, records), records)
     return _busy_alone(_desync(stores.refine(found, records), records), records)
 

@@ -269,6 +269,11 @@ def test_ddp_with_uneven_inputs_is_a_desync_of_backward_and_the_final_barrier():
     assert "backward" in root.observed and "barrier" in root.observed
 
 
+def test_two_nodes_on_different_torch_releases_are_a_version_mismatch():
+    ex = _explain("s30b-netns-torch-versions-differ")
+    assert ex.problems[0].code == "version-mismatch" and not ex.undetermined
+
+
 def test_two_nodes_with_different_nproc_per_node_finish_and_explain_says_so():
     ex = _explain("s30b-netns-nproc-differs")
     assert not ex.problems and ex.exit_code == 0
