@@ -127,6 +127,9 @@ class Scenario:
     deadline_s: float = DEADLINE_S  # a run that must outlast torchrun's 30 s SIGTERM grace
     sigterm_after_s: float = 0  # local: the launcher gets SIGTERM then (a scheduler's limit)
     nofile: int = 0  # local: the launcher runs under `ulimit -n nofile`
+    signum: int = signal.SIGTERM  # the signal sigterm_after_s sends (SIGINT: Ctrl-C)
+    stale_init_file: bool = False  # local: an earlier run, killed, left the file:// init file
+    node_python: dict[int, str] = field(default_factory=dict)  # netns: node -> another venv's
 
 
 # The logging a user turns on to see more: torchrun's (LOGLEVEL), c10's C++ logs
@@ -406,6 +409,65 @@ STOP30 = [
              env={"WIDTH": "2048", "RECORD": "1"}, prepare=slow_uplink),
 ]
 SCENARIOS += STOP30
+
+
+def nproc_per_node_differs(c: Any, i: int, port: int) -> list[str]:
+    """Static rendezvous where node0 runs 1 rank and node1 2 (``--nproc-per-node`` comes
+    after the bench's own, and argparse keeps the last)."""
+    return [*static_two("node0")(c, i, port), f"--nproc-per-node={i + 1}"]
+
+
+# Stop 30, second batch (``s30b-*``): recorded and scored with main's explain before any rule
+# was written for them (the first score is in the commit that added them).
+STOP30B = [
+    Scenario("s30b-ddp-uneven-inputs", "collective-desync",
+             "DDP, rank 1's shard has 2 batches fewer and no Join: it waits in the final "
+             "barrier while rank 0 all_reduces gradients, until the 5 s timeout",
+             env={"FAULT": "ddp-uneven", "RECORD": "1"}),
+    Scenario("s30b-loader-worker-exception", "unexplained",
+             "a DataLoader worker of rank 1 raises ValueError in the user's dataset",
+             env={"FAULT": "loader-worker-error", "DATALOADER": "1", "RECORD": "1"},
+             mention="ValueError: corrupt sample 20"),
+    Scenario("s30b-netns-nproc-differs", "none",
+             "two hosts started with --nproc-per-node 1 and 2: torchrun sums them (world 3) "
+             "and the job finishes", world="netns", nodes=2, nproc=1,
+             node_args=nproc_per_node_differs, env={"RECORD": "1"}),
+    Scenario("s30b-stale-init-file", "init-file-stale",
+             "init_method=file:// whose file an earlier, killed run left behind",
+             env={"FAULT": "none", "RECORD": "1"}, stale_init_file=True),
+    Scenario("s30b-init-twice", "unexplained",
+             "rank 1 calls init_process_group a second time at step 3",
+             env={"FAULT": "init-twice", "RECORD": "1"},
+             mention="trying to initialize the default process group twice"),
+    Scenario("s30b-subgroup-some-ranks", "collective-desync",
+             "rank 1 alone calls dist.new_group(ranks=[0, 1]); rank 0 goes on to all_reduce",
+             env={"FAULT": "subgroup-some", "RECORD": "1"}),
+    Scenario("s30b-rank-sys-exit-1", "rank-exited",
+             "rank 1 calls sys.exit(1) at step 3: no traceback",
+             env={"FAULT": "exit-1", "RECORD": "1"}),
+    Scenario("s30b-agent-sigint", "run-interrupted",
+             "Ctrl-C: torchrun gets SIGINT 8 s into a slow run (its workers are in their own "
+             "sessions, so only torchrun gets it)",
+             env={"FAULT": "none", "STEP_SLEEP_S": "3", "RECORD": "1"}, sigterm_after_s=8,
+             signum=signal.SIGINT),
+    Scenario("s30b-mismatch-dtype", "collective-size-mismatch",
+             "rank 1 all_reduces a float64 gradient where rank 0's is float32",
+             env={"FAULT": "mismatch-dtype", "RECORD": "1"}),
+    Scenario("s30b-mismatch-dtype-detail", "collective-size-mismatch",
+             "float64 against float32 with TORCH_DISTRIBUTED_DEBUG=DETAIL",
+             env={"FAULT": "mismatch-dtype", "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+                  "RECORD": "1"}),
+]
+# Two nodes on different torch releases (node0 2.5.1 from /work/venv-torch25, node1 this
+# venv's), where that venv exists; recorded after the first score of the batch above.
+TORCH25 = "/work/venv-torch25/bin/python"
+if Path(TORCH25).exists():
+    STOP30B.append(Scenario(
+        "s30b-netns-torch-versions-differ", "version-mismatch",
+        "two hosts, static rendezvous: node0 runs torch 2.5.1's torchrun and python, node1 "
+        "this venv's (2.13)", world="netns", nodes=2, nproc=1, node_args=static_two("node0"),
+        env={"RECORD": "1"}, node_python={0: TORCH25}))
+SCENARIOS += STOP30B
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 
@@ -453,7 +515,8 @@ def node_command(s: Scenario, out: Path, port: int) -> Callable[[Any, int], list
     def argv(cluster: Any, i: int) -> list[str]:
         _, logs = worlds.node_files(out, i)
         args = s.node_args(cluster, i, port) if s.node_args else []
-        cmd = [str(Path(sys.executable).parent / "torchrun"),
+        python = s.node_python.get(i, sys.executable)  # torchrun starts workers with its python
+        cmd = [str(Path(python).parent / "torchrun"),
                *torchrun_flags([f"--nproc-per-node={s.nproc}", *args, "--log-dir", str(logs),
                                 "--tee", "3", "--redirects", "3"]), TRAIN]
         if not s.script:
@@ -482,6 +545,8 @@ def run_scenario(s: Scenario, out: Path) -> float:
                             high_net=s.high_net, extra_net=s.extra_net)
         return time.monotonic() - t0
     argv = command(s, out / "logs", port)
+    if s.stale_init_file:
+        env["INIT_FILE"] = stale_init_file(s, env, out, port)
     if s.nofile:
         argv = ["sh", "-c", f'ulimit -n {s.nofile} && exec "$@"', "sh", *argv]
     if s.world == "shm":
@@ -490,8 +555,23 @@ def run_scenario(s: Scenario, out: Path) -> float:
         if s.world == "cgroup":
             procs = stack.enter_context(worlds.memory_cgroup(s.memory_limit))
             argv = worlds.cgroup_wrapped(procs, argv)
+        if "INIT_FILE" in env:
+            stack.callback(Path(env["INIT_FILE"]).unlink, missing_ok=True)
         run_local(s, out, argv, env, port)
     return time.monotonic() - t0
+
+
+def stale_init_file(s: Scenario, env: dict[str, str], out: Path, port: int) -> str:
+    """A file:// init file left by an earlier run of the same job whose ranks were killed
+    after joining (FileStore removes its file only when every rank closes it)."""
+    path = Path(tempfile.gettempdir()) / f"ddpc-init-{os.getpid()}-{port}"
+    path.unlink(missing_ok=True)
+    earlier = command(Scenario(s.name, s.expected, s.what, launcher="console", nproc=s.nproc),
+                      out / "earlier", free_port())
+    subprocess.run(earlier, cwd=ROOT, env={**env, "INIT_FILE": str(path),
+                                           "FAULT": "crash-after-init"},
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+    return str(path)
 
 
 def run_local(s: Scenario, out: Path, argv: list[str], env: dict[str, str], port: int) -> None:
@@ -510,7 +590,7 @@ def run_local(s: Scenario, out: Path, argv: list[str], env: dict[str, str], port
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         proc.wait(timeout=s.sigterm_after_s)
                     if proc.poll() is None:
-                        proc.send_signal(signal.SIGTERM)
+                        proc.send_signal(s.signum)
                 proc.wait(timeout=s.deadline_s)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)

@@ -52,6 +52,8 @@ class Shards(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> torch.Tensor:
         if FAULT == "loader-worker-kill" and i == 20 and _rank() == FAULT_RANK:
             os.kill(os.getpid(), signal.SIGKILL)  # the OOM killer picks the worker
+        if FAULT == "loader-worker-error" and i == 20 and _rank() == FAULT_RANK:
+            raise ValueError(f"corrupt sample {i}: truncated image file")  # the user's dataset
         return torch.randn(32, 64 * 128)
 
 
@@ -101,14 +103,18 @@ class TwoHeads(torch.nn.Module):
 
 
 def train_ddp(rank: int) -> None:
-    """DistributedDataParallel (find_unused_parameters=False, the default) on TwoHeads."""
+    """DistributedDataParallel (find_unused_parameters=False, the default) on TwoHeads.
+
+    FAULT=ddp-uneven: the fault rank's shard has 2 batches fewer and no ``Join`` context:
+    it reaches the final barrier while the others all_reduce gradients."""
     from torch.nn.parallel import DistributedDataParallel
 
     torch.manual_seed(0)
     log(rank, "wrapping the model in DistributedDataParallel")
     model = DistributedDataParallel(TwoHeads(rank))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for step in range(STEPS):
+    steps = STEPS - 2 if FAULT == "ddp-uneven" and rank == FAULT_RANK else STEPS
+    for step in range(steps):
         loss = model(torch.randn(32, 64)).pow(2).mean()
         opt.zero_grad()
         loss.backward()
@@ -144,6 +150,8 @@ def train(rank: int, world: int) -> None:
                 continue
             if step == FAULT_STEP and FAULT == "mismatch-size" and rank == FAULT_RANK:
                 grad = torch.cat([grad.flatten(), grad.flatten()])
+            if step == FAULT_STEP and FAULT == "mismatch-dtype" and rank == FAULT_RANK:
+                grad = grad.double()  # float64 here, float32 on the others
             dist.all_reduce(grad)
         opt.step()
         log(rank, f"step {step} loss {loss.item():.4f}")
@@ -181,6 +189,14 @@ def inject(rank: int, model: torch.nn.Module) -> None:
         path = os.path.join(os.environ.get("CKPT_DIR", "/nonexistent/ckpt"), "step-3.pt")
         log(rank, f"loading checkpoint {path}")
         model.load_state_dict(torch.load(path))
+    elif FAULT == "exit-1":  # a library's (or the user's) sys.exit(1), no traceback
+        log(rank, "invalid configuration, giving up")
+        sys.exit(1)
+    elif FAULT == "init-twice":  # a helper initialises the process group again
+        dist.init_process_group("gloo", timeout=timedelta(seconds=PG_TIMEOUT_S))
+    elif FAULT == "subgroup-some":  # only this rank creates the subgroup (all must call it)
+        log(rank, "creating the evaluation subgroup")
+        dist.new_group(ranks=[0, 1])
     elif FAULT == "disk-full":
         save_checkpoint(model, os.environ.get("CKPT_PATH", "/dev/full"))
 
@@ -189,16 +205,21 @@ def main(local_rank: int | None = None, world: int | None = None) -> None:
     if local_rank is not None:  # mp.spawn
         os.environ["RANK"] = str(local_rank)
         os.environ["WORLD_SIZE"] = str(world)
-    dist.init_process_group("gloo", timeout=timedelta(seconds=PG_TIMEOUT_S))
+    init = os.environ.get("INIT_FILE")  # file:// init method (rank, world from torchrun)
+    dist.init_process_group("gloo", timeout=timedelta(seconds=PG_TIMEOUT_S),
+                            **({"init_method": f"file://{init}", "rank": _rank(),
+                                "world_size": int(os.environ["WORLD_SIZE"])} if init else {}))
     rank, world = dist.get_rank(), dist.get_world_size()
     log(rank, f"initialised, world size {world}")
+    if FAULT == "crash-after-init":  # an earlier run killed: FileStore never removes its file
+        os._exit(1)
     try:
         if FAULT.startswith("ddp-"):
             train_ddp(rank)
         else:
             train(rank, world)
     finally:
-        if FAULT not in ("sigkill", "oom", "sigstop"):
+        if FAULT not in ("sigkill", "oom", "sigstop", "init-twice", "exit-1"):
             dist.destroy_process_group()
 
 

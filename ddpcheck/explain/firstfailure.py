@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.diagnoses import load_catalogue
-from ddpcheck.explain import noderanks, stores, teardown, tracebacks
+from ddpcheck.explain import noderanks, quietexit, stores, teardown, torchreleases, tracebacks
 from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
 from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
-from ddpcheck.explain.families.timeouts import DONE, SOLO_STEP
+from ddpcheck.explain.families.timeouts import DONE, solo_step
 from ddpcheck.explain.reader import Record, first_failed_rank
 
 # The Root Cause block's "exitcode  : -9 (pid: N)" and the agent's "failed (exitcode: -9)".
@@ -131,6 +131,9 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     """Before ordering: the master's store named by its traceback, a dialed name that does
     not resolve, and a collective timeout whose ranks' tracebacks end in different
     torch.distributed calls (a desync)."""
+    found = quietexit.loopback_in_one_node(found, records)
+    if found and (releases := torchreleases.different_releases(records)) is not None:
+        found = [releases, *found]  # two torch releases in one job: its symptoms follow
     found = noderanks.refine(teardown.refine(found, records), records)
     return _busy_alone(_desync(stores.refine(found, records), records), records)
 
@@ -189,7 +192,7 @@ def _solo_step(lines: Sequence[Record]) -> Record | None:
         if r.source not in lasts or r.lineno > lasts[r.source].lineno:
             lasts[r.source] = r
     return next((r for r in lasts.values()
-                 if SOLO_STEP.search(r.text) and not DONE.search(r.text)), None)
+                 if solo_step(r.text) and not DONE.search(r.text)), None)
 
 
 def _hosts_of(lines: Sequence[Record]) -> tuple[str, ...]:
@@ -211,10 +214,21 @@ def _desync(found: list[Explained], records: Sequence[Record]) -> list[Explained
                      + (f" ({c.user_frame})" if c.user_frame else "")
                      for r, c in sorted(ops.items()))
     e = timeouts[0]
+    cause = (f"the ranks timed out in different collectives ({said}): a rank skipped, added "
+             "or reordered one (a rank-dependent branch)")
+    fix = ""
+    if any(c.collective == tracebacks.BACKWARD for c in ops.values()):
+        # one rank still in a training step's backward while another had left the loop:
+        # the ranks ran different numbers of steps (uneven inputs, no Join)
+        cause = (f"the ranks timed out in different collectives ({said}): a rank still in a "
+                 "training step's gradient all_reduce while another was past it ran more "
+                 "steps: uneven inputs (shards of different lengths, no drop_last, a "
+                 "rank-dependent break) without the Join context manager")
+        fix = ("give every rank the same number of batches (DistributedSampler(..., "
+               "drop_last=True), the same dataset length) or wrap the loop in "
+               "`with model.join():` (torch.distributed.algorithms.Join) for uneven inputs")
     desync = COLLECTIVE_DESYNC.problem(
-        f"{said} | {e.problem.observed}",
-        cause=f"the ranks timed out in different collectives ({said}): a rank skipped, added "
-              "or reordered one (a rank-dependent branch)",
+        f"{said} | {e.problem.observed}", cause=cause, fix=fix,
         ranks=tuple(sorted(ops)), hosts=e.problem.hosts)
     evidence = tuple(f"{c.record.source}:{c.record.lineno}" for _, c in sorted(ops.items()))
     return [replace(x, problem=desync, root=True, grade=CAUSE,
@@ -235,6 +249,8 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
         return ordered
     if (launched := _deepspeed_launcher(found, records)) is not None:
         return launched
+    if (quiet := quietexit.quiet_exit(found, records)) is not None:  # sys.exit(N), no trace
+        return [quiet, *_echoes(found, quiet.problem.code)]
     rank = first_rank(records)
     if rank is None:
         rank = first_in_one_stream(records)

@@ -53,6 +53,16 @@ SPAWNED = re.compile(r"^\s*-- Process (?P<rank>\d+) terminated with the followin
 # The public collective a rank was in: the innermost frame of torch/distributed/
 # distributed_c10d.py whose function is not a private helper or c10d_logger's wrapper.
 C10D_FRAME = re.compile(r"distributed[/\\]distributed_c10d\.py$")
+# A wait that ends in autograd's engine (torch/autograd/graph.py _engine_run_backward, 2.x;
+# torch/autograd/__init__.py backward, 1.x: "Variable._execution_engine.run_backward") is the
+# gradient all_reduce DDP runs inside backward: its Reducer launches each bucket's allreduce
+# from autograd hooks (torch/nn/parallel/distributed.py builds the C++ Reducer, torch/csrc/
+# distributed/c10d/reducer.cpp; FSDP's reduce-scatter runs there too), so a rank timed out
+# in loss.backward() was in that collective
+# (runs/s30b-ddp-uneven-inputs: rank 0 in backward, rank 1 already in the final barrier).
+AUTOGRAD_FRAME = re.compile(r"torch[/\\]autograd[/\\](?:graph|__init__)\.py$")
+AUTOGRAD_FUNCS = frozenset({"_engine_run_backward", "backward"})
+BACKWARD = "backward (its gradient all_reduce)"
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,8 @@ def crashes(records: Sequence[Record]) -> list[Crash]:
             if C10D_FRAME.search(m["path"]) and not m["func"].startswith("_") and \
                     m["func"] != "wrapper":
                 coll[r.rank] = m["func"]
+            elif AUTOGRAD_FRAME.search(m["path"]) and m["func"] in AUTOGRAD_FUNCS:
+                coll[r.rank] = BACKWARD
             elif not LIBRARY.search(m["path"]):
                 open_[r.rank] = f"{m['path']}:{m['line']} in {m['func']}"
             continue

@@ -54,6 +54,20 @@ SOLO_STEP = re.compile(
     r"\bClustering \d+ points in \d+D to \d+ clusters\b")
 
 
+# A line about creating a process group (dist.new_group, a subgroup) is no step a rank runs
+# alone but a collective of the whole default group (torch/distributed/distributed_c10d.py
+# new_group: "requires that all processes in the main group ... enter this function, even if
+# they are not going to be members of the group"; its _store_based_barrier waits for every
+# rank): a rank last seen there while the others wait in a collective ran a different one
+# (runs/s30b-subgroup-some-ranks: "creating the evaluation subgroup").
+GROUP_SETUP = re.compile(r"(?i)\bnew_group\b|\bsub-?groups?\b|\bprocess groups?\b")
+
+
+def solo_step(text: str) -> bool:
+    """A step a rank runs alone (SOLO_STEP), unless the line is a process group's creation."""
+    return bool(SOLO_STEP.search(text)) and not GROUP_SETUP.search(text)
+
+
 HINT_WINDOW = 20  # records before the first timeout line that may show the solo work
 DONE = re.compile(r"\b100%|\b(?:[Dd]one|[Ff]inished|[Cc]omplete[d]?|[Ss]aved|[Rr]esults?)\b")
 
@@ -203,7 +217,7 @@ def _joined_busy(decided: tuple[Problem, Record] | None,
     own = [r for r in records if r.rank == rank and r.text.strip()
            and not waiters.NOT_WORK.search(r.text)]
     last = max(own, key=lambda r: r.order, default=None)
-    if last is None or not SOLO_STEP.search(last.text) or DONE.search(last.text):
+    if last is None or not solo_step(last.text) or DONE.search(last.text):
         return decided
     step = f"{last.source}:{last.lineno}: {last.text.strip()[:160]}"
     return RANK_ZERO_ONLY_STEP_TIMEOUT.problem(
@@ -245,7 +259,7 @@ def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
     waited = {r for e in timeouts for r in e.problem.ranks}
     hint = next((r for r in reversed(records) if any(
         r.source == f.source and 0 < f.lineno - r.lineno <= HINT_WINDOW for f in firsts)
-        and SOLO_STEP.search(r.text)
+        and solo_step(r.text)
         and (0 if r.rank is None else r.rank) not in waited), None)
     if hint is not None and DONE.search(hint.text):
         hint = None  # the step had ended (100%, saved, done): not what the others waited for
@@ -254,7 +268,7 @@ def _busy(timeouts: Sequence[Explained], seen: Sequence[waiters.Wait],
     elif (hint := waiters.zero_first(records)) is not None:
         why, rank = "a block rank 0 runs first while the others wait in a barrier", 0
     elif (hint := next((r for r in waiters.last_lines(seen, records, HINT_WINDOW)
-                        if SOLO_STEP.search(r.text) and not DONE.search(r.text)),
+                        if solo_step(r.text) and not DONE.search(r.text)),
                        None)) is not None:
         why, rank = f"rank {hint.rank}'s last line, a step of its own under way", hint.rank
     elif (hint := waiters.busy_line(seen, records)) is not None:

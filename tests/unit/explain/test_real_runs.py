@@ -227,3 +227,53 @@ def test_what_the_logs_cannot_tell_stays_an_abstention():
     firewall, a wrong address or port."""
     for name in ("s30-netns-peer-ports-dropped", "s30-netns-master-port-differs"):
         assert _explain(name).undetermined, name
+
+
+# Stop 30, second batch (bench/explain_real_runs.py STOP30B), recorded and scored with main's
+# explain before any rule was written for them.
+STOP30B = [e for e in MANIFEST if e["id"].startswith("s30b-")]
+
+
+def test_stop_30s_second_batch_is_recorded_and_none_is_a_confident_wrong_answer():
+    assert len(STOP30B) >= 8
+    assert all(e["verdict"] in ("right", "abstained") for e in STOP30B)
+    # one healthy run among them: two nodes with different --nproc-per-node still finish
+    assert {e["cause"] for e in STOP30B} >= {"none", "unexplained", "collective-desync"}
+
+
+def test_a_rank_that_called_sys_exit_1_is_the_rank_that_exited_not_its_lost_peer():
+    root = _explain("s30b-rank-sys-exit-1").problems[0]
+    assert root.code == "rank-exited" and root.ranks == (1,) and not root.consequence_of
+
+
+def test_a_dataloader_workers_exception_is_quoted_with_the_users_dataset_frame():
+    ex = _explain("s30b-loader-worker-exception")
+    root = ex.problems[0]
+    assert root.code == "unexplained" and root.ranks == (1,)
+    assert "ValueError: corrupt sample 20" in ex.render_text()
+
+
+def test_a_stale_init_file_and_a_subgroup_of_one_rank_stay_abstentions():
+    """Neither log names its cause: a refused loopback peer of one node (the stale file's
+    address) and a rank last seen "creating the evaluation subgroup" while rank 0 timed out."""
+    for name in ("s30b-stale-init-file", "s30b-subgroup-some-ranks"):
+        ex = _explain(name)
+        assert ex.undetermined, name
+        assert {p.code for p in ex.problems} & {"hostname-loopback",
+                                                 "rank-zero-only-step-timeout"} == set(), name
+
+
+def test_ddp_with_uneven_inputs_is_a_desync_of_backward_and_the_final_barrier():
+    root = _explain("s30b-ddp-uneven-inputs").problems[0]
+    assert root.code == "collective-desync" and root.ranks == (0, 1)
+    assert "backward" in root.observed and "barrier" in root.observed
+
+
+def test_two_nodes_on_different_torch_releases_are_a_version_mismatch():
+    ex = _explain("s30b-netns-torch-versions-differ")
+    assert ex.problems[0].code == "version-mismatch" and not ex.undetermined
+
+
+def test_two_nodes_with_different_nproc_per_node_finish_and_explain_says_so():
+    ex = _explain("s30b-netns-nproc-differs")
+    assert not ex.problems and ex.exit_code == 0
