@@ -27,10 +27,19 @@ TORCH_FRAME = re.compile(r'^\s*File "(?P<prefix>[^"]*[/\\](?:site|dist)-packages
                          r'(?P<file>torch[/\\][^"]+\.py)", line (?P<line>\d+), in (?P<func>\S+)')
 
 
+# Two split frames at least: one code line at two line numbers can also be two functions of
+# one name in one file that happen to share a line (two decorators' ``wrapper`` in one module
+# returning ``func(*args, **kwargs)``); a different release moves every frame below an edit.
+SPLIT_FRAMES = 2
+
+
 def different_releases(records: Sequence[Record]) -> Explained | None:
     """The first torch frame whose function and code line sit at two line numbers in two
-    ranks' or two files' tracebacks, as a version-mismatch hint (None when none does)."""
+    ranks' or two files' tracebacks, when another frame is split so too, as a
+    version-mismatch (None otherwise). One pass, one entry per distinct frame."""
     by_key: dict[tuple[str, str, str], tuple[int, Record]] = {}
+    split: list[tuple[tuple[str, str, str], tuple[int, Record], tuple[int, Record]]] = []
+    split_keys: set[tuple[str, str, str]] = set()
     previous: Record | None = None
     frame: tuple[re.Match[str], Record] | None = None
     for r in records:
@@ -41,10 +50,15 @@ def different_releases(records: Sequence[Record]) -> Explained | None:
             line = int(m["line"])
             seen = by_key.setdefault(key, (line, at))
             other = seen[1]
-            if seen[0] != line and (other.source, other.rank) != (at.source, at.rank):
-                # a condition from the start, not an event: it stands at its file's first line
-                start = next(x for x in records if x.source == at.source)
-                return _hint(key, (seen[0], other), (line, at), start)
+            if (seen[0] != line and key not in split_keys
+                    and (other.source, other.rank) != (at.source, at.rank)):
+                split_keys.add(key)
+                split.append((key, seen, (line, at)))
+                if len(split) >= SPLIT_FRAMES:
+                    key, a, b = split[0]
+                    # a condition from the start, not an event: at its file's first line
+                    start = next(x for x in records if x.source == b[1].source)
+                    return _hint(key, a, b, start)
         frame = None
         if 'File "' in r.text and (m := TORCH_FRAME.match(r.text)):
             frame = (m, r)

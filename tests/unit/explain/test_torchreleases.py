@@ -40,5 +40,21 @@ def test_different_code_at_different_lines_of_one_file_is_no_mismatch():
     b = ('  File "/v/lib/python3.11/site-packages/torch/distributed/c10d_logger.py", line 97, '
          'in wrapper\n    func_return = func(*args, **kwargs)\nRuntimeError: y\n')
     assert different_releases(read_text("a", a) + read_text("b", b)) is None
+    # one code line at two line numbers alone may be two same-named functions sharing it
     moved = b.replace("func_return = func(*args, **kwargs)", "return func(*args, **kwargs)")
-    assert different_releases(read_text("a", a) + read_text("b", moved)) is not None
+    assert different_releases(read_text("a", a) + read_text("b", moved)) is None
+
+
+def test_two_frames_moved_between_two_ranks_are_two_releases():
+    frame = ('  File "/v/lib/python3.11/site-packages/torch/distributed/{f}", line {n}, in {fn}'
+             '\n    {code}\n')
+
+    def tb(n1: int, n2: int) -> str:
+        return (frame.format(f="run.py", n=n1, fn="main", code="run(args)")
+                + frame.format(f="launcher/api.py", n=n2, fn="__call__",
+                               code="return launch_agent(self._config, self._entrypoint, "
+                                    "list(args))") + "RuntimeError: x\n")
+    assert different_releases(read_text("a", tb(910, 138)) + read_text("b", tb(919, 138))) \
+        is None  # one frame moved
+    assert different_releases(read_text("a", tb(910, 138)) + read_text("b", tb(919, 194))) \
+        is not None
