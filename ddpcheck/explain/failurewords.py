@@ -296,3 +296,10 @@ HEADER = re.compile(r"^\s*Last error:\s*$")
 # the last thing a log shows: the job had not finished its first step when its output ended.
 # A log read after the job is over that ends there was stopped (a hang, a kill) at step 0.
 START_BAR = re.compile(r"(?:^|:|\s)\s*0%\|[^|]*\|\s*0/\d+")
+
+
+# What a rank raises when it lost its peer or waited for it in vain (gloo's "Timed out
+# waiting ... for recv", "Connection closed by peer", c10d's socket "timed out", NCCL's
+# watchdog "Timeout"): the others' end, never a cause of their own (firstfailure, quietexit).
+WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
+                    r"Connection reset by peer|Timeout", re.IGNORECASE)

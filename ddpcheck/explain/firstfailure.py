@@ -37,6 +37,7 @@ from ddpcheck.diagnoses import load_catalogue
 from ddpcheck.explain import noderanks, quietexit, stores, teardown, torchreleases, tracebacks
 from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
 from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
+from ddpcheck.explain.failurewords import WAITED
 from ddpcheck.explain.families.timeouts import DONE, solo_step
 from ddpcheck.explain.reader import Record, first_failed_rank
 
@@ -51,8 +52,6 @@ SIGKILLED = re.compile(r"exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|"
 SIGNALLED = re.compile(r"exitcode\s*:\s*-(?!15\b)\d+\b|failed \(exitcode: -(?!15\b)\d+\)")
 # A rank's timeout or lost peer as gloo and the store print them (what a rank that waited
 # sees); only such exceptions are compared for the collective each rank was in.
-WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
-                    r"Connection reset by peer|Timeout", re.IGNORECASE)
 ERRORISH = re.compile(r"Traceback|Error\b|Exception|Killed|exitcode|[Aa]bort", re.I)
 PEER_LOST = re.compile(r"Connection closed by peer|Connection reset by peer")
 KILLED_CODES = frozenset({HOST_OOM.code, "rank-killed"})

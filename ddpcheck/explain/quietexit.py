@@ -34,6 +34,7 @@ from dataclasses import replace
 from ddpcheck.diagnoses import load_catalogue
 from ddpcheck.explain import tracebacks
 from ddpcheck.explain.causality import CAUSE, HINT, SYMPTOM, Explained
+from ddpcheck.explain.failurewords import WAITED
 from ddpcheck.explain.reader import Record
 
 ENTRY_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
@@ -42,9 +43,6 @@ ENTRY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)\b")
 ENTRY_NO_FILE = re.compile(r"^\s*error_file\s*:\s*<N/A>")
 ENTRY_NO_TRACE = re.compile(r"^\s*traceback\s*:\s*To enable traceback see")
 GLOO_SIZE = re.compile(r"\bsize=(?P<size>\d+),")
-# what a rank that lost its peer, or waited for it, raises (firstfailure.WAITED's words)
-WAITED = re.compile(r"Timed out waiting|timed out|Connection closed by peer|"
-                    r"Connection reset by peer|Timeout", re.IGNORECASE)
 LOOPBACK_DIALLED = re.compile(r"remote=\[127\.\d+\.\d+\.\d+\]|"
                               r"(?:\bconnect|Connect timeout) \[127\.\d+\.\d+\.\d+\]:\d")
 
