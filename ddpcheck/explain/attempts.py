@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ddpcheck.explain.causality import SYMPTOM, UNDETERMINED, Explained
 from ddpcheck.explain.globalranks import LOG_DIR_FILE
@@ -182,21 +182,15 @@ def _teardown(e: Explained) -> bool:
 
 
 def _adopted(found: Sequence[Explained], k: int, first_number: int) -> list[Explained]:
-    out = []
-    for e in found:
-        said = (f"attempt {k} (restart {k - first_number}), whose symptoms repeat attempt "
-                f"{first_number}'s, shows how that rank ended: " if not e.problem.consequence_of
-                else f"attempt {k}: ")
-        p = e.problem.where(observed=said + e.problem.observed)
-        out.append(Explained(p, e.first, e.root, e.next_run, e.evidence, e.grade))
-    return out
+    return [_relabel(e, f"attempt {k} (restart {k - first_number}), whose symptoms repeat "
+                        f"attempt {first_number}'s, shows how that rank ended: "
+                     if not e.problem.consequence_of else f"attempt {k}: ") for e in found]
 
 
 def _relabel(e: Explained, said: str) -> Explained:
-    p = e.problem.where(observed=said + e.problem.observed)
-    return Explained(p, e.first, e.root, e.next_run, e.evidence, e.grade)
+    return replace(e, problem=e.problem.where(observed=said + e.problem.observed))
 
 
 def _echo(e: Explained, k: int, cause: str) -> Explained:
-    p = e.problem.where(consequence_of=cause, observed=f"attempt {k}: {e.problem.observed}")
-    return Explained(p, e.first, e.root, e.next_run, e.evidence, e.grade)
+    return replace(e, problem=e.problem.where(consequence_of=cause,
+                                              observed=f"attempt {k}: {e.problem.observed}"))

@@ -94,7 +94,7 @@ def _only_rank_not_waiting(records: Sequence[Record]) -> int | None:
     torchrun's teardown), that rank failed first. Recorded with torch 1.13.1 (tests/data/
     explain/runs-torch1.13/user-exception, sigkill), whose Root Cause blocks named rank 0's
     ``Connection closed by peer``."""
-    every = [c for c in tracebacks.crashes(records) if "ChildFailedError" not in c.exception]
+    every = tracebacks.job_crashes(records)
     acting = [c for c in every if not WAITED.search(c.exception)]
     if not every or len(acting) == len(every) or any(c.rank is None for c in acting):
         return None  # no process that only waited, or an acting one of unknown rank
@@ -299,9 +299,7 @@ def _lone_crash(unclaimed: Sequence[tracebacks.Crash], records: Sequence[Record]
     is the process that left first. Recorded with torch 1.13.1 (tests/data/explain/
     runs-torch1.13/user-exception-console): "KeyError: 'labels'" beside "RuntimeError:
     [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer"."""
-    # torchrun's own traceback (launcher/api.py ``launch_agent`` raises ChildFailedError)
-    # reports the workers' failures; it is no process of the job
-    every = [c for c in tracebacks.crashes(records) if "ChildFailedError" not in c.exception]
+    every = tracebacks.job_crashes(records)
     if len(every) < 2 or any(c.rank is not None for c in every):
         return None
     active = [c for c in every if not WAITED.search(c.exception)]

@@ -35,9 +35,9 @@ from ddpcheck.diagnoses import load_catalogue
 from ddpcheck.explain import tracebacks
 from ddpcheck.explain.causality import CAUSE, HINT, SYMPTOM, Explained
 from ddpcheck.explain.failurewords import WAITED
+from ddpcheck.explain.globalranks import SUMMARY_RANK
 from ddpcheck.explain.reader import Record
 
-ENTRY_RANK = re.compile(r"^\s*rank\s*:\s*(?P<rank>\d+) \(local_rank: (?P<local>\d+)\)")
 ENTRY_HOST = re.compile(r"^\s*host\s*:\s*(?P<host>\S+)")
 ENTRY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(?P<code>-?\d+)\b")
 ENTRY_NO_FILE = re.compile(r"^\s*error_file\s*:\s*<N/A>")
@@ -56,7 +56,7 @@ def summary_entries(records: Sequence[Record]) -> list[dict[str, str]]:
         text = r.text
         if m := ENTRY_HOST.match(text):
             host = m["host"]
-        elif m := ENTRY_RANK.match(text):
+        elif m := SUMMARY_RANK.match(text):
             out.append({"rank": m["rank"], "local": m["local"], "host": host, "code": "",
                         "source": r.source, "no_file": "", "quiet": ""})
         elif out and out[-1]["source"] == r.source:
@@ -79,8 +79,7 @@ def quiet_exit(found: Sequence[Explained], records: Sequence[Record]) -> Explain
     if len(quiet) != 1:
         return None
     (rank,) = quiet
-    crashed = [c for c in tracebacks.crashes(records)
-               if "ChildFailedError" not in c.exception and c.rank is not None]
+    crashed = [c for c in tracebacks.job_crashes(records) if c.rank is not None]
     if not crashed or any(c.rank == rank for c in crashed) or not all(
             WAITED.search(c.exception) for c in crashed):
         return None

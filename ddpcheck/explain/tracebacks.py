@@ -175,6 +175,12 @@ class Matcher(Protocol):
     def regex(self) -> re.Pattern[str]: ...
 
 
+def job_crashes(records: Sequence[Record]) -> list[Crash]:
+    """The job's processes' crashes: torchrun's own traceback (launcher/api.py ``launch_agent``
+    raises ChildFailedError) reports the workers' failures and is no process of the job."""
+    return [c for c in crashes(records) if "ChildFailedError" not in c.exception]
+
+
 Frames = dict[tuple[int | None, str], Crash]  # (rank, exception) -> its crash with a frame
 
 
