@@ -85,6 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import real_runs_gpu as gpu
 from bench import real_runs_worlds as worlds
 from bench import real_runs_wrappers as wrappers
 from ddpcheck.explain.engine import explain_inputs
@@ -130,6 +131,7 @@ class Scenario:
     signum: int = signal.SIGTERM  # the signal sigterm_after_s sends (SIGINT: Ctrl-C)
     stale_init_file: bool = False  # local: an earlier run, killed, left the file:// init file
     node_python: dict[int, str] = field(default_factory=dict)  # netns: node -> another venv's
+    train: str = TRAIN  # the job's script (bench/real_runs_gpu_train.py for world gpu)
 
 
 # The logging a user turns on to see more: torchrun's (LOGLEVEL), c10's C++ logs
@@ -470,6 +472,8 @@ if Path(TORCH25).exists():
 SCENARIOS += STOP30B
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
+# GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)
+SCENARIOS += gpu.scenarios(Scenario)
 
 
 def _torch_major() -> int:
@@ -497,17 +501,15 @@ def command(s: Scenario, logs: Path, port: int) -> list[str]:
     py = sys.executable
     if s.launcher in wrappers.LAUNCHERS:
         return wrappers.command(s, logs.parent, port)
-    if s.launcher == "python":
-        return [py, TRAIN]
-    if s.launcher == "spawn":
-        return [py, TRAIN]
+    if s.launcher in ("python", "spawn"):
+        return [py, s.train]
     args = [f"--nproc-per-node={s.nproc}"]
     args += s.torchrun_args(port) if s.torchrun_args else ["--master-port", str(port)]
     if s.launcher == "logdir":
         return [str(Path(py).parent / "torchrun"),
                 *torchrun_flags([*args, "--log-dir", str(logs), "--tee", "3", "--redirects",
-                                 "3"]), TRAIN]
-    return [py, "-m", "torch.distributed.run", *torchrun_flags(args), TRAIN]
+                                 "3"]), s.train]
+    return [py, "-m", "torch.distributed.run", *torchrun_flags(args), s.train]
 
 
 def node_command(s: Scenario, out: Path, port: int) -> Callable[[Any, int], list[str]]:
@@ -607,7 +609,7 @@ def run_local(s: Scenario, out: Path, argv: list[str], env: dict[str, str], port
 
 def score(s: Scenario, first: str, undetermined: bool, text: str) -> str:
     if s.expected == "unexplained":
-        ok = first == "unexplained" and s.mention in text and "real_runs_train.py" in text
+        ok = first == "unexplained" and s.mention in text and Path(s.train).name in text
         return "right" if ok else "abstained" if undetermined else "wrong"
     if first == s.expected:
         return "right"
@@ -663,8 +665,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{s.name:28} skipped: not recorded in {args.explain_only}")
             continue
         if not args.explain_only:
-            why = wrappers.unavailable(s.launcher) or \
-                missing.setdefault(s.world, worlds.unavailable(s.world))
+            why = wrappers.unavailable(s.launcher) or missing.setdefault(
+                s.world, gpu.unavailable() if s.world == "gpu" else worlds.unavailable(s.world))
             if why:
                 print(f"{s.name:28} skipped: {why}")
                 continue
@@ -686,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  ! the command and explain_inputs disagree on {s.name}")
         manifest.append({"id": s.name, "cause": s.expected, "fault": s.what,
                          "launcher": s.launcher, "mention": s.mention, "verdict": lib,
-                         "fresh": s.fresh})
+                         "fresh": s.fresh, "script": Path(s.train).name})
         if args.record:
             dest = args.record / s.name
             if dest.exists():

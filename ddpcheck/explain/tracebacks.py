@@ -182,6 +182,14 @@ def job_crashes(records: Sequence[Record]) -> list[Crash]:
 
 
 Frames = dict[tuple[int | None, str], Crash]  # (rank, exception) -> its crash with a frame
+# A traceback names an exception class with its module ("torch.AcceleratorError: ..."),
+# torchelastic's error.json message with its bare name (``type(e).__name__``, in
+# torch/distributed/elastic/multiprocessing/errors/error_handler.py): the same exception.
+_MODULE = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*(?::|$))")
+
+
+def _bare(exception: str) -> str:
+    return _MODULE.sub("", exception, count=1)
 
 
 def user_frames(records: Sequence[Record]) -> Frames:
@@ -189,14 +197,15 @@ def user_frames(records: Sequence[Record]) -> Frames:
     out: Frames = {}
     for c in crashes(records):
         if c.user_frame:
-            out.setdefault((c.rank, c.exception), c)
+            out.setdefault((c.rank, _bare(c.exception)), c)
     return out
 
 
 def framed(crash: Crash, frames: Frames) -> Crash:
     """The same exception of the same rank where its traceback shows the user's frame (a
     bare copy, such as error.json's message, has none), else ``crash`` itself."""
-    return crash if crash.user_frame else frames.get((crash.rank, crash.exception), crash)
+    return crash if crash.user_frame else frames.get((crash.rank, _bare(crash.exception)),
+                                                     crash)
 
 
 def unclaimed(records: Sequence[Record], patterns: Sequence[Matcher]) -> list[Crash]:

@@ -217,7 +217,11 @@ def _launch(cfg: RunConfig, results_dir: Path, nproc: int, start: float,
         outcome = (run_spawned(plan.rank_envs(env), results_dir, deadline, log, tick)
                    if plan else run_torchrun(argv, env, results_dir, deadline, log,
                                              on_tick=tick, nproc=nproc))
-        if follower:
+        if follower and outcome.killed_after_end:
+            # what torchrun prints once we end it (its SignalException traceback) is no failure
+            print(f"ddpcheck: every rank of this node had finished; ended torchrun instead of "
+                  f"waiting for its exit (its last lines: {log_path})", file=sys.stderr)
+        elif follower:
             follower.tick()
         if progress:
             progress.close()

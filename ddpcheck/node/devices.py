@@ -198,7 +198,8 @@ def _fit_fix(nproc: int, k: int, visible: int) -> str:
         options.append(f"--gpus-per-replica {visible // nproc}")
     if visible < k:
         options.append(f"--nproc-per-node 1 --gpus-per-replica {visible}")
-    return f"pass {' or '.join(options)} to fit {visible} visible devices, or {more}"
+    fit = "the 1 visible device" if visible == 1 else f"the {visible} visible devices"
+    return f"pass {' or '.join(options)} to fit {fit}, or {more}"
 
 
 def _span(first: int, last: int) -> str:
@@ -221,9 +222,11 @@ def check_device_plan(local_world_size: int, gpus_per_replica: int, visible_coun
     are = "device is" if visible_count == 1 else "devices are"
     observed = (f"{who} {_span(first * k, nproc * k - 1)} but only {visible_count} {are} "
                 f"visible ({_cvd_text(cuda_visible_devices)})")
+    plan = "cuda:r" if k == 1 else f"cuda:r*{k}..r*{k}+{k - 1}"
+    need = (f"--nproc-per-node {nproc}" if k == 1 else
+            f"--nproc-per-node {nproc} x --gpus-per-replica {k}")
     cause = (f"each node numbers devices from LOCAL_RANK (not the global RANK): local rank r "
-             f"drives cuda:r*{k}..r*{k}+{k - 1}, so --nproc-per-node {nproc} x "
-             f"--gpus-per-replica {k} needs {nproc * k} devices per node")
+             f"drives {plan}, so {need} needs {nproc * k} devices per node")
     diag = TOO_FEW_GPUS if k == 1 else DEVICE_PLAN_INVALID
     return [diag.problem(observed, cause=cause, fix=_fit_fix(nproc, k, visible_count))]
 

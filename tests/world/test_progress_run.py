@@ -49,3 +49,15 @@ def test_progress_lines_arrive_while_the_run_is_still_going(ddpcheck_run, tmp_pa
         assert (suite.failures > 0) == (stage["status"] == "FAIL")
         assert suite.tests >= len(stage["ranks"]) * max(len(stage["probes"]), 1)
     assert suites["verdict"].failures == (0 if report["ready"] else 1)
+
+
+def test_verbose_streams_torchrun_but_not_its_traceback_for_being_ended(ddpcheck_run):
+    # ddpcheck ends torchrun once every local rank recorded its exit (with more nodes torchrun
+    # would wait in its exit barrier); torchrun then prints a SignalException traceback,
+    # which -v showed after every READY run on the H100 (stop 31).
+    run = ddpcheck_run("--nproc-per-node", "1", "--stages", "node", "-v")
+    out, err = run.proc.communicate(timeout=120)
+    assert run.proc.returncode == 0, (out, err)
+    assert "passed" in err  # torchrun's (the ranks' pytest) output is streamed
+    assert "SignalException" not in err and "Traceback" not in err, err
+    assert "ended torchrun instead of waiting for its exit" in err

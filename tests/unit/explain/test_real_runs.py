@@ -28,7 +28,9 @@ MANIFEST = json.loads((RUNS / "MANIFEST.json").read_text())
 VERSIONS = sorted(d for d in (DATA / "explain").glob("runs-torch*")
                   if (d / "MANIFEST.json").is_file())
 WRAPPED = DATA / "explain" / "runs-wrappers"
-EVERY = [(d, e) for d in [RUNS, *VERSIONS, WRAPPED]
+# GPU jobs (NCCL on an H100, bench/real_runs_gpu.py), recorded on the device tool's machine
+GPU = DATA / "explain" / "runs-gpu"
+EVERY = [(d, e) for d in [RUNS, *VERSIONS, WRAPPED, GPU]
          for e in json.loads((d / "MANIFEST.json").read_text())]
 
 
@@ -51,7 +53,7 @@ def test_the_injected_cause_is_the_first_root_cause_or_explain_abstains(runs, en
     assert causes[0].code == entry["cause"], entry["fault"]
     if entry["mention"]:  # the user's own exception, quoted with its frame
         text = ex.render_text()
-        assert entry["mention"] in text and "real_runs_train.py" in text
+        assert entry["mention"] in text and entry.get("script", "real_runs_train.py") in text
 
 
 @pytest.mark.parametrize("runs", VERSIONS, ids=[d.name for d in VERSIONS])

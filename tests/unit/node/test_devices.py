@@ -151,8 +151,8 @@ def test_device_plan_too_few_devices() -> None:
     assert p.code == dg.DEVICE_PLAN_INVALID.code
     assert p.observed == ("local rank 3 needs cuda:6-7 but only 6 devices are visible "
                           "(CUDA_VISIBLE_DEVICES=0,1,2,3,4,5)")
-    assert p.fix == ("pass --nproc-per-node 3 or --gpus-per-replica 1 to fit 6 visible devices, "
-                     "or expose 8 GPUs to the node (e.g. Slurm --gres=gpu:8)")
+    assert p.fix == ("pass --nproc-per-node 3 or --gpus-per-replica 1 to fit the 6 visible "
+                     "devices, or expose 8 GPUs to the node (e.g. Slurm --gres=gpu:8)")
     assert "LOCAL_RANK (not the global RANK)" in p.cause
     with pytest.raises(dg.ProblemFound) as err:
         devices.device_plan(4, 2, 6, cuda_visible_devices="0,1,2,3,4,5")
@@ -164,7 +164,7 @@ def test_device_plan_many_ranks_and_one_gpu_per_rank() -> None:
     assert p.code == dg.TOO_FEW_GPUS.code
     assert p.observed == ("local ranks 4-7 need cuda:4-7 but only 4 devices are visible "
                           "(CUDA_VISIBLE_DEVICES unset)")
-    assert p.fix.startswith("pass --nproc-per-node 4 to fit 4 visible devices")
+    assert p.fix.startswith("pass --nproc-per-node 4 to fit the 4 visible devices")
     [p] = devices.check_device_plan(2, 1, 1)
     assert p.observed.startswith("local rank 1 needs cuda:1 but only 1 device is visible")
 
@@ -173,7 +173,7 @@ def test_device_plan_fewer_devices_than_one_replica() -> None:
     [p] = devices.check_device_plan(2, 4, 3)
     assert p.observed.startswith("local ranks 0-1 need cuda:0-7 but only 3 devices")
     assert p.fix.startswith("pass --gpus-per-replica 1 or --nproc-per-node 1 "
-                            "--gpus-per-replica 3 to fit 3 visible devices")
+                            "--gpus-per-replica 3 to fit the 3 visible devices")
     [p] = devices.check_device_plan(2, 2, 0, cuda_visible_devices="")
     assert p.fix.startswith("this node exposes no GPUs")
 
@@ -222,7 +222,7 @@ def test_counts_mismatch_with_lost_gpu() -> None:
     assert found[0].observed == ("nvidia-smi lists 7 GPUs but torch.cuda.device_count() is 6 "
                                  "(CUDA_VISIBLE_DEVICES unset); nvidia-smi cannot reach GPU "
                                  "0000:4E:00.0")
-    assert found[1].fix.startswith("pass --nproc-per-node 6 to fit 6 visible devices")
+    assert found[1].fix.startswith("pass --nproc-per-node 6 to fit the 6 visible devices")
 
 
 def test_counts_seven_of_eight_is_too_few() -> None:
@@ -230,7 +230,7 @@ def test_counts_seven_of_eight_is_too_few() -> None:
     assert p.code == dg.TOO_FEW_GPUS.code
     assert p.observed == ("the job needs 8 GPUs per node (--nproc-per-node 4 x "
                           "--gpus-per-replica 2) but torch sees 7 (CUDA_VISIBLE_DEVICES unset)")
-    assert p.fix.startswith("pass --nproc-per-node 3 or --gpus-per-replica 1 to fit 7")
+    assert p.fix.startswith("pass --nproc-per-node 3 or --gpus-per-replica 1 to fit the 7")
 
 
 def test_counts_mismatch_ignored_when_cvd_set() -> None:
