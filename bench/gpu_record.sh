@@ -5,7 +5,7 @@
 # $OUT: session.log (all output) and rec.tar.gz (raw tool outputs, reports, JSON).
 #
 # Usage (on the GPU machine, in the repository root): OUT=/some/dir bash bench/gpu_record.sh
-# SECTIONS (default "readme tests faults explain") picks what runs after the install; explain
+# SECTIONS (default "readme tests faults explain launches nodes") picks what runs after the install; explain
 # records bench/real_runs_gpu.py's real failed GPU jobs under $OUT/rec/runs-gpu.
 # Needs a CUDA torch with pytest, pytest-timeout, psutil and tabulate already installed.
 set -u
@@ -61,7 +61,7 @@ run() {  # run NAME TIMEOUT [VAR=value...] [-- ddpcheck run args...]
       --junitxml "$R/reports/$name.xml" "$@" 2>&1 | tee "$R/reports/$name.txt"
   echo "exit ${PIPESTATUS[0]}"
 }
-SECTIONS=${SECTIONS:-readme tests faults explain}
+SECTIONS=${SECTIONS:-readme tests faults explain launches nodes}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 if want readme; then
@@ -96,6 +96,38 @@ print('holding 60 GiB',flush=True); time.sleep(100)" &
 HOG=$!; sleep 12
 run memory-held-by-another 60
 kill $HOG; wait $HOG 2>/dev/null
+fi
+
+if want launches; then
+step "launch styles and stages the first session did not cover"
+run spawn-env 120 -- --launch spawn --checkpoint-dir "$R/ckpt-spawn"
+run spawn-tcp 120 -- --launch spawn --init-method tcp://127.0.0.1:29533
+run spawn-file 120 -- --launch spawn --init-method "file://$R/init-file"
+run checkpoint 120 -- --checkpoint-dir "$R/ckpt" --checkpoint-size 1G
+run visible-devices-empty 90 CUDA_VISIBLE_DEVICES=
+fi
+
+if want nodes; then
+# two "nodes" on this one machine, both on its one GPU (as two nodes whose scheduler handed
+# them the same GPU could not be): placement compares boards by UUID
+step "two nodes, one GPU"
+if left 100; then
+  pids=()
+  for n in 0 1; do
+    timeout -k 5 90 $PY -m ddpcheck run --nodes 2 --node-rank $n --rdzv-endpoint 127.0.0.1:29544 \
+      --rdzv-id gpu2 --json "$R/reports/two-nodes-$n.json" >"$R/reports/two-nodes-$n.txt" 2>&1 &
+    pids+=($!)
+  done
+  wait "${pids[@]}"  # not a bare wait: that also waits for the tee of this script's output
+  cat "$R/reports/two-nodes-0.txt"; tail -5 "$R/reports/two-nodes-1.txt"
+fi
+# /dev/shm of 1 MiB (a container's default is 64 MiB): NCCL and DataLoader need more
+step "small /dev/shm"
+if left 80 && unshare -m --propagation private true 2>/dev/null; then
+  unshare -m --propagation private sh -c "mount -t tmpfs -o size=1M tmpfs /dev/shm && \
+    timeout -k 5 70 $PY -m ddpcheck run --json $R/reports/shm-1m.json" 2>&1 \
+    | tee "$R/reports/shm-1m.txt"
+fi
 fi
 
 step "packed"
