@@ -34,7 +34,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.diagnoses import load_catalogue
-from ddpcheck.explain import noderanks, quietexit, stores, teardown, torchreleases, tracebacks
+from ddpcheck.explain import (
+    kernelasserts,
+    noderanks,
+    quietexit,
+    stores,
+    teardown,
+    torchreleases,
+    tracebacks,
+)
 from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
 from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
 from ddpcheck.explain.failurewords import WAITED
@@ -265,7 +273,7 @@ def first_failure(ordered: list[Explained], found: Sequence[Explained],
     crash = next((c for c in unclaimed if c.rank == rank), None)
     if crash is not None:
         crash = tracebacks.framed(crash, tracebacks.user_frames(records))
-        return [_crash_root(crash, rank), *_echoes(found, UNEXPLAINED.code)]
+        return [_crash_root(crash, rank, records), *_echoes(found, UNEXPLAINED.code)]
     # its DataLoader worker killed (torch/csrc/DataLoader.cpp: "DataLoader worker (pid N) is
     # killed by signal: Killed.", strsignal of SIGKILL): the worker is the rank's own child,
     # which torchrun's teardown never signals, so that kill came first (a real run:
@@ -308,7 +316,8 @@ def _lone_crash(unclaimed: Sequence[tracebacks.Crash], records: Sequence[Record]
     if len({c.exception for c in active}) != 1 or not any(
             c.exception == active[0].exception for c in unclaimed):
         return None
-    return _crash_root(min(active, key=lambda c: (c.user_frame == "", c.record.order)), None)
+    return _crash_root(min(active, key=lambda c: (c.user_frame == "", c.record.order)), None,
+                       records)
 
 
 def _peer_left(records: Sequence[Record], rank: int) -> Explained | None:
@@ -401,19 +410,29 @@ def _killed_before_teardown(records: Sequence[Record], rank: int) -> bool:
                               for r in records)
 
 
-def _crash_root(crash: tracebacks.Crash, rank: int | None) -> Explained:
+def _crash_root(crash: tracebacks.Crash, rank: int | None,
+                records: Sequence[Record]) -> Explained:
     r = crash.record
     where = f" ({crash.user_frame})" if crash.user_frame else ""
     who = f"rank {rank}" if rank is not None else "one process"
     how = ("the launcher's first observed failure" if rank is not None else
            "every other traceback is a lost peer or a timeout")
-    problem = UNEXPLAINED.problem(
-        f"{who} failed first ({how}) with {crash.exception[:200]}{where}",
-        cause=f"{who}'s own exception{where}, which no rule names as a distributed "
-              "failure: the other ranks' errors (a lost peer, a timeout) follow from it",
-        fix=f"fix the exception in {who}'s code{where}; "
-            + UNEXPLAINED.fix, ranks=(rank,) if rank is not None else (),
-        hosts=(r.host,) if r.host else ())
+    observed = f"{who} failed first ({how}) with {crash.exception[:200]}{where}"
+    cause = (f"{who}'s own exception{where}, which no rule names as a distributed "
+             "failure: the other ranks' errors (a lost peer, a timeout) follow from it")
+    fix = f"fix the exception in {who}'s code{where}; "
+    kernel = kernelasserts.first(records, rank) if kernelasserts.DEVICE_ASSERT in \
+        crash.exception else None
+    if kernel is not None:  # the GPU printed which check failed; the exception does not say
+        observed += f"; {kernel.observed()} [{kernel.record.source}:{kernel.record.lineno}]"
+        cause = f"{kernel.meaning()}; {cause}"
+        call = crash.user_frame or "the failing line"
+        fix = (f"check the inputs of the call at {call} against the sizes it indexes"
+               " (ids < num_embeddings, 0 <= labels < num_classes); rerun with "
+               "CUDA_LAUNCH_BLOCKING=1 for the exact line; ")
+    problem = UNEXPLAINED.problem(observed, cause=cause, fix=fix + UNEXPLAINED.fix,
+                                  ranks=(rank,) if rank is not None else (),
+                                  hosts=(r.host,) if r.host else ())
     return Explained(problem, r, True, UNEXPLAINED.fix, (f"{r.source}:{r.lineno}",), CAUSE)
 
 
