@@ -60,7 +60,12 @@ PATTERNS = [
             # killed due to the node running low on memory."; torch's CUDA OOM is another
             # class (device.py leaves ray.exceptions.OutOfMemoryError to this rule)
             r"killed due to the node running low on memory|"
-            r"ray\.exceptions\.OutOfMemoryError", NODE),
+            r"ray\.exceptions\.OutOfMemoryError|"
+            # the details the raylet adds (node_manager.cc CreateOomKillMessageDetails), the
+            # whole message where a reporter quotes only them: "Memory on the node (IP: ...)
+            # where the task (...) was running was 445.48GB / 468.75GB (0.950365), which
+            # exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: ...)"
+            r"exceeds the memory usage threshold of [\d.]+\. Ray killed this worker", NODE),
     # Python's OSError for ENOMEM ("[Errno 12] Cannot allocate memory"): fork() of a large
     # parent under the kernel's commit limit (DataLoader workers, subprocess), a cgroup limit,
     # and also mmap() past vm.max_map_count (65530 mappings by default: many memory-mapped

@@ -47,7 +47,8 @@ CUDA_RUNTIME_CAUSES = (r"invalid device ordinal|no CUDA-capable device|CUDA-capa
                        r"system has unsupported display driver|CUDA driver is a stub library|"
                        r"(?:the provided )?PTX was compiled with an unsupported toolchain|"
                        r"uncorrectable NVLink error|"
-                       r"API call is not supported in the installed CUDA driver")
+                       r"API call is not supported in the installed CUDA driver|"
+                       r"named symbol not found")
 
 PATTERNS = [
     pattern(DUPLICATE_DEVICE,
@@ -211,6 +212,19 @@ PATTERNS = [
                   "built with",
             fix="upgrade the NVIDIA driver, or install a torch build for an older CUDA "
                 "(pip install torch --index-url https://download.pytorch.org/whl/cuXYZ)"),
+    # cudaErrorSymbolNotFound (500) from NCCL's kernel lookup (enqueue.cc cudaFuncGetAttributes
+    # of its device functions): libnccl carries no code for this GPU's architecture, as an
+    # NCCL 2.14 of a CUDA 11.8 torch on an sm_120 GPU (stop-31 dev, pytorch/pytorch#152077:
+    # "PyTorch-2.0.0 is too old (as well as CUDA-11.8) to support 5090"). A hint: a libnccl
+    # built against another CUDA than the one loaded prints it too.
+    pattern(CUDA_UNUSABLE, r"NCCL WARN Cuda failure (?:\d+ )?'named symbol not found'",
+            "ddpcheck run --stages node", grade="hint",
+            cause="NCCL could not find its CUDA kernels for this GPU: the libnccl in use (the "
+                  "torch wheel's) was built for older GPU architectures, or against another "
+                  "CUDA than the one loaded",
+            fix="install a torch build whose CUDA and NCCL support the GPU (pip install torch "
+                "--index-url https://download.pytorch.org/whl/cuXYZ; torch.cuda.get_arch_list() "
+                "must list the GPU's sm_XY) and no other libnccl on LD_LIBRARY_PATH"),
     # NCCL's own cross-rank check (init.cc): ranks called different collectives
     pattern(COLLECTIVE_DESYNC, WARN_START + r"Mismatched collective detected", COLL,
             cause="NCCL saw ranks call different collectives (or the same with another "
