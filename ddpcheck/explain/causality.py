@@ -170,6 +170,9 @@ class Explained:
     next_run: str
     evidence: tuple[str, ...] = ()  # "file:line" of the lines that showed it, first first
     grade: str = CAUSE  # CAUSE, HINT, WARNING or SYMPTOM (see the module's story)
+    # a symptom's code whose rank and reason the log's structure settles (teardown: the
+    # rank torchrun had to SIGKILL is the one the others waited for): the root is determined
+    pinned: bool = False
 
 
 def tier(e: Explained) -> int:

@@ -118,8 +118,8 @@ class Explanation:
     def undetermined(self) -> bool:
         """True when the log shows a failure but not its root cause (explain abstains)."""
         causes = [e for e in self.found if not e.problem.consequence_of]
-        return bool(causes) and (causes[0].problem.code in UNDETERMINED
-                                 or causes[0].grade == SYMPTOM)
+        return bool(causes) and not causes[0].pinned and (
+            causes[0].problem.code in UNDETERMINED or causes[0].grade == SYMPTOM)
 
     @property
     def exit_code(self) -> int:

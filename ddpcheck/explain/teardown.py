@@ -88,7 +88,9 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
             "job suspended by the scheduler), and check the filesystems it reads",
         ranks=tuple(stuck), hosts=tuple(sorted({h for e in torn for h in e.problem.hosts})))
     evidence = tuple(e.evidence[0] for e in torn if e.evidence)
-    return [replace(wait, problem=problem, root=True, grade=CAUSE,
+    return [replace(wait, problem=problem, root=True, grade=CAUSE, pinned=True,
+                    next_run=f"while rank {who} hangs again: ps -o pid,stat,wchan and py-spy "
+                    "dump --pid on its host; ddpcheck run --nodes N names a stopped rank",
                     evidence=(*evidence, *wait.evidence)[:4]) if e is wait
             else _as_teardown(e, WAIT) if e in torn else e for e in found]
 

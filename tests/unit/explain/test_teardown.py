@@ -29,6 +29,9 @@ def test_a_stopped_rank_killed_by_torchrun_is_the_rank_the_timeout_waited_for():
     assert "host-out-of-memory" not in {p.code for p in ex.problems}
     killed = [p for p in ex.problems if p.code == "rank-killed"]
     assert killed and killed[0].consequence_of == "collective-timeout"
+    # who and why are settled by the log's structure: a determined root, not "a symptom"
+    assert not ex.undetermined and ex.verdict().startswith("EXPLAINED")
+    assert "a symptom, not its root cause" not in ex.render_text()
 
 
 def test_without_torchruns_forced_kill_line_the_sigkill_stays_the_oom_hint():
