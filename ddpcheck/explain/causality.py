@@ -105,8 +105,12 @@ UNFAILED_CONDITION = ("the log shows no failure this leads to (a refused, closed
 # Causes read from a report that torch prints after the symptom it analyses: the desync
 # report of TORCH_NCCL_DESYNC_DEBUG (TraceUtils.h, "ranks [1, 3] are the lagging ranks that
 # caused this timeout") follows the watchdog's timeout line by construction.
+# torchrun's c10d rendezvous wraps what its store raised ("RendezvousConnectionError: The
+# connection to the C10d store has failed. See inner exception", c10d_rendezvous_backend.py),
+# and users paste the wrapper above the inner line (stop-31 dev gh31-aionek-240).
 REPORTS_ON = {
     "rank-never-joined": frozenset({"collective-timeout"}),
+    "endpoint-unresolvable": frozenset({"endpoint-unreachable"}),
 }
 # gloo's lost peer (gloo/transport/tcp/pair.cc, torch 1.13 to 2.13): "[...pair.cc:598]
 # Connection closed by peer [127.0.0.1]:60310", "Read error [127.0.0.1]:36255: Connection

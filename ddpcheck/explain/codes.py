@@ -94,6 +94,13 @@ PG_NOT_INITIALIZED = register(
     "(SyncBatchNorm, DistributedSampler) runs in a single process",
     "launch with torchrun --nproc-per-node N, or call init_process_group first; for one "
     "process use BatchNorm instead of SyncBatchNorm")
+PG_INIT_TWICE = register(
+    "process-group-init-twice", "init_process_group was called when the default process "
+    "group already existed",
+    "the script (or a library it calls: a trainer, a launcher helper, a model's setup) calls "
+    "init_process_group a second time without checking torch.distributed.is_initialized()",
+    "initialise once: guard the call with if not torch.distributed.is_initialized(), or let "
+    "only one layer (yours or the framework's) create the group")
 SLURM_STEP_REJECTED = register(
     "slurm-step-rejected", "Slurm refused to start the job step (srun)",
     "srun asked for nodes, tasks or GPUs the allocation does not have (--nodelist outside "

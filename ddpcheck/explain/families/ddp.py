@@ -8,6 +8,7 @@ from ddpcheck.explain.codes import (
     DDP_PARAM_READY_TWICE,
     DDP_UNUSED_PARAMETERS,
     NCCL_CPU_TENSOR,
+    PG_INIT_TWICE,
     PG_NOT_INITIALIZED,
 )
 from ddpcheck.explain.matching import pattern
@@ -55,4 +56,8 @@ PATTERNS = [
     # initialized"
     pattern(PG_NOT_INITIALIZED,
             r"Default process group (?:has not been|is not) initialized", DDP),
+    # distributed_c10d.py init_process_group: ValueError (torch 2.x), RuntimeError (1.x)
+    # "trying to initialize the default process group twice!" (stop-31 dev
+    # gh30-megatron-lm-521; the real run runs/s30b-init-twice)
+    pattern(PG_INIT_TWICE, r"trying to initialize the default process group twice", DDP),
 ]

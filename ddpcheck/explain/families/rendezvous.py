@@ -97,6 +97,14 @@ PATTERNS = [
     # (torchrun's MASTER_ADDR is the agent's own FQDN): network.py's hostname-unresolvable.
     # The other wordings do not say whose name failed (the endpoint's, or this node's own
     # host name missing from /etc/hosts): a symptom.
+    # TCPStore.cpp's client retry loop (torch >= 2.3) names the host it dialed and why it
+    # failed: "TCP client failed to connect/validate to host slinky-0:29400 - Name or service
+    # not known" (stop-31 dev gh31-aionek-240). A store's host: the endpoint's, or the
+    # master's, which stores.refine tells by the log's store.
+    pattern(ENDPOINT_UNRESOLVABLE,
+            r"TCP client failed to connect/validate to host (?P<addr>\S+?) - (?:Name or "
+            r"service not known|No address associated with hostname|nodename nor servname)",
+            RDZV),
     pattern(ENDPOINT_UNRESOLVABLE,
             r"^(?!.*network addresses (?:of \(|cannot be retrieved))"
             # glibc's EAI_NONAME text; Python's gaierror with glibc's -2/-3/-5, and macOS's

@@ -36,3 +36,36 @@ def test_nccls_named_symbol_not_found_is_a_build_without_code_for_the_gpu():
 def test_near_miss_a_python_symbol_error_is_not_nccls():
     assert first_cause("AttributeError: module 'torch' has no attribute 'compile'",
                        "named symbol not found in the docs") != "cuda-unusable"
+
+
+def test_init_process_group_twice_has_its_own_code():
+    # dev gh30-megatron-lm-521 (torch 1.x RuntimeError) and the real run s30b-init-twice
+    # (torch 2.x ValueError)
+    for exc in ("RuntimeError", "ValueError"):
+        assert first_cause(f"{exc}: trying to initialize the default process group twice!") \
+            == "process-group-init-twice", exc
+
+
+def test_near_miss_a_subgroup_created_twice_is_not_the_default_group_twice():
+    assert first_cause("ValueError: trying to initialize the subgroup twice") != \
+        "process-group-init-twice"
+
+
+DIAL = "TCP client failed to connect/validate to host {host} - {why}"
+
+
+def test_a_store_host_the_tcpstore_client_cannot_resolve_is_named_by_whose_store():
+    # dev gh31-aionek-240: torchrun's c10d wrapper pasted above the store's own line
+    assert first_cause("RendezvousConnectionError: The connection to the C10d store has failed.",
+                       DIAL.format(host="slinky-0:29400", why="Name or service not known")) \
+        == "endpoint-unresolvable"
+    # the master's store (init_process_group's env://): the master address
+    assert first_cause('  File "/x/torch/distributed/rendezvous.py", line 189, in '
+                       "_create_c10d_store",
+                       DIAL.format(host="node-a:29500", why="Name or service not known")) \
+        == "master-addr-unresolvable"
+
+
+def test_near_miss_a_store_host_that_timed_out_is_no_name_problem():
+    assert first_cause(DIAL.format(host="node-a:29500", why="timed out (try=7)")) not in (
+        "endpoint-unresolvable", "master-addr-unresolvable")
