@@ -426,10 +426,7 @@ def _crash_root(crash: tracebacks.Crash, rank: int | None,
     if kernel is not None:  # the GPU printed which check failed; the exception does not say
         observed += f"; {kernel.observed()} [{kernel.record.source}:{kernel.record.lineno}]"
         cause = f"{kernel.meaning()}; {cause}"
-        call = crash.user_frame or "the failing line"
-        fix = (f"check the inputs of the call at {call} against the sizes it indexes"
-               " (ids < num_embeddings, 0 <= labels < num_classes); rerun with "
-               "CUDA_LAUNCH_BLOCKING=1 for the exact line; ")
+        fix = kernel.fix(crash.user_frame or "the failing line")
     problem = UNEXPLAINED.problem(observed, cause=cause, fix=fix + UNEXPLAINED.fix,
                                   ranks=(rank,) if rank is not None else (),
                                   hosts=(r.host,) if r.host else ())

@@ -44,13 +44,25 @@ class KernelAssertion:
     def observed(self) -> str:
         return f"the kernel's assertion: {self.where} {self.kernel}: `{self.check[:160]}` failed"
 
+    @property
+    def bounds_an_index(self) -> bool:
+        return INDEX_CHECK.search(self.check) is not None
+
     def meaning(self) -> str:
-        if INDEX_CHECK.search(self.check):
+        if self.bounds_an_index:
             return ("an index outside a tensor's size on the GPU (a token id at or past the "
                     "embedding's num_embeddings, a class label outside 0..num_classes-1, a "
                     "gather/scatter index): the data or the model's sizes are wrong, not the GPU")
         return ("a check inside a CUDA kernel failed on this rank's inputs; the CUDA error "
                 "itself names only the assert")
+
+    def fix(self, call: str) -> str:
+        """What to check at ``call`` (the user's frame, or "the failing line")."""
+        what = ("against the sizes it indexes (ids < num_embeddings, 0 <= labels < "
+                "num_classes)" if self.bounds_an_index else
+                f"for the values {self.kernel} rejects (its check is quoted above)")
+        return (f"check the inputs of the call at {call} {what}; rerun with "
+                "CUDA_LAUNCH_BLOCKING=1 for the exact line; ")
 
 
 def first(records: Sequence[Record], rank: int | None) -> KernelAssertion | None:

@@ -47,3 +47,6 @@ def test_another_ranks_assertion_or_another_error_is_not_quoted():
     k = kernelasserts.first([other], 0)
     assert k is not None and "index" not in k.meaning() and "check inside a CUDA kernel" in \
         k.meaning()
+    assert "num_embeddings" not in k.fix("train.py:9 in main")  # no index story in the fix
+    assert "vectorized_gather_kernel rejects" in k.fix("train.py:9 in main")
+    assert "num_embeddings" in found.fix("train.py:9 in main")
