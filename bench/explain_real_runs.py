@@ -55,6 +55,13 @@ torchrun (``sigterm_after_s``), and on two namespace hosts: iptables DROP of eve
 the master's, both nodes ``--node-rank 0``, node1 given another ``--master-port``, node1's
 link shaped to 1 mbit/s (tc tbf) under a 16 MiB all_reduce.
 
+Stop 32 (``STOP32``, ``s32-*``; recorded before any rule was written for them): DDP over a
+layer in two reentrant ``checkpoint()`` blocks, rank 0 alone in ``broadcast_object_list``, no
+``init_process_group``, backend nccl on a CPU-only torch, ``mp.spawn(args=n)`` (not a tuple),
+``mp.spawn`` of 2 with world_size 3, ``python -m torch.distributed.launch`` of a script that
+declares only ``--local_rank``, a checkpoint saved into a read-only mount ("readonly" world),
+and on two namespace hosts: a c10d endpoint on no network the hosts have, node1 ``--nnodes 3``.
+
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
 gloo on CPU) and Lightning's default DDP launcher (``Trainer(strategy="ddp",
@@ -110,14 +117,16 @@ class Scenario:
     name: str
     expected: str  # the problem code of the injected cause
     what: str  # the fault, in words
-    launcher: str = "logdir"  # logdir | console | spawn | python | accelerate | lightning
+    # logdir | console | launch (python -m torch.distributed.launch) | spawn | python |
+    # accelerate | lightning
+    launcher: str = "logdir"
     env: dict[str, str] = field(default_factory=dict)
     nproc: int = 2
     torchrun_args: Callable[[int], list[str]] | None = None  # extra args, given a port
     mention: str = ""  # for "unexplained": the exception explain must quote
     hold_port: bool = False  # bind the master port before the launch (port in use)
     fresh: bool = False  # added after the fixes were written: a measure, not tuned on
-    world: str = "local"  # local | netns | shm | cgroup (bench/real_runs_worlds.py)
+    world: str = "local"  # local | netns | shm | readonly | cgroup (bench/real_runs_worlds.py)
     nodes: int = 1  # netns: namespace hosts, one torchrun each
     node_args: Callable[[Any, int, int], list[str]] | None = None  # (cluster, node, port)
     prepare: Callable[[Any, int], None] | None = None  # netns: the fault (cluster, port)
@@ -470,6 +479,52 @@ if Path(TORCH25).exists():
         "this venv's (2.13)", world="netns", nodes=2, nproc=1, node_args=static_two("node0"),
         env={"RECORD": "1"}, node_python={0: TORCH25}))
 SCENARIOS += STOP30B
+
+
+def nnodes_three_on_node1(c: Any, i: int, port: int) -> list[str]:
+    """Static rendezvous where node1's job script says ``--nnodes 3`` (argparse keeps the
+    last of the two)."""
+    return [*static_two("node0")(c, i, port), *(["--nnodes", "3"] if i == 1 else [])]
+
+
+# Stop 32 (``s32-*``): recorded and scored with main's explain before any rule was written
+# for them (the first score is in the commit that added them).
+STOP32 = [
+    Scenario("s32-ddp-ready-twice", "ddp-param-ready-twice",
+             "DDP(find_unused_parameters=True) over a model whose layer runs in two reentrant "
+             "checkpoint() blocks", env={"FAULT": "ddp-ready-twice", "RECORD": "1"}),
+    Scenario("s32-bcast-object-rank0-only", "collective-desync",
+             "rank 0 alone calls broadcast_object_list at step 3 (an `if rank == 0` block); "
+             "rank 1 goes on to all_reduce", env={"FAULT": "bcast-object", "FAULT_RANK": "0",
+                                                  "RECORD": "1"}),
+    Scenario("s32-no-init", "process-group-not-initialized",
+             "the script never calls init_process_group and uses torch.distributed",
+             env={"FAULT": "no-init", "RECORD": "1"}),
+    Scenario("s32-nccl-on-cpu-torch", "backend-unavailable",
+             "a GPU job's script (backend nccl) launched on a CPU-only torch",
+             env={"FAULT": "backend-nccl", "RECORD": "1"}),
+    Scenario("s32-spawn-args-not-tuple", "spawn-args-mismatch",
+             "mp.spawn(main, args=n, nprocs=n): args is an int, not a tuple", launcher="spawn",
+             env={"FAULT": "spawn-args"}),
+    Scenario("s32-spawn-world-plus-one", "world-size-mismatch",
+             "mp.spawn of 2 processes whose init_process_group gets world_size 3 (typed by "
+             "hand)", launcher="spawn", env={"FAULT": "world-plus-one"}),
+    Scenario("s32-launch-local-rank-arg", "local-rank-arg-unread",
+             "python -m torch.distributed.launch (no --use-env) of a script whose parser "
+             "declares only --local_rank", launcher="launch",
+             env={"FAULT": "none", "ARGPARSE": "1"}),
+    Scenario("s32-checkpoint-dir-readonly", "checkpoint-failed",
+             "rank 1 saves its checkpoint at step 3 into a directory on a read-only mount",
+             world="readonly", env={"FAULT": "save-readonly", "RECORD": "1"}),
+    Scenario("s32-netns-rdzv-endpoint-no-route", "endpoint-no-route",
+             "two hosts, c10d rendezvous at 10.123.0.1, an address on no network they have",
+             world="netns", nodes=2, nproc=1, node_args=c10d_two(lambda c: "10.123.0.1")),
+    Scenario("s32-netns-nnodes-differ", "nodes-mismatch",
+             "two hosts, static rendezvous: node1's job script passes --nnodes 3",
+             world="netns", nodes=2, nproc=1, node_args=nnodes_three_on_node1,
+             env={"RECORD": "1"}),
+]
+SCENARIOS += STOP32
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)
@@ -505,6 +560,8 @@ def command(s: Scenario, logs: Path, port: int) -> list[str]:
         return [py, s.train]
     args = [f"--nproc-per-node={s.nproc}"]
     args += s.torchrun_args(port) if s.torchrun_args else ["--master-port", str(port)]
+    if s.launcher == "launch":  # torch 1.x's launcher, still shipped (deprecated) in 2.x
+        return [py, "-m", "torch.distributed.launch", *torchrun_flags(args), s.train]
     if s.launcher == "logdir":
         return [str(Path(py).parent / "torchrun"),
                 *torchrun_flags([*args, "--log-dir", str(logs), "--tee", "3", "--redirects",
@@ -553,6 +610,10 @@ def run_scenario(s: Scenario, out: Path) -> float:
         argv = ["sh", "-c", f'ulimit -n {s.nofile} && exec "$@"', "sh", *argv]
     if s.world == "shm":
         argv = worlds.shm_wrapped(argv)
+    if s.world == "readonly":
+        env["CKPT_DIR"] = str(out / "checkpoints")
+        (out / "checkpoints").mkdir()
+        argv = worlds.readonly_wrapped(env["CKPT_DIR"], argv)
     with contextlib.ExitStack() as stack:
         if s.world == "cgroup":
             procs = stack.enter_context(worlds.memory_cgroup(s.memory_limit))

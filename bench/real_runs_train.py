@@ -96,6 +96,12 @@ class TwoHeads(torch.nn.Module):
         self.aux = torch.nn.Linear(64, 8)  # used only when FAULT is not ddp-unused
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if FAULT == "ddp-ready-twice":  # one layer in two reentrant checkpointed blocks
+            from torch.utils.checkpoint import checkpoint
+
+            h = checkpoint(self.body, x.requires_grad_(), use_reentrant=True)
+            h = checkpoint(lambda t: self.body(self.head(t)), h, use_reentrant=True)
+            return self.head(h)
         y = self.head(self.body(x))
         if FAULT == "ddp-unused":
             return y
@@ -111,7 +117,9 @@ def train_ddp(rank: int) -> None:
 
     torch.manual_seed(0)
     log(rank, "wrapping the model in DistributedDataParallel")
-    model = DistributedDataParallel(TwoHeads(rank))
+    # FAULT=ddp-ready-twice: what many wrappers pass (HF Trainer's ddp_find_unused_parameters)
+    model = DistributedDataParallel(TwoHeads(rank),
+                                    find_unused_parameters=FAULT == "ddp-ready-twice")
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     steps = STEPS - 2 if FAULT == "ddp-uneven" and rank == FAULT_RANK else STEPS
     for step in range(steps):
@@ -143,6 +151,9 @@ def train(rank: int, world: int) -> None:
             inject(rank, model)
         if step == FAULT_STEP and FAULT == "eval" and rank == 0:
             evaluate(model, rank)
+        if step == FAULT_STEP and FAULT == "bcast-object" and rank == FAULT_RANK:
+            log(rank, "sharing the learning-rate schedule")
+            dist.broadcast_object_list([{"lr": 0.01, "step": step}], src=rank)
         for p in model.parameters():
             grad = p.grad
             if step == FAULT_STEP and FAULT == "mismatch-op" and rank == FAULT_RANK:
@@ -197,18 +208,38 @@ def inject(rank: int, model: torch.nn.Module) -> None:
     elif FAULT == "subgroup-some":  # only this rank creates the subgroup (all must call it)
         log(rank, "creating the evaluation subgroup")
         dist.new_group(ranks=[0, 1])
+    elif FAULT == "save-readonly":  # the checkpoint directory is on a read-only mount
+        path = os.path.join(os.environ["CKPT_DIR"], "step-3.pt")
+        log(rank, f"Saving model checkpoint to {path}")
+        save_checkpoint(model, path)
     elif FAULT == "disk-full":
         save_checkpoint(model, os.environ.get("CKPT_PATH", "/dev/full"))
 
 
+def parse_local_rank() -> None:
+    """ARGPARSE=1: the script's own parser, written for torch 1.x's launcher, declares only
+    ``--local_rank`` (torch.distributed.launch passes ``--local-rank=N`` since 2.0)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--local_rank", type=int, default=0)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.parse_args()
+
+
 def main(local_rank: int | None = None, world: int | None = None) -> None:
+    if os.environ.get("ARGPARSE"):
+        parse_local_rank()
     if local_rank is not None:  # mp.spawn
         os.environ["RANK"] = str(local_rank)
         os.environ["WORLD_SIZE"] = str(world)
     init = os.environ.get("INIT_FILE")  # file:// init method (rank, world from torchrun)
-    dist.init_process_group("gloo", timeout=timedelta(seconds=PG_TIMEOUT_S),
-                            **({"init_method": f"file://{init}", "rank": _rank(),
-                                "world_size": int(os.environ["WORLD_SIZE"])} if init else {}))
+    backend = "nccl" if FAULT == "backend-nccl" else "gloo"  # a GPU job's script on CPU
+    if FAULT != "no-init":  # FAULT=no-init: the script forgot init_process_group
+        dist.init_process_group(backend, timeout=timedelta(seconds=PG_TIMEOUT_S),
+                                **({"init_method": f"file://{init}", "rank": _rank(),
+                                    "world_size": int(os.environ["WORLD_SIZE"])}
+                                   if init else {}))
     rank, world = dist.get_rank(), dist.get_world_size()
     log(rank, f"initialised, world size {world}")
     if FAULT == "crash-after-init":  # an earlier run killed: FileStore never removes its file
@@ -233,6 +264,9 @@ if __name__ == "__main__":
 
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         n = int(os.environ["SPAWN"])
-        mp.spawn(main, args=(n,), nprocs=n)
+        if FAULT == "spawn-args":  # args=(n) is n, not a tuple
+            mp.spawn(main, args=n, nprocs=n)  # type: ignore[arg-type]
+        else:  # FAULT=world-plus-one: a world size typed by hand, one more than started
+            mp.spawn(main, args=(n + (FAULT == "world-plus-one"),), nprocs=n)
     else:
         main()

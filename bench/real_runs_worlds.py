@@ -11,6 +11,8 @@ made here for its fault, each torn down on success, failure, timeout and Ctrl-C:
   and ``--log-dir`` tree (``logs``, ``logs-node1``).
 - "shm": a private mount namespace (``unshare -m``) with a 1 MiB tmpfs over /dev/shm; the
   mount dies with the namespace.
+- "readonly": a private mount namespace in which the job's checkpoint directory
+  (``CKPT_DIR``, made by the bench) is bind-mounted read-only; the mount dies with the namespace.
 - "cgroup": a cgroup (v1 ``memory`` controller or v2 ``memory.max``) with a small memory
   limit; the launcher and its workers run in it, the kernel's OOM killer ends the rank that
   grows; the cgroup is removed after its processes are gone.
@@ -56,6 +58,12 @@ def unavailable(kind: str) -> str:
                                 f"mount -t tmpfs -o size={SHM_SIZE} tmpfs /dev/shm"],
                                capture_output=True, text=True, timeout=20)
         return "" if probe.returncode == 0 else f"a private /dev/shm mount fails: {probe.stderr}"
+    if kind == "readonly":
+        if shutil.which("unshare") is None:
+            return "unshare not found (util-linux)"
+        probe = subprocess.run(readonly_wrapped("/tmp", ["true"]), capture_output=True,
+                               text=True, timeout=20)
+        return "" if probe.returncode == 0 else f"a read-only bind mount fails: {probe.stderr}"
     if kind == "cgroup":
         return "" if _cgroup_root() else "no writable cgroup memory controller (v1 or v2)"
     return f"unknown world {kind!r}"
@@ -75,6 +83,13 @@ def shm_wrapped(argv: Sequence[str]) -> list[str]:
     """``argv`` in a private mount namespace whose /dev/shm is a 1 MiB tmpfs."""
     return ["unshare", "-m", "--propagation", "private", "sh", "-c",
             f'mount -t tmpfs -o size={SHM_SIZE} tmpfs /dev/shm && exec "$@"', "sh", *argv]
+
+
+def readonly_wrapped(directory: str, argv: Sequence[str]) -> list[str]:
+    """``argv`` in a private mount namespace where ``directory`` is mounted read-only."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
+            directory, *argv]
 
 
 def cgroup_wrapped(procs: Path, argv: Sequence[str]) -> list[str]:
