@@ -60,7 +60,8 @@ layer in two reentrant ``checkpoint()`` blocks, rank 0 alone in ``broadcast_obje
 ``init_process_group``, backend nccl on a CPU-only torch, ``mp.spawn(args=n)`` (not a tuple),
 ``mp.spawn`` of 2 with world_size 3, ``python -m torch.distributed.launch`` of a script that
 declares only ``--local_rank``, a checkpoint saved into a read-only mount ("readonly" world),
-and on two namespace hosts: a c10d endpoint on no network the hosts have, node1 ``--nnodes 3``.
+and on two namespace hosts a c10d endpoint on no network the hosts have (node1 ``--nnodes 3``
+was scored first too, then dropped: whether it hangs is a race, see STOP32).
 
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
@@ -481,12 +482,6 @@ if Path(TORCH25).exists():
 SCENARIOS += STOP30B
 
 
-def nnodes_three_on_node1(c: Any, i: int, port: int) -> list[str]:
-    """Static rendezvous where node1's job script says ``--nnodes 3`` (argparse keeps the
-    last of the two)."""
-    return [*static_two("node0")(c, i, port), *(["--nnodes", "3"] if i == 1 else [])]
-
-
 # Stop 32 (``s32-*``): recorded and scored with main's explain before any rule was written
 # for them (the first score is in the commit that added them).
 STOP32 = [
@@ -519,10 +514,12 @@ STOP32 = [
     Scenario("s32-netns-rdzv-endpoint-no-route", "endpoint-no-route",
              "two hosts, c10d rendezvous at 10.123.0.1, an address on no network they have",
              world="netns", nodes=2, nproc=1, node_args=c10d_two(lambda c: "10.123.0.1")),
-    Scenario("s32-netns-nnodes-differ", "nodes-mismatch",
-             "two hosts, static rendezvous: node1's job script passes --nnodes 3",
-             world="netns", nodes=2, nproc=1, node_args=nnodes_three_on_node1,
-             env={"RECORD": "1"}),
+    # (node1 --nnodes 3 beside node0's 2, static rendezvous, was in the first score, wrong:
+    # "no failure". It is not recorded: its outcome is a race. The workers form node0's world
+    # of 2 and finish; the agents' exit barrier (elastic/utils/store.py barrier: the agent whose
+    # add() reaches its own group_world_size sets the done key) ends at once when node0
+    # arrives last and hangs both agents 300 s when node1 does, a log with no error line that
+    # the bench's deadline cuts.)
 ]
 SCENARIOS += STOP32
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
@@ -686,7 +683,8 @@ def explain_dir(s: Scenario, out: Path) -> tuple[str, str, str, bool]:
     causes = [p for p in data["problems"] if not p.get("consequence_of")]
     cli_first = causes[0]["code"] if causes else "none"
     text = json.dumps(data)
-    cli = score(s, cli_first, not data["root_cause_determined"], text)
+    # "no failure" is no abstention, whatever the JSON's root_cause_determined says of it
+    cli = score(s, cli_first, bool(causes) and not data["root_cause_determined"], text)
     ex = explain_inputs(read_inputs([str(out)], None))
     firsts = [e.problem for e in ex.found if not e.problem.consequence_of]
     first = firsts[0].code if firsts else "none"

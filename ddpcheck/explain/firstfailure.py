@@ -43,11 +43,13 @@ from ddpcheck.explain import (
     torchreleases,
     tracebacks,
 )
-from ddpcheck.explain.causality import CAUSE, SYMPTOMS, Explained, tier
+from ddpcheck.explain.causality import CAUSE, SYMPTOM, SYMPTOMS, Explained, tier
 from ddpcheck.explain.codes import COLLECTIVE_DESYNC, HOST_OOM, UNEXPLAINED
 from ddpcheck.explain.failurewords import WAITED
+from ddpcheck.explain.families import formation
 from ddpcheck.explain.families.timeouts import DONE, solo_step
 from ddpcheck.explain.reader import Record, first_failed_rank
+from ddpcheck.launcher.spawn.formation import WORLD_NOT_FORMED
 
 # The Root Cause block's "exitcode  : -9 (pid: N)" and the agent's "failed (exitcode: -9)".
 SIGKILLED = re.compile(r"exitcode\s*:\s*-9\b|failed \(exitcode: -9\)|"
@@ -142,7 +144,40 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     if found and (releases := torchreleases.different_releases(records)) is not None:
         found = [releases, *found]  # two torch releases in one job: its symptoms follow
     found = noderanks.refine(teardown.refine(found, records), records)
-    return _busy_alone(_desync(stores.refine(found, records), records), records)
+    return _busy_alone(_in_init(_desync(stores.refine(found, records), records), records),
+                       records)
+
+
+def _in_init(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A timeout whose waiting ranks' tracebacks all end inside ``init_process_group`` (the
+    store wait of ProcessGroupGloo's or the store-based barrier's rendezvous, torch 2.2+:
+    ``DistStoreError: wait timeout after Nms, keys: /default_pg/0//cpu//0/1``) is no
+    collective: the world never formed (``world-not-formed``, still a symptom): a rank of
+    the world never reached init_process_group (a real run: runs/s32-spawn-world-plus-one,
+    mp.spawn of 2 processes told world_size 3)."""
+    timeouts = [e for e in found if e.problem.code == "collective-timeout"
+                and not e.problem.consequence_of]
+    if not timeouts:
+        return found
+    waits = [c for c in tracebacks.crashes(records) if WAITED.search(c.exception)]
+    if not waits or any(c.collective != "init_process_group" for c in waits):
+        return found
+    said = "; ".join(f"{'rank ' + str(c.rank) if c.rank is not None else 'a rank'} in "
+                     f"init_process_group: {c.exception[:160]}" for c in waits[:3])
+    e = timeouts[0]
+    ranks = tuple(sorted({c.rank for c in waits if c.rank is not None}))
+    formed = WORLD_NOT_FORMED.problem(
+        f"{said} [{waits[0].record.source}:{waits[0].record.lineno}]",
+        cause=("the ranks timed out inside init_process_group, waiting in its store for ranks "
+               "that never came: a rank of the world was not started or crashed before "
+               "init_process_group, or the world size given (WORLD_SIZE, world_size=, "
+               "mp.spawn's nprocs) is larger than the processes started"),
+        fix=("start exactly world_size ranks (torchrun sets WORLD_SIZE itself: do not also pass "
+             "world_size= by hand; with mp.spawn pass nprocs=world_size) and look for an "
+             "earlier error of the rank that did not come"),
+        ranks=ranks, hosts=e.problem.hosts)
+    return [replace(x, problem=formed, grade=SYMPTOM, next_run=formation.NEXT) if x is e else x
+            for x in found]
 
 
 def _busy_alone(found: list[Explained], records: Sequence[Record]) -> list[Explained]:

@@ -8,13 +8,21 @@ write failed`` or ``unexpected pos N vs M`` (a short write); other write errors 
 too, so they are a hint. A line about /dev/shm, NCCL's shared-memory segments or torch's
 (``</torch_...>``) is dev-shm-too-small (the memory and nccl families), never disk-full, even
 when those families' rules are left out.
+
+A checkpoint written to a read-only filesystem or a directory the job may not write prints
+the C library's EROFS / EACCES with the path: ``OSError: [Errno 30] Read-only file system:
+'/ckpt/step-3.pt'`` (a container's or a bind mount's ``ro``; a real run:
+tests/data/explain/runs/s32-checkpoint-dir-readonly), ``PermissionError: [Errno 13] Permission
+denied: '/ckpt/step-3.pt'``. Only a path that is a checkpoint's (``.pt``, ``.pth``, ``.ckpt``,
+``.safetensors``, ``.bin``, a ``checkpoint``/``ckpt`` directory) makes it checkpoint-failed:
+the same errno on a device file (``/dev/nvidia0``) or a cache directory is another story.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, Problem
+from ddpcheck.diagnoses import CHECKPOINT_FAILED, DEV_SHM_TOO_SMALL, Problem
 from ddpcheck.explain.causality import HINT
 from ddpcheck.explain.codes import DISK_FULL
 from ddpcheck.explain.matching import Hit, default_combine, observed_lines, pattern, where
@@ -27,6 +35,9 @@ NEXT = "ddpcheck run --stages checkpoint --checkpoint-dir DIR --checkpoint-size 
 # code line right above the error (then Python 3.11's caret line) tells it apart.
 SEMLOCK = r"(?P<semlock>_multiprocessing\.SemLock\()"
 MAX_GAP = 3
+# A checkpoint's path: its file's suffix, or a directory named for checkpoints.
+CHECKPOINT_PATH = (r"'(?P<path>[^']*(?:\.(?:pt|pth|ckpt|safetensors|bin|tar)|"
+                   r"(?i:checkpoint|ckpt)[^'/]*/[^']*))'")
 
 
 def combine_disk(hits: Sequence[Hit]) -> Problem | None:
@@ -49,6 +60,11 @@ def combine_disk(hits: Sequence[Hit]) -> Problem | None:
     rest = [h for h in errors if h not in shm]
     return default_combine(rest) if rest else None
 
+CHECKPOINT_FIX = ("save checkpoints to a directory every saving rank can write (mounted "
+                  "read-write in the container, owned by or writable for the job's user); "
+                  "check it from each node with touch DIR/probe, or ddpcheck run --stages "
+                  "checkpoint --checkpoint-dir DIR")
+
 
 PATTERNS = [
     # never a shared-memory line, whichever family reads it first: /dev/shm, NCCL's segments
@@ -68,4 +84,14 @@ PATTERNS = [
             cause="torch.save could not finish writing (a short write): most often the "
                   "checkpoint's filesystem is full or over quota; a network filesystem that "
                   "dropped the write prints the same"),
+    pattern(CHECKPOINT_FAILED, r"\[Errno 30\] Read-only file system: " + CHECKPOINT_PATH,
+            NEXT, fix=CHECKPOINT_FIX,
+            cause="a rank could not write its checkpoint ({path}): the directory is on a "
+                  "read-only filesystem (a container's or a bind mount's read-only volume, a "
+                  "filesystem remounted read-only after errors)"),
+    pattern(CHECKPOINT_FAILED, r"\[Errno 13\] Permission denied: " + CHECKPOINT_PATH,
+            NEXT, fix=CHECKPOINT_FIX,
+            cause="a rank could not write or read its checkpoint ({path}): the job's user may "
+                  "not (the directory belongs to another user, or a container runs as another "
+                  "uid)"),
 ]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
+from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
-from ddpcheck.explain.matching import pattern
+from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.explain.reader import Record, last_lines
 from ddpcheck.judgements.ranklayout import RANK_OVERLAP, WORLD_SIZE_DIFFERS
 from ddpcheck.node.netprobe import (
@@ -40,6 +42,29 @@ UNREACHABLE_CAUSE = (
 # h:p - retrying (try=0, timeout=..., delay=...): <socket.cpp's error>" and tries again (a
 # store host that comes up later ends it); its last word is "- timed out (try=N, ...): ...".
 NOT_A_SOCKET_WARNING = r"^(?!.*\[W[\s\d][^\]]*socket\.cpp)(?!.* - retrying \(try=)"
+NO_ROUTE_CAUSE = ("the kernel or a router answered that no route leads to {addr} (EHOSTUNREACH"
+                  " / ENETUNREACH): the address is on a network this node is not connected to "
+                  "(often a name that resolves to a management or admin network), or the host "
+                  "is down, or a firewall rejects with host-unreachable")
+NO_ROUTE_FIX = ("set MASTER_ADDR (or --rdzv-endpoint) to an address on a network every node "
+                "has (ip -o addr; a name that resolves to the cluster network's address), or "
+                "fix the routing")
+
+
+def _host_port(endpoint: str) -> str:
+    """socket.cpp's "(host, port)" as host:port."""
+    host, _, port = endpoint.partition(", ")
+    return f"{host}:{port}" if port else endpoint
+
+
+def no_route(hits: Sequence[Hit], observed: str) -> Problem:
+    """endpoint-no-route for these lines, naming the endpoint the thrown error names (else
+    the address a line names, else none)."""
+    found = [h.match.groupdict() for h in hits]
+    addr = next((_host_port(g["endpoint"]) for g in found if g.get("endpoint")), None) or next(
+        (g["addr"] for g in found if g.get("addr")), "the address dialled")
+    return ENDPOINT_NO_ROUTE.problem(observed, cause=NO_ROUTE_CAUSE.format(addr=addr),
+                                     fix=NO_ROUTE_FIX, **where(hits))
 
 PATTERNS = [
     pattern(ENDPOINT_UNREACHABLE,
@@ -56,17 +81,16 @@ PATTERNS = [
     # the next: a dual-stack name whose IPv6 address has no route prints it in healthy jobs.
     # Only the thrown error ("failed to connect to any network address of (h, p). ...",
     # which carries the per-address errors) or a line that is not that warning is read.
+    # The thrown error names the endpoint first, "(h, p)", then each address's errno; the
+    # endpoint is what the user set (torch 2.13 can print the per-address sockaddr garbled:
+    # "failed to connect to 119.85.0.0:60280" for 10.123.0.1:41201, runs/s32-netns-rdzv-
+    # endpoint-no-route).
     pattern(ENDPOINT_NO_ROUTE,
             NOT_A_SOCKET_WARNING +
-            r".*failed to connect to (?P<addr>\S+?) \(errno: (?:113|101)\b|"
+            r".*?(?:any network address of \((?P<endpoint>[^)]+)\)\..*?)?"
+            r"failed to connect to (?P<addr>\S+?) \(errno: (?:113|101)\b|"
             r"\[Errno (?:113|101)\] (?:No route to host|Network is unreachable)", RDZV,
-            cause="the kernel or a router answered that no route leads to {addr} (EHOSTUNREACH"
-                  " / ENETUNREACH): the address is on a network this node is not connected to "
-                  "(often a name that resolves to a management or admin network), or the host "
-                  "is down, or a firewall rejects with host-unreachable",
-            fix="set MASTER_ADDR (or --rdzv-endpoint) to an address on a network every node "
-                "has (ip -o addr; a name that resolves to the cluster network's address), or "
-                "fix the routing"),
+            combine=lambda hits: no_route(hits, observed_lines(hits))),
     # The thrown "failed to connect to any network address of (h, p)." (every address
     # failed), or one address timing out (errno 110). Not the per-address warning with
     # another errno: socket.cpp then tries the next address (a healthy job printing
@@ -198,3 +222,52 @@ def retried_through(found: list[Explained], records: Sequence[Record]) -> list[E
             continue
         out.append(e)
     return out
+
+
+# socket.cpp SocketConnectOp (2.x): each address of the endpoint that fails is warned with its
+# errno ("[W... socket.cpp:764] [c10d] The client socket has failed to connect to
+# 10.123.0.1:41201 (errno: 101 - Network is unreachable)."), then, when every address failed,
+# "[E... socket.cpp:818] [c10d] The client socket has failed to connect to any network
+# address of (10.123.0.1, 41201)." is thrown. Alone the thrown line is a symptom
+# (endpoint-unreachable); right under warnings that all say no route (101 ENETUNREACH, 113
+# EHOSTUNREACH) it is that: no address of the endpoint had a route (a real run:
+# runs/s32-netns-rdzv-endpoint-no-route, read as root-cause-ambiguous until stop 32).
+THROWN_ANY = re.compile(r"failed to connect to any network address of \((?P<endpoint>[^)]+)\)")
+PER_ADDRESS = re.compile(r"\[W[\s\d][^\]]*socket\.cpp[^\]]*\].*client socket has failed to "
+                         r"connect to \S+ \(errno: (?P<errno>\d+)")
+NO_ROUTE_ERRNOS = frozenset({"101", "113"})
+# at most this many lines above the thrown one (an address family each, a hostname warning)
+PER_ADDRESS_WINDOW = 4
+
+
+def no_route_behind(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """An unreachable endpoint whose thrown connect error sits right under per-address
+    warnings that all say no route is endpoint-no-route (merged into one already found)."""
+    by_place = {(r.source, r.lineno): r for r in records}
+    out: list[Explained] = []
+    for e in found:
+        m = THROWN_ANY.search(e.first.text)
+        if e.problem.code != ENDPOINT_UNREACHABLE.code or m is None:
+            out.append(e)
+            continue
+        above = [by_place.get((e.first.source, e.first.lineno - k))
+                 for k in range(1, PER_ADDRESS_WINDOW + 1)]
+        warned = []
+        for r in above:  # the contiguous warnings above the thrown line
+            w = PER_ADDRESS.search(r.text) if r is not None else None
+            if w is None:
+                break
+            warned.append((r, w["errno"]))
+        if not warned or any(errno not in NO_ROUTE_ERRNOS for _, errno in warned):
+            out.append(e)
+            continue
+        lines = [r.text.strip() for r, _ in reversed(warned)] + [e.first.text.strip()]
+        problem = ENDPOINT_NO_ROUTE.problem(
+            " | ".join(lines), cause=NO_ROUTE_CAUSE.format(addr=_host_port(m["endpoint"])),
+            fix=NO_ROUTE_FIX, ranks=e.problem.ranks, hosts=e.problem.hosts)
+        out.append(replace(e, problem=problem, root=True))
+    same = [e for e in out if e.problem.code == ENDPOINT_NO_ROUTE.code]
+    if len(same) < 2:
+        return out
+    lead = min(same, key=lambda e: e.first.order)  # one problem: the earliest line leads
+    return [e for e in out if e not in same or e is lead]

@@ -5,7 +5,10 @@ Runs inside ``ddpcheck explain`` (a pure reader of log lines). Sources:
 - ``torch/multiprocessing/spawn.py`` ``_wrap`` calls ``fn(i, *args)``; a call that does not
   fit fn's signature raises Python's ``TypeError: main() takes 2 positional arguments but 63
   were given`` (or ``missing 1 required positional argument``) right at that frame, and the
-  parent re-raises it as ``ProcessRaisedException``. Only a TypeError printed directly under
+  parent re-raises it as ``ProcessRaisedException``. ``args=n`` (not a tuple) fails the
+  unpacking itself: ``main() argument after * must be an iterable, not int`` (Python < 3.11),
+  ``Value after * must be an iterable, not int`` (3.11 on; a real run:
+  tests/data/explain/runs/s32-spawn-args-not-tuple). Only a TypeError printed directly under
   the ``fn(i, *args)`` frame is spawn's: any other is some call of the user's own.
 - SIGBUS: a process touching a page of a shared-memory mapping that tmpfs cannot back
   (/dev/shm full) gets SIGBUS; torch's DataLoader says so itself ("Unexpected bus error
@@ -57,6 +60,9 @@ SPAWN_FRAME = r"^\s*fn\(i, \*args\)\s*$"
 ARITY_ERROR = (r"TypeError: (?P<fn>[\w.]+)\(\) (?:takes (?:from \d+ to )?\d+ positional "
                r"arguments? but \d+ (?:was|were) given|missing \d+ required positional "
                r"arguments?)")
+# args not a tuple: ``fn(i, *args)`` cannot unpack it (Python 3.11 names no function)
+STAR_ERROR = (r"TypeError: (?:(?P<starfn>[\w.]+)\(\) argument|Value) after \* must be an "
+              r"iterable, not (?P<argtype>\w+)")
 # The exception line follows the frame line directly, or after Python 3.11's caret line.
 MAX_GAP = 2
 
@@ -66,21 +72,27 @@ def combine_spawn(hits: Sequence[Hit]) -> Problem | None:
     problem of its own (a TypeError of the user's own code, or spawn's frame above some other
     exception that the other families read: the engine quotes it if nothing else does)."""
     frames = {(h.record.source, h.record.lineno) for h in hits if "fn(i" in h.record.text}
-    spawn_errors = [h for h in hits if h.match.groupdict().get("fn") and any(
+    spawn_errors = [h for h in hits if "fn(i" not in h.record.text and any(
         (h.record.source, h.record.lineno - gap) in frames for gap in range(1, MAX_GAP + 1))]
-    if spawn_errors:
-        fn = spawn_errors[0].match["fn"]
-        return SPAWN_ARGS_MISMATCH.problem(
-            observed_lines(spawn_errors),
-            cause=f"mp.spawn called {fn}(i, *args) and the call does not fit {fn}'s "
-                  "parameters: args is not a tuple (args=(cfg) unpacks cfg itself), or "
-                  f"{fn} does not take the process index first",
-            **where(spawn_errors))
-    return None
+    if not spawn_errors:
+        return None
+    found = spawn_errors[0].match.groupdict()
+    if found.get("argtype"):  # the unpacking failed: args is one object, not a tuple
+        fn = found.get("starfn") or "the worker function"
+        cause = (f"mp.spawn(fn, args=...) was given one {found['argtype']} object as args, "
+                 "not a tuple: fn(i, *args) cannot unpack it (args=(x) is x itself; args=(x,) "
+                 "is a tuple)")
+    else:
+        fn = found["fn"]
+        cause = (f"mp.spawn called {fn}(i, *args) and the call does not fit {fn}'s "
+                 "parameters: args is not a tuple (args=(cfg) unpacks cfg itself), or "
+                 f"{fn} does not take the process index first")
+    return SPAWN_ARGS_MISMATCH.problem(observed_lines(spawn_errors), cause=cause,
+                                       **where(spawn_errors))
 
 
 PATTERNS = [
-    pattern(SPAWN_ARGS_MISMATCH, f"{SPAWN_FRAME}|{ARITY_ERROR}",
+    pattern(SPAWN_ARGS_MISMATCH, f"{SPAWN_FRAME}|{ARITY_ERROR}|{STAR_ERROR}",
             "python -c 'import inspect, main; print(inspect.signature(main.main))' (fn must "
             "take the process index, then the args tuple)", combine=combine_spawn),
     pattern(DEV_SHM_TOO_SMALL,

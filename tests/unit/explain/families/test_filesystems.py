@@ -49,3 +49,18 @@ def test_a_shared_memory_line_is_never_a_full_disk_even_without_the_shm_rules():
                  "(28)"):
         e = explain_texts([("r.log", line + "\n")], patterns=no_shm)
         assert all(p.code != "disk-full" for p in e.problems), line
+
+
+def test_a_checkpoint_on_a_read_only_or_forbidden_path_is_checkpoint_failed():
+    # runs/s32-checkpoint-dir-readonly: torch.save into a read-only bind mount
+    assert first_cause("OSError: [Errno 30] Read-only file system: "
+                       "'/mnt/ckpt/run1/step-3.pt'") == "checkpoint-failed"
+    assert first_cause("PermissionError: [Errno 13] Permission denied: "
+                       "'/shared/checkpoints/epoch_2/model.safetensors'") == "checkpoint-failed"
+
+
+def test_the_same_errno_on_a_path_that_is_no_checkpoint_is_not_checkpoint_failed():
+    assert first_cause("PermissionError: [Errno 13] Permission denied: '/dev/nvidia0'") != \
+        "checkpoint-failed"
+    assert first_cause("OSError: [Errno 30] Read-only file system: "
+                       "'/root/.cache/huggingface/hub/tmpx'") != "checkpoint-failed"

@@ -67,3 +67,29 @@ def test_no_route_to_the_master_or_endpoint_is_its_own_cause():
     assert first_cause("RuntimeError: The client socket has failed to connect to any network "
                        "address of (n1, 29500). The client socket has failed to connect to "
                        "n1:29500 (errno: 110 - Connection timed out).") == "endpoint-unreachable"
+
+
+# runs/s32-netns-rdzv-endpoint-no-route (torch 2.13 prints each address's sockaddr garbled)
+NO_ROUTE_WARNINGS = [
+    "[W1125 00:27:19.206861194 socket.cpp:764] [c10d] The client socket has failed to connect "
+    "to [4cf8:0:c19f:0:7fde::]:60309 (errno: 101 - Network is unreachable).",
+    "[W1125 00:27:19.206881645 socket.cpp:764] [c10d] The client socket has failed to connect "
+    "to 119.85.0.0:60280 (errno: 101 - Network is unreachable).",
+]
+THROWN = ("[E1125 00:27:19.206884329 socket.cpp:818] [c10d] The client socket has failed to "
+          "connect to any network address of (10.123.0.1, 41201).")
+
+
+def test_the_thrown_connect_error_under_no_route_warnings_is_endpoint_no_route():
+    e = explain_texts([("job.log", "\n".join([*NO_ROUTE_WARNINGS, THROWN]) + "\n")])
+    first = [p for p in e.problems if not p.consequence_of][0]
+    assert first.code == "endpoint-no-route" and not e.undetermined
+    assert "10.123.0.1:41201" in first.cause  # the endpoint, not the garbled sockaddr
+
+
+def test_the_thrown_connect_error_under_a_refused_warning_stays_a_symptom():
+    refused = NO_ROUTE_WARNINGS[1].replace("101 - Network is unreachable",
+                                           "111 - Connection refused")
+    e = explain_texts([("job.log", "\n".join([NO_ROUTE_WARNINGS[0], refused, THROWN]) + "\n")])
+    assert [p for p in e.problems if not p.consequence_of][0].code != "endpoint-no-route"
+    assert first_cause(THROWN) == "endpoint-unreachable"

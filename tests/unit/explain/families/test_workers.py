@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ddpcheck.explain import explain_texts
 from tests.unit.explain.families.helpers import first_cause
 
 SPAWN_TRACE = [
@@ -19,6 +20,22 @@ def test_a_typeerror_right_under_spawns_call_is_spawn_args_mismatch():
         "spawn-args-mismatch"
     assert first_cause(*SPAWN_TRACE, "    ^^^^^^^^^^^^^^",
                        "TypeError: run() missing 1 required positional argument: 'cfg'") == \
+        "spawn-args-mismatch"
+
+
+def test_args_that_are_not_a_tuple_are_spawn_args_mismatch_in_both_pythons_words():
+    # Python 3.11+ names no function; older Pythons name it (runs/s32-spawn-args-not-tuple)
+    for line in ("TypeError: Value after * must be an iterable, not int",
+                 "TypeError: main() argument after * must be an iterable, not Namespace"):
+        e = explain_texts([("job.log", "\n".join([*SPAWN_TRACE, line]) + "\n")])
+        assert e.problems[0].code == "spawn-args-mismatch", line
+        assert "not a tuple" in e.problems[0].cause and line.rsplit(" ", 1)[1] in \
+            e.problems[0].cause
+
+
+def test_the_same_unpacking_error_in_the_users_code_is_not_spawns():
+    assert first_cause('  File "train.py", line 3, in main', "    f(*cfg)",
+                       "TypeError: Value after * must be an iterable, not int") != \
         "spawn-args-mismatch"
 
 
