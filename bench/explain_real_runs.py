@@ -63,6 +63,11 @@ declares only ``--local_rank``, a checkpoint saved into a read-only mount ("read
 and on two namespace hosts a c10d endpoint on no network the hosts have (node1 ``--nnodes 3``
 was scored first too, then dropped: whether it hangs is a race, see STOP32).
 
+Then (``STOP32B``, ``s32b-*``): all_gather of uneven sizes, rank 1 SIGTERMed from outside
+torchrun, DDP ``device_ids=[local_rank]`` over a CPU model, ``torch.cuda.set_device`` under a
+CPU-only torch, a package one rank cannot import before ``init_process_group``, and under
+``mp.spawn`` a MASTER_ADDR that does not resolve and a MASTER_PORT another program holds.
+
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
 gloo on CPU) and Lightning's default DDP launcher (``Trainer(strategy="ddp",
@@ -522,6 +527,35 @@ STOP32 = [
     # the bench's deadline cuts.)
 ]
 SCENARIOS += STOP32
+
+# Stop 32, second batch (``s32b-*``): recorded and scored with main's explain before any rule
+# was written for them (the first score is in the commit that added them).
+STOP32B = [
+    Scenario("s32b-all-gather-uneven", "collective-size-mismatch",
+             "all_gather at step 3 where rank 1's tensor has 2 elements and rank 0's 1",
+             env={"FAULT": "gather-uneven", "RECORD": "1"}),
+    Scenario("s32b-rank-sigterm", "rank-killed",
+             "rank 1 gets SIGTERM at step 3 from outside torchrun (a user's kill, a node "
+             "agent)", env={"FAULT": "sigterm", "RECORD": "1"}),
+    Scenario("s32b-ddp-device-ids-on-cpu", "ddp-module-device-invalid",
+             "DDP(model, device_ids=[local_rank]) over a model on the CPU",
+             env={"FAULT": "ddp-device-ids", "RECORD": "1"}),
+    Scenario("s32b-cuda-on-cpu-torch", "cpu-only-torch-on-gpu-node",
+             "the script calls torch.cuda.set_device(local_rank) under a CPU-only torch",
+             env={"FAULT": "cuda-set-device", "RECORD": "1"}),
+    Scenario("s32b-import-missing-one-rank", "unexplained",
+             "rank 1 alone cannot import a package (ModuleNotFoundError) before "
+             "init_process_group; rank 0 waits for it", env={"FAULT": "import-missing",
+                                                             "RECORD": "1"},
+             mention="ModuleNotFoundError: No module named 'wandb_logger_plugin'"),
+    Scenario("s32b-spawn-master-addr-unresolvable", "master-addr-unresolvable",
+             "mp.spawn with MASTER_ADDR=no-such-host.invalid", launcher="spawn",
+             env={"FAULT": "none", "MASTER_ADDR": "no-such-host.invalid"}),
+    Scenario("s32b-spawn-master-port-in-use", "master-port-in-use",
+             "mp.spawn with MASTER_PORT held by another program", launcher="spawn",
+             env={"FAULT": "none"}, hold_port=True),
+]
+SCENARIOS += STOP32B
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)

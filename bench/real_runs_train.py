@@ -118,8 +118,12 @@ def train_ddp(rank: int) -> None:
     torch.manual_seed(0)
     log(rank, "wrapping the model in DistributedDataParallel")
     # FAULT=ddp-ready-twice: what many wrappers pass (HF Trainer's ddp_find_unused_parameters)
+    # FAULT=ddp-device-ids: a GPU script's device_ids=[local_rank] kept on a CPU model
+    local = int(os.environ.get("LOCAL_RANK", rank))
     model = DistributedDataParallel(TwoHeads(rank),
-                                    find_unused_parameters=FAULT == "ddp-ready-twice")
+                                    find_unused_parameters=FAULT == "ddp-ready-twice",
+                                    **({"device_ids": [local]} if FAULT == "ddp-device-ids"
+                                       else {}))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     steps = STEPS - 2 if FAULT == "ddp-uneven" and rank == FAULT_RANK else STEPS
     for step in range(steps):
@@ -151,6 +155,9 @@ def train(rank: int, world: int) -> None:
             inject(rank, model)
         if step == FAULT_STEP and FAULT == "eval" and rank == 0:
             evaluate(model, rank)
+        if step == FAULT_STEP and FAULT == "gather-uneven":  # every rank gathers its loss
+            mine = torch.zeros(2 if rank == FAULT_RANK else 1)  # one rank sends two values
+            dist.all_gather([torch.zeros(1) for _ in range(world)], mine)
         if step == FAULT_STEP and FAULT == "bcast-object" and rank == FAULT_RANK:
             log(rank, "sharing the learning-rate schedule")
             dist.broadcast_object_list([{"lr": 0.01, "step": step}], src=rank)
@@ -180,6 +187,8 @@ def inject(rank: int, model: torch.nn.Module) -> None:
     elif FAULT == "exception-data":
         log(rank, "reading shard 3")
         raise ValueError("could not parse record 1204 of shard 3: expected 3 fields, got 2")
+    elif FAULT == "sigterm":  # a user's kill, or a node agent ending one process
+        os.kill(os.getpid(), signal.SIGTERM)
     elif FAULT == "sigsegv":
         os.kill(os.getpid(), signal.SIGSEGV)  # what a crash in native code does
     elif FAULT == "slow-save":
@@ -230,6 +239,8 @@ def parse_local_rank() -> None:
 def main(local_rank: int | None = None, world: int | None = None) -> None:
     if os.environ.get("ARGPARSE"):
         parse_local_rank()
+    if FAULT == "import-missing" and _rank() == FAULT_RANK:  # a package one node lacks
+        import wandb_logger_plugin  # noqa: F401  (no such module anywhere)
     if local_rank is not None:  # mp.spawn
         os.environ["RANK"] = str(local_rank)
         os.environ["WORLD_SIZE"] = str(world)
@@ -242,6 +253,8 @@ def main(local_rank: int | None = None, world: int | None = None) -> None:
                                    if init else {}))
     rank, world = dist.get_rank(), dist.get_world_size()
     log(rank, f"initialised, world size {world}")
+    if FAULT == "cuda-set-device":  # a GPU job's first CUDA call, on a CPU-only torch
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     if FAULT == "crash-after-init":  # an earlier run killed: FileStore never removes its file
         os._exit(1)
     try:
