@@ -92,7 +92,15 @@ PATTERNS = [
             cause="CUDA could not start and said only 'unknown error': CUDA_VISIBLE_DEVICES "
                   "changed after the program started, the nvidia-uvm kernel module is not "
                   "loaded (modprobe nvidia-uvm), or the process cannot open /dev/nvidia*"),
-    # torch/cuda/__init__.py _lazy_init: a CPU-only torch asked for CUDA
-    pattern(CPU_ONLY_TORCH, r"Torch not compiled with CUDA enabled",
-            "ddpcheck run --stages node"),
+    # torch/cuda/__init__.py _lazy_init: a CPU-only torch asked for CUDA. Calls that skip
+    # _lazy_init reach torch._C's CUDA bindings directly, which a CPU build lacks:
+    # torch.cuda.set_device -> torch._C._cuda_setDevice (2.x), "AttributeError: module
+    # 'torch._C' has no attribute '_cuda_setDevice'" (a real run: runs/s32b-cuda-on-cpu-torch,
+    # read as rank-exited until stop 32).
+    pattern(CPU_ONLY_TORCH, r"Torch not compiled with CUDA enabled|"
+            r"module 'torch\._C' has no attribute '_cuda_\w+'",
+            "ddpcheck run --stages node",
+            cause="this torch is a CPU-only build (its version ends in +cpu, or it came from "
+                  "the default index on a machine without CUDA) and the job asked for CUDA; on "
+                  "a node without a GPU the job itself is on the wrong node"),
 ]

@@ -277,6 +277,22 @@ PATTERNS = [
     # step, the mark of ranks running different collectives or sizes (NCCL troubleshooting).
     # gloo/transport/tcp/pair.cc GLOO_ENFORCE_LE(op.preamble.length, op.nbytes): a peer
     # sent more bytes than this rank's buffer for the same collective.
+    # c10d/Utils.hpp assertSizesMatch / assertTypeMatch, raised by ProcessGroupGloo's own
+    # argument checks (allgather, gather, scatter, ...): "ProcessGroupGloo::allgather: invalid
+    # tensor size at index 0 (expected (2), got (1))": this rank's tensor and the list it
+    # gathers into differ, the mark of ranks that gather different sizes or dtypes (a real run:
+    # runs/s32b-all-gather-uneven, read as the peer's reset until stop 32).
+    pattern(COLLECTIVE_SIZE_MISMATCH,
+            r"ProcessGroup\w*::(?P<op>\w+): invalid tensor (?P<what>size|type) at index \d+ "
+            r"\(expected (?P<expected>.+?), got (?P<got>.+)\)",
+            "rerun with TORCH_DISTRIBUTED_DEBUG=DETAIL (it checks every collective's shapes and "
+            "dtypes across ranks and names the rank that differs)",
+            cause="{op} got tensors of another {what} than it gathers into (expected "
+                  "{expected}, got {got}): its ranks gather tensors of different sizes or "
+                  "dtypes, which all_gather, gather and scatter do not allow",
+            fix="give every rank's tensor the same shape and dtype (pad to the largest and "
+                "gather the true lengths first), or use all_gather_object for data of varying "
+                "size"),
     pattern(COLLECTIVE_SIZE_MISMATCH, r"op\.preamble\.length <= op\.nbytes", NEXT,
             cause="a gloo peer sent a larger message than this rank posted for the same "
                   "collective: the ranks called it with different sizes (or different "

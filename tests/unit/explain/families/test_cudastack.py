@@ -75,3 +75,11 @@ def test_rocm_builds_without_the_gpus_target():
     # near miss: a rocBLAS message about something else
     assert first_cause("rocBLAS warning: No paths matched /opt/rocm/lib/rocblas/library/*gfx90a"
                        ) != "cuda-unusable"
+
+
+def test_a_cpu_builds_missing_cuda_binding_is_cpu_only_torch():
+    # runs/s32b-cuda-on-cpu-torch: torch.cuda.set_device skips _lazy_init's own message
+    assert first_cause("AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'") \
+        == "cpu-only-torch-on-gpu-node"
+    assert first_cause("AttributeError: module 'torch' has no attribute 'compile'") != \
+        "cpu-only-torch-on-gpu-node"

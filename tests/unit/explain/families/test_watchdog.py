@@ -570,3 +570,14 @@ def test_the_one_rank_a_monitored_barrier_names_busy_with_a_step_of_its_own_is_t
     e = explain_texts([("console.log", text.replace("/ckpt/3\n", "/ckpt/3\n[default1]:"
                                                     "OSError: [Errno 5] Input/output error\n"))])
     assert e.problems[0].code != "rank-zero-only-step-timeout"
+
+
+def test_gloos_own_size_and_type_checks_are_a_size_mismatch_not_the_peers_reset():
+    # runs/s32b-all-gather-uneven: rank 1's check fails, rank 0 then sees the reset
+    size = ("[rank1]: RuntimeError: ProcessGroupGloo::allgather: invalid tensor size at index 0 "
+            "(expected (2), got (1))")
+    reset = ("[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+             "Connection closed by peer [127.0.0.1]:47288")
+    assert first_cause(size, reset) == "collective-size-mismatch"
+    assert first_cause("RuntimeError: ProcessGroupGloo::gather: invalid tensor type at index 1 "
+                       "(expected CPUFloatType, got CPUDoubleType)") == "collective-size-mismatch"
