@@ -147,6 +147,14 @@ class Scenario:
     stale_init_file: bool = False  # local: an earlier run, killed, left the file:// init file
     node_python: dict[int, str] = field(default_factory=dict)  # netns: node -> another venv's
     train: str = TRAIN  # the job's script (bench/real_runs_gpu_train.py for world gpu)
+    # the code when the venv's torch is a CUDA build on this GPU-less host (a fault that asks
+    # a CPU-only torch for CUDA or NCCL then meets no driver, no device): "" = ``expected``
+    expected_cuda_build: str = ""
+
+    def expect(self) -> str:
+        """The code this run should give with the venv's torch build."""
+        return self.expected_cuda_build if self.expected_cuda_build and _cuda_build() \
+            else self.expected
 
 
 # The logging a user turns on to see more: torchrun's (LOGLEVEL), c10's C++ logs
@@ -502,7 +510,8 @@ STOP32 = [
              env={"FAULT": "no-init", "RECORD": "1"}),
     Scenario("s32-nccl-on-cpu-torch", "backend-unavailable",
              "a GPU job's script (backend nccl) launched on a CPU-only torch",
-             env={"FAULT": "backend-nccl", "RECORD": "1"}),
+             env={"FAULT": "backend-nccl", "RECORD": "1"},
+             expected_cuda_build="cuda-unusable"),  # a CUDA build: no device for NCCL
     Scenario("s32-spawn-args-not-tuple", "spawn-args-mismatch",
              "mp.spawn(main, args=n, nprocs=n): args is an int, not a tuple", launcher="spawn",
              env={"FAULT": "spawn-args"}),
@@ -542,7 +551,8 @@ STOP32B = [
              env={"FAULT": "ddp-device-ids", "RECORD": "1"}),
     Scenario("s32b-cuda-on-cpu-torch", "cpu-only-torch-on-gpu-node",
              "the script calls torch.cuda.set_device(local_rank) under a CPU-only torch",
-             env={"FAULT": "cuda-set-device", "RECORD": "1"}),
+             env={"FAULT": "cuda-set-device", "RECORD": "1"},
+             expected_cuda_build="cuda-unusable"),  # a CUDA build: no NVIDIA driver here
     Scenario("s32b-import-missing-one-rank", "unexplained",
              "rank 1 alone cannot import a package (ModuleNotFoundError) before "
              "init_process_group; rank 0 waits for it", env={"FAULT": "import-missing",
@@ -560,6 +570,17 @@ SCENARIOS += STOP32B
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)
 SCENARIOS += gpu.scenarios(Scenario)
+
+
+def _cuda_build() -> bool:
+    """Whether the venv's torch is a CUDA build (PyPI's Linux wheels; a CPU build's version
+    ends in +cpu), read from its metadata (torch is not imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return "+cpu" not in version("torch")
+    except PackageNotFoundError:
+        return False
 
 
 def _torch_major() -> int:
@@ -700,10 +721,10 @@ def run_local(s: Scenario, out: Path, argv: list[str], env: dict[str, str], port
 
 
 def score(s: Scenario, first: str, undetermined: bool, text: str) -> str:
-    if s.expected == "unexplained":
+    if s.expect() == "unexplained":
         ok = first == "unexplained" and s.mention in text and Path(s.train).name in text
         return "right" if ok else "abstained" if undetermined else "wrong"
-    if first == s.expected:
+    if first == s.expect():
         return "right"
     return "abstained" if undetermined else "wrong"
 
@@ -775,11 +796,13 @@ def main(argv: list[str] | None = None) -> int:
         alone = explain_logs_only(s, out)
         if alone:
             logs_only[alone] += 1
-        print(f"{s.name:28} {s.expected:28} {first:28} {cli:9} {lib:9} {alone or '-':9} "
+        print(f"{s.name:28} {s.expect():28} {first:28} {cli:9} {lib:9} {alone or '-':9} "
               f"{secs:4.1f}", flush=True)
         if cli != lib:
             print(f"  ! the command and explain_inputs disagree on {s.name}")
-        manifest.append({"id": s.name, "cause": s.expected, "fault": s.what,
+        built = " (this torch: a CUDA build, on a host without a GPU)" \
+            if s.expect() != s.expected else ""
+        manifest.append({"id": s.name, "cause": s.expect(), "fault": s.what + built,
                          "launcher": s.launcher, "mention": s.mention, "verdict": lib,
                          "fresh": s.fresh, "script": Path(s.train).name})
         if args.record:

@@ -129,7 +129,12 @@ PATTERNS = [
             cause="CUDA found no device: CUDA_VISIBLE_DEVICES is empty or names GPUs that do "
                   "not exist on this node (or the job was given no GPU: --gres=gpu:N, or a "
                   "container started without --gpus)"),
-    pattern(CUDA_UNUSABLE, r"ProcessGroupNCCL is only supported with GPUs, no GPUs found",
+    # ProcessGroupNCCL's constructor (ProcessGroupNCCL.cpp, torch <= 2.13); torch 2.14+ checks
+    # first in Python (distributed_c10d.py _nccl2_device: "nccl2 requires at least one CUDA
+    # device"; a real run under 2.15's CUDA build on a node without a GPU:
+    # runs-torch2.15/s32-nccl-on-cpu-torch)
+    pattern(CUDA_UNUSABLE, r"ProcessGroupNCCL is only supported with GPUs, no GPUs found|"
+            r"nccl2 requires at least one CUDA device",
             "ddpcheck run --stages node"),
     # cudaErrorNoKernelImageForDevice (209): who else prints it: any binary without the GPU's
     # architecture, torch's own kernels or an extension's (the cause names both); HIP's

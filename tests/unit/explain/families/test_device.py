@@ -275,3 +275,12 @@ def test_the_ordinals_error_name_is_not_the_device_functions():
                        "Search for `cudaErrorInvalidDeviceFunction' in https://docs.nvidia.com/"
                        "cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.") \
         == "cuda-unusable"
+
+
+def test_nccl_on_a_host_without_a_gpu_in_both_torch_wordings_is_cuda_unusable():
+    # ProcessGroupNCCL's constructor (<= 2.13) and 2.14+'s _nccl2_device
+    # (runs-torch2.15/s32-nccl-on-cpu-torch: a CUDA build on a host with no GPU)
+    assert first_cause("ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs "
+                       "found!") == "cuda-unusable"
+    assert first_cause("RuntimeError: nccl2 requires at least one CUDA device") == \
+        "cuda-unusable"
