@@ -59,7 +59,7 @@ TWIN_PAIRS = {frozenset((a, b)) for a, (b, *_) in TWINS.items()}
 # stop28 until scored unread at stop 28 (16 / 6 / 3 before and after the stop-28 audits);
 # stop29 until scored unread at stop 29 (15 / 8 / 5 of 28 before the stop-29 rule merges,
 # 16 / 7 / 5 after)
-UNREAD_BATCHES: tuple[str, ...] = ("stop32b",)
+UNREAD_BATCHES: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
