@@ -94,7 +94,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -765,6 +765,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="no runs: explain the recorded runs in DIR (a --record output)")
     args = ap.parse_args(argv)
     chosen = [s for s in SCENARIOS if not args.only or s.name in args.only]
+    if args.explain_only and (args.explain_only / "MANIFEST.json").is_file():
+        # the code each run was recorded to show (its torch build's, Scenario.expect)
+        recorded = {e["id"]: e["cause"]
+                    for e in json.loads((args.explain_only / "MANIFEST.json").read_text())}
+        chosen = [replace(s, expected=recorded.get(s.name, s.expect()), expected_cuda_build="")
+                  for s in chosen]
     base = Path(tempfile.mkdtemp(prefix="explain-runs-")) if not args.keep else args.keep
     counts = {v: 0 for v in VERDICTS}
     manifest = []

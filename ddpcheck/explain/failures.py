@@ -34,6 +34,15 @@ from ddpcheck.explain.failurewords import (
 from ddpcheck.explain.reader import Record, last_lines
 from ddpcheck.explain.tracebacks import Matcher
 
+# c10's C++ stack (c10/util/Exception.cpp, c10::Error::what()): "Exception raised from
+# recvBytes at .../Utils.hpp:679 (most recent call first):", then "frame #0: ..." lines and
+# "<omitting python frames>". A c10d warning that quotes a caught c10::Error carries that
+# stack under it ("[W506 ... TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(...):
+# Connection reset by peer" on a store connection the client then retried: stop-32b dev
+# gh37-torchcomms-2358, a healthy run); the stack is the warning's, no failure of its own.
+C10_STACK = re.compile(r"^\s*Exception raised from \S+ at \S+ \(most recent call first\):")
+C10_FRAME = re.compile(r"^\s*(?:frame #\d+:|<omitting python frames>)")
+
 
 def is_failure(text: str) -> bool:
     """Whether one line shows a failure in its producer's words (warnings aside)."""
@@ -67,12 +76,20 @@ def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) ->
     framed: dict[tuple[str, int | None], int] = {}
     # the lines that may match one of the regexes below; on the others, only ``framed`` moves
     maybe = prefilter.lines_with([r.text for r in records], LINE_NEEDS)
+    warned_stack: set[tuple[str, int | None]] = set()  # streams inside a warning's c10 stack
     for k, r in enumerate(records):
         if maybe is not None and k not in maybe and r.text.lstrip()[:1] not in MARK_STARTS:
             if framed:
                 framed.pop((r.source, r.rank), None)
             continue
         stream = (r.source, r.rank)
+        if warned_stack and stream in warned_stack:
+            if C10_FRAME.match(r.text):
+                continue
+            warned_stack.discard(stream)
+        if C10_STACK.match(r.text) and k and _warned(records[k - 1], r, not_an_error):
+            warned_stack.add(stream)
+            continue
         if TRACEBACK_START.search(r.text):
             open_.add(stream)
         elif EXCEPTION_LINE.match(r.text):
@@ -90,6 +107,12 @@ def failure_records(records: Sequence[Record], not_an_error: re.Pattern[str]) ->
                      or TEARDOWN.search(r.text) or AGENT_END_STATE.search(r.text))):
             out.append(r)
     return out
+
+
+def _warned(before: Record, r: Record, not_an_error: re.Pattern[str]) -> bool:
+    """Whether ``before``, the line above ``r`` in its stream, is a warning (c10's ``[W``)."""
+    return (before.source, before.rank) == (r.source, r.rank) and bool(
+        not_an_error.search(before.text) or LOGGED_WARNING.search(before.text))
 
 
 def _indent(text: str) -> int:

@@ -80,12 +80,16 @@ PRIVILEGED_FIX = ("port {port} was refused: pick a MASTER_PORT from 1024 to 6553
 # [::]:520 (errno: 13 - Permission denied)") is the same store's bind as an EADDRINUSE one:
 # the master's by default.
 TWINS = {"endpoint-port-in-use": ("master-port-in-use", False, PORT_FIX),
+         # a port that answers, but not as a store: held by another program
+         "endpoint-not-a-store": ("master-port-in-use", False, PORT_FIX),
          "endpoint-bind-failed": ("master-port-unavailable", False, PRIVILEGED_FIX),
          "endpoint-unresolvable": ("master-addr-unresolvable", True, "")}
 # The port the line names: socket.cpp's "[::]:29500 (errno: 98" (13: EACCES) and >= 2.3's
 # "port: 29500,".
 # (errno 48 on macOS, 10048 WSAEADDRINUSE on Windows: network.py)
-BOUND_PORT = re.compile(r":(?P<a>\d+) \(errno: (?:98|48|10048|13)\b|\bport: (?P<b>\d+)\b")
+# TCPStore's client naming the host it validated ("to host 127.0.0.1:30325 - ... Ping failed").
+BOUND_PORT = re.compile(r":(?P<a>\d+) \(errno: (?:98|48|10048|13)\b|\bport: (?P<b>\d+)\b|"
+                        r"to host \S+?:(?P<c>\d+) - ")
 
 
 def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -114,8 +118,8 @@ def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Exp
         p = e.problem
         port = BOUND_PORT.search(p.observed)
         # the master's store seen: the catalogue's fix; neither store seen: both flags
-        fix = "" if master else unseen_fix.format(port=(port["a"] or port["b"]) if port
-                                                  else "<port>")
+        fix = "" if master else unseen_fix.format(
+            port=(port["a"] or port["b"] or port["c"]) if port else "<port>")
         out.append(replace(e, problem=load_catalogue()[twin].problem(
             p.observed, fix=fix, ranks=p.ranks, hosts=p.hosts)))
     return out

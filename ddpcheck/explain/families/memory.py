@@ -156,6 +156,19 @@ SHELL_KILLED = [
             cause="the shell reports its child ended by SIGBUS: a shared-memory mapping could "
                   "not be backed, i.e. /dev/shm is full or too small (containers default to "
                   "64 MB)", grade="hint"),  # as workers.py's SIGBUS: other mappings fail alike
+    # UCX's signal handler (ucs/debug/debug.c, used by NCCL's and MPI's UCX transports and
+    # HPC-X): "[host:pid:0:tid] Caught signal 7 (Bus error: nonexistent physical address)",
+    # strsignal with the si_code's text; BUS_ADRERR ("nonexistent physical address") is a
+    # mapped page that cannot be backed: a tmpfs (/dev/shm) out of space, or a mapped file cut
+    # short under its reader (stop-32b dev gh38-nvidia-resiliency-ext-6, a container's 64 MB
+    # /dev/shm, fixed with --ipc=host). A hint, as the shell's report above.
+    pattern(DEV_SHM_TOO_SMALL,
+            r"Caught signal 7 \(Bus error(?:: nonexistent physical address)?\)", NODE,
+            cause="a process died of SIGBUS on a mapped page that could not be backed "
+                  "(nonexistent physical address): /dev/shm full or too small (containers "
+                  "default to 64 MB) for the job's shared memory (DataLoader tensors, NCCL's "
+                  "buffers); a mapped file truncated under its reader prints the same",
+            grade="hint"),
     pattern(HOST_OOM, r"(?:^|[\s|\]])[Kk]illed\s*$|line \d+: +\d+ Killed +\S", NODE,
             cause="the shell reports its child Killed (SIGKILL) with no other error: the "
                   "kernel's OOM killer, most often while loading a model or dataset into RAM",

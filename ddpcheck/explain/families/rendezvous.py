@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ddpcheck.cluster.checkin import ENDPOINT_NOT_A_STORE
 from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
@@ -136,6 +137,16 @@ PATTERNS = [
             r".*(?:Name or service not known|gaierror: \[Errno (?:-[235]|8)\])", RDZV,
             grade="symptom"),
     pattern(RENDEZVOUS_TIMEOUT, r"RendezvousTimeoutError", RDZV),
+    # TCPStore.cpp's client validates the server with a ping (a random number it must get
+    # back; 2.3+): "TCP client failed to connect/validate to host 127.0.0.1:30325 - retrying
+    # (try=0, ...): Ping failed, invalid value returned from server. Expected: 297731, Got:
+    # 68681728": something that is no c10d store answers on the port (another program, or a
+    # process that took the port between the job's free-port check and its store's bind:
+    # stop-32b dev gh37-tensorrt-llm-10366). The master's twin (stores.TWINS) unless the log
+    # ties it to the c10d rendezvous.
+    pattern(ENDPOINT_NOT_A_STORE,
+            r"to host (?P<addr>\S+?) - .*Ping failed, invalid value returned from server|"
+            r"Ping failed, invalid value returned from server", RDZV),
     # NCCL bootstrap.cc bootstrapRoot (2.4-2.30): the root receives each rank's address once;
     # "Bootstrap Root : rank 3 of 8 ranks has already checked in" is a second process with
     # the same rank in one communicator (two nodes given one node rank, a RANK computed the

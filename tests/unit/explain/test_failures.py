@@ -262,3 +262,18 @@ def test_an_agents_end_state_or_a_workers_end_logged_at_info_stays_a_failure(lin
 ])
 def test_a_gdb_backtrace_is_a_stuck_process(line, fails):
     assert is_failure(line) is fails
+
+
+def test_a_c10d_warnings_own_cpp_stack_is_no_failure_line():
+    # stop-32b dev gh37-torchcomms-2358: the store client's retry warning with the caught
+    # c10::Error's stack, on a run that went on
+    warned = ["[W506 00:43:56.240378877 TCPStore.cpp:125] [c10d] recvValue failed on "
+              "SocketImpl(fd=3, addr=[n0]:47466, remote=[n0]:29500): Connection reset by peer",
+              "Exception raised from recvBytes at /pt/torch/csrc/distributed/c10d/Utils.hpp:679 "
+              "(most recent call first):",
+              "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x80 (0x1 in "
+              "/pt/torch/lib/libc10.so)"]
+    assert explain_texts([("a.log", "\n".join(warned) + "\n")]).exit_code == 0
+    # the same stack under an error line is that error's
+    errored = [warned[0].replace("[W506", "[E506"), *warned[1:]]
+    assert explain_texts([("a.log", "\n".join(errored) + "\n")]).exit_code != 0

@@ -127,3 +127,11 @@ def test_pythons_enospc_on_a_dev_shm_path_is_dev_shm():
         "dev-shm-too-small"
     assert first_cause("OSError: [Errno 28] No space left on device: '/scratch/ckpt.pt'") != \
         "dev-shm-too-small"
+
+
+def test_ucxs_report_of_a_bus_error_is_a_dev_shm_hint():
+    # stop-32b dev gh38-nvidia-resiliency-ext-6 (a container's 64 MB /dev/shm)
+    line = "[dgxa100:1034 :0:1034] Caught signal 7 (Bus error: nonexistent physical address)"
+    assert first_cause(line) == "dev-shm-too-small"
+    assert first_cause("[dgxa100:1034 :0:1034] Caught signal 11 (Segmentation fault: address "
+                       "not mapped to object at address 0x8)") != "dev-shm-too-small"

@@ -93,3 +93,17 @@ def test_the_thrown_connect_error_under_a_refused_warning_stays_a_symptom():
     e = explain_texts([("job.log", "\n".join([NO_ROUTE_WARNINGS[0], refused, THROWN]) + "\n")])
     assert [p for p in e.problems if not p.consequence_of][0].code != "endpoint-no-route"
     assert first_cause(THROWN) == "endpoint-unreachable"
+
+
+def test_a_store_ping_answered_by_something_else_is_the_port_held_by_another_program():
+    # stop-32b dev gh37-tensorrt-llm-10366: another process took the port the test picked
+    line = ("[W1229 12:47:08.489869130 TCPStore.cpp:340] [c10d] TCP client failed to "
+            "connect/validate to host 127.0.0.1:30325 - retrying (try=0, timeout=600000ms, "
+            "delay=385ms): Ping failed, invalid value returned from server. Expected: 297731, "
+            "Got: 68681728")
+    e = explain_texts([("job.log", line + "\n")])
+    first = [p for p in e.problems if not p.consequence_of][0]
+    assert first.code == "master-port-in-use" and "30325" in first.fix
+    # tied to the c10d rendezvous (its backend in the log), the endpoint's own code
+    rdzv = "  File \"/x/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py\"\n"
+    assert first_cause(rdzv + line) == "endpoint-not-a-store"
