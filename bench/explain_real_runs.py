@@ -68,6 +68,10 @@ torchrun, DDP ``device_ids=[local_rank]`` over a CPU model, ``torch.cuda.set_dev
 CPU-only torch, a package one rank cannot import before ``init_process_group``, and under
 ``mp.spawn`` a MASTER_ADDR that does not resolve and a MASTER_PORT another program holds.
 
+And (``STOP32C``, ``s32c-*``): a script path missing on the node, rank 0 busy before
+``init_process_group`` under ``mp.spawn`` (the store it hosts not up yet), ``--nproc-per-node
+gpu`` on a host without a GPU, a barrier after ``destroy_process_group``.
+
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
 gloo on CPU) and Lightning's default DDP launcher (``Trainer(strategy="ddp",
@@ -566,6 +570,26 @@ STOP32B = [
              env={"FAULT": "none"}, hold_port=True),
 ]
 SCENARIOS += STOP32B
+
+# Stop 32, third batch (``s32c-*``): recorded and scored with main's explain before any rule
+# was written for them (the first score is in the commit that added them).
+STOP32C = [
+    Scenario("s32c-script-missing", "launch-failed",
+             "torchrun of a script path that does not exist on this node (another working "
+             "directory)", env={"FAULT": "none"}, train="bench/no_such_train.py"),
+    Scenario("s32c-rank0-slow-before-init", "rank-zero-only-step-timeout",
+             "mp.spawn: rank 0 downloads its dataset (11 s) before init_process_group, whose "
+             "store it hosts; rank 1 gives up connecting after the 5 s timeout",
+             launcher="spawn", env={"FAULT": "slow-before-init", "FAULT_RANK": "0"}),
+    Scenario("s32c-nproc-gpu-on-cpu-host", "too-few-gpus",
+             "torchrun --nproc-per-node gpu on a host without a GPU",
+             env={"FAULT": "none"},
+             torchrun_args=lambda port: ["--nproc-per-node=gpu", "--master-port", str(port)]),
+    Scenario("s32c-barrier-after-destroy", "process-group-not-initialized",
+             "every rank calls dist.barrier() after destroy_process_group()",
+             env={"FAULT": "barrier-after-destroy", "RECORD": "1"}),
+]
+SCENARIOS += STOP32C
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)

@@ -239,6 +239,9 @@ def parse_local_rank() -> None:
 def main(local_rank: int | None = None, world: int | None = None) -> None:
     if os.environ.get("ARGPARSE"):
         parse_local_rank()
+    if FAULT == "slow-before-init" and _rank() == FAULT_RANK:  # e.g. rank 0 fetching data
+        log(_rank(), "downloading the dataset before joining the process group")
+        time.sleep(PG_TIMEOUT_S + 6)
     if FAULT == "import-missing" and _rank() == FAULT_RANK:  # a package one node lacks
         import wandb_logger_plugin  # noqa: F401  (no such module anywhere)
     if local_rank is not None:  # mp.spawn
@@ -265,6 +268,9 @@ def main(local_rank: int | None = None, world: int | None = None) -> None:
     finally:
         if FAULT not in ("sigkill", "oom", "sigstop", "init-twice", "exit-1"):
             dist.destroy_process_group()
+    if FAULT == "barrier-after-destroy":  # a cleanup helper that still synchronises
+        log(rank, "waiting for every rank before exit")
+        dist.barrier()
 
 
 if __name__ == "__main__":
