@@ -239,14 +239,14 @@ def parse_local_rank() -> None:
 def main(local_rank: int | None = None, world: int | None = None) -> None:
     if os.environ.get("ARGPARSE"):
         parse_local_rank()
-    if FAULT == "slow-before-init" and _rank() == FAULT_RANK:  # e.g. rank 0 fetching data
-        log(_rank(), "downloading the dataset before joining the process group")
-        time.sleep(PG_TIMEOUT_S + 6)
     if FAULT == "import-missing" and _rank() == FAULT_RANK:  # a package one node lacks
         import wandb_logger_plugin  # noqa: F401  (no such module anywhere)
     if local_rank is not None:  # mp.spawn
         os.environ["RANK"] = str(local_rank)
         os.environ["WORLD_SIZE"] = str(world)
+    if FAULT == "slow-before-init" and _rank() == FAULT_RANK:  # e.g. rank 0 fetching data
+        log(_rank(), "downloading the dataset before joining the process group")
+        time.sleep(float(os.environ.get("SLOW_S", PG_TIMEOUT_S + 6)))
     init = os.environ.get("INIT_FILE")  # file:// init method (rank, world from torchrun)
     backend = "nccl" if FAULT == "backend-nccl" else "gloo"  # a GPU job's script on CPU
     if FAULT != "no-init":  # FAULT=no-init: the script forgot init_process_group
