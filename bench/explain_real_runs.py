@@ -584,12 +584,9 @@ STOP32C = [
              "store it hosts; rank 1's store client gives up after its retries (~13 s)",
              launcher="spawn", env={"FAULT": "slow-before-init", "FAULT_RANK": "0",
                                     "SLOW_S": "30"}),
-    # the same for 11 s: TCPStore's client retries (TCPStore.cpp, "retrying (try=0, ...)")
-    # and gets through; the job trains and ends
-    Scenario("s32c-rank0-slow-before-init-retried", "none",
-             "mp.spawn: rank 0 busy 11 s before init_process_group; rank 1's store client "
-             "times out once, retries and connects; the job finishes", launcher="spawn",
-             env={"FAULT": "slow-before-init", "FAULT_RANK": "0"}),
+    # (a variant where rank 0 is busy 7-11 s, so that TCPStore's client retry (TCPStore.cpp,
+    # "retrying (try=0, ...)" after a random 2-4 s delay) may get through, was dropped: whether
+    # it does is a race, and the runs that got through still printed socket.cpp's [E] timeout)
     Scenario("s32c-nproc-gpu-on-cpu-host", "too-few-gpus",
              "torchrun --nproc-per-node gpu on a host without a GPU",
              env={"FAULT": "none"},

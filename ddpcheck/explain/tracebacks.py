@@ -214,10 +214,44 @@ def unclaimed(records: Sequence[Record], patterns: Sequence[Matcher]) -> list[Cr
     bare = [Crash(r.rank, r.text.strip()[:300], "", r)
             for r in prefilter.records_for(records, BARE) if BARE.match(r.text)]
     first: dict[int | None, Crash] = {}
-    for crash in sorted([*crashes(records), *bare], key=lambda c: c.record.order):
+    ordered = sorted([*crashes(records), *bare], key=lambda c: c.record.order)
+    claimed = [any(p.regex.search(c.record.text) for p in patterns) for c in ordered]
+    at: dict[tuple[str, int], int] = {}  # (source, line) -> index in records, when needed
+    for k, crash in enumerate(ordered):
         text = crash.record.text
-        if crash.rank in first or WRAPPER.search(text) or any(
-                p.regex.search(text) for p in patterns):
+        if crash.rank in first or WRAPPER.search(text) or claimed[k]:
+            continue
+        if k + 1 < len(ordered) and not at:
+            at = {(r.source, r.lineno): i for i, r in enumerate(records)}
+        if at and _raised_into_claimed(k, ordered, claimed, records, at):
             continue
         first[crash.rank] = crash
     return list(first.values())
+
+
+# CPython's separator for ``raise X from e`` (Lib/traceback.py): the exception above it is the
+# direct cause of the one below, which ended the process.
+DIRECT_CAUSE = re.compile(r"^\s*The above exception was the direct cause of the following "
+                          r"exception:\s*$")
+CHAIN_GAP = 2  # blank lines CPython prints around the separator
+
+
+def _raised_into_claimed(k: int, ordered: Sequence[Crash], claimed: Sequence[bool],
+                         records: Sequence[Record], at: dict[tuple[str, int], int]) -> bool:
+    """Whether crash ``k`` is the direct cause (``raise ... from e``) of the next exception of
+    its stream, which a pattern explains: the library translated it into the failure a rule
+    reads (torchrun's ``int('gpu')`` ValueError raised into "Cuda is not available.": a real
+    run, runs/s32c-nproc-gpu-on-cpu-host). A wrapper or an unexplained successor keeps it."""
+    here = ordered[k].record
+    i = at.get((here.source, here.lineno))
+    if i is None:
+        return False
+    following = [r for r in records[i + 1:i + 2 + CHAIN_GAP]
+                 if r.source == here.source and r.text.strip()]
+    if not following or not DIRECT_CAUSE.match(following[0].text):
+        return False
+    after = next((j for j in range(k + 1, len(ordered))
+                  if ordered[j].record.source == here.source
+                  and ordered[j].record.lineno > here.lineno  # (a BARE copy of this line)
+                  and ordered[j].rank == ordered[k].rank), None)
+    return after is not None and claimed[after]

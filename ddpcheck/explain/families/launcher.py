@@ -17,6 +17,7 @@ from ddpcheck.diagnoses import (
     LAUNCH_FAILED,
     RANK_EXITED,
     RANK_KILLED,
+    TOO_FEW_GPUS,
     WORLD_SIZE_MISMATCH,
     Problem,
 )
@@ -96,6 +97,18 @@ PATTERNS = [
                   "(a path or config where it expects the GPU count) or a variable was empty",
             fix="pass the number of processes per node to --nproc-per-node (e.g. "
                 "--nproc-per-node=8), in the position the launch script expects it"),
+    # The same function for --nproc-per-node gpu (xpu) when torch sees no such device: "raise
+    # ValueError("Cuda is not available.")" (run.py, torch 1.10-2.15; a real run:
+    # runs/s32c-nproc-gpu-on-cpu-host): one process per GPU, and there is none to count.
+    pattern(TOO_FEW_GPUS, r"ValueError: (?P<dev>Cuda|Xpu) is not available\.",
+            "python -c 'import torch; print(torch.cuda.device_count())' on the node, and "
+            "nvidia-smi",
+            cause="torchrun --nproc-per-node gpu (or xpu) starts one process per device and "
+                  "torch sees none: the job landed on a node without GPUs (a login or CPU "
+                  "node), was given none (--gres=gpu:N, docker --gpus all), "
+                  "CUDA_VISIBLE_DEVICES hides them, or this torch is a CPU-only build",
+            fix="run it on a GPU node with its GPUs granted to the job, or pass a number "
+                "(--nproc-per-node N) to run N CPU processes with backend gloo"),
     # argparse's refusal of the launcher's own command line (Lib/argparse.py ArgumentParser
     # .error: "usage: ..." then "<prog>: error: <message>", exit 2), for the parsers of
     # torch/distributed/run.py (prog "torchrun", or "run.py" / "launch.py" under python -m)

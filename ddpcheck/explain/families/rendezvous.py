@@ -33,9 +33,11 @@ RDZV = "ddpcheck run --nodes N --stages rendezvous (on every node, same --rdzv-e
 # that does not resolve, and a c10d endpoint node that did not recognise itself (its agent
 # waits as a client of its own address).
 UNREACHABLE_CAUSE = (
-    "nothing answered at {addr} in time: the host node (or rank 0) had not started or had "
-    "crashed, a firewall drops the port, the name does not resolve here, or the address is "
-    "wrong or on a network this node does not reach")
+    "nothing answered at {addr} in time: the host node (or rank 0) had not started, was "
+    "still busy before init_process_group (with env:// or tcp://, rank 0's own process hosts "
+    "the store: a dataset download or preprocessing there first), or had crashed, a firewall "
+    "drops the port, the name does not resolve here, or the address is wrong or on a network "
+    "this node does not reach")
 # C10D_WARNING's prefix: "[W1124 08:52:25.123 socket.cpp:697] [c10d] " (2.2+), "[W
 # socket.cpp:558] [c10d] " (1.10-2.1). socket.cpp warns once per address and per retry, and
 # goes on: only the thrown error (C10D_ERROR "[E ...]", or the exception) ends the connect.

@@ -13,9 +13,9 @@ Traceback (most recent call last):
     fn(i, *args)
   File "/home/u/train.py", line 239, in main
     dist.init_process_group("gloo", timeout=timedelta(seconds=5))
-  File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 1899, in init_process_group
+  File "/lib/torch/distributed/distributed_c10d.py", line 1899, in init_process_group
     default_pg, _ = _new_process_group_helper(
-  File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2169, in _new_process_group_helper
+  File "/lib/torch/distributed/distributed_c10d.py", line 2169, in _new_process_group_helper
     backend_class = ProcessGroupGloo(
 torch.distributed.DistStoreError: wait timeout after 5000ms, keys: /default_pg/0//cpu//0/0
 """

@@ -108,3 +108,25 @@ def test_python_dash_m_that_cannot_find_its_module_is_a_launch_failure():
         "launch-failed"
     # near miss: an import inside the user's code is the user's exception, not the launch
     assert first_cause("ModuleNotFoundError: No module named 'flash_attn'") != "launch-failed"
+
+
+def test_nproc_per_node_gpu_without_a_gpu_is_too_few_gpus_and_its_chained_int_error_is_not():
+    # runs/s32c-nproc-gpu-on-cpu-host: run.py's int('gpu') ValueError raised into its own
+    chained = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/x/torch/distributed/run.py", line 748, in determine_local_world_size',
+        "    return int(nproc_per_node)",
+        "ValueError: invalid literal for int() with base 10: 'gpu'",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        '  File "/x/torch/distributed/run.py", line 755, in determine_local_world_size',
+        '    raise ValueError("Cuda is not available.") from e',
+        "ValueError: Cuda is not available."])
+    e = explain_texts([("console.log", chained + "\n")])
+    assert [p.code for p in e.problems if not p.consequence_of][0] == "too-few-gpus"
+    assert not e.undetermined
+    # an unexplained exception raised into another unexplained one stays a candidate
+    other = chained.replace("ValueError: Cuda is not available.", "KeyError: 'gpu'")
+    assert explain_texts([("console.log", other + "\n")]).undetermined
