@@ -72,6 +72,10 @@ And (``STOP32C``, ``s32c-*``): a script path missing on the node, rank 0 busy be
 ``init_process_group`` under ``mp.spawn`` (the store it hosts not up yet), ``--nproc-per-node
 gpu`` on a host without a GPU, a barrier after ``destroy_process_group``.
 
+Then (``STOP32D``, ``s32d-*``): ``ulimit -n 20`` for 8 workers (the agent's store runs out of
+descriptors), and on two namespace hosts a stale /etc/hosts entry for the master's name and
+nodes with different ``--rdzv-id``.
+
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
 gloo on CPU) and Lightning's default DDP launcher (``Trainer(strategy="ddp",
@@ -596,6 +600,29 @@ STOP32C = [
              env={"FAULT": "barrier-after-destroy", "RECORD": "1"}),
 ]
 SCENARIOS += STOP32C
+
+
+def c10d_two_ids(c: Any, i: int, port: int) -> list[str]:
+    """c10d rendezvous at node0 where each node's job script passes its own --rdzv-id."""
+    return [*c10d_two(lambda c: "node0")(c, i, port), "--rdzv-id", f"job-{i}"]
+
+
+# Stop 32, fourth batch (``s32d-*``): recorded and scored with main's explain before any rule
+# was written for them (the first score is in the commit that added them).
+STOP32D = [
+    Scenario("s32d-nofile-store-host", "open-file-limit",
+             "ulimit -n 20 for torchrun and 8 workers: the agent's store cannot accept every "
+             "worker's connection", nproc=8, nofile=20, env={"FAULT": "none", "RECORD": "1"}),
+    Scenario("s32d-netns-stale-hosts-entry", "dial-name-wrong-address",
+             "two hosts, static rendezvous at node0: node1's /etc/hosts maps node0 to "
+             "10.77.0.1, an address no host has (a stale entry)", world="netns", nodes=2,
+             nproc=1, node_args=static_two("node0"),
+             prepare=lambda c, port: worlds.hosts_remap(c, 1, "node0", "10.77.0.1")),
+    Scenario("s32d-netns-rdzv-id-differs", "rendezvous-timeout",
+             "two hosts, c10d rendezvous at node0, each with its own --rdzv-id", world="netns",
+             nodes=2, nproc=1, node_args=c10d_two_ids),
+]
+SCENARIOS += STOP32D
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)
@@ -779,8 +806,8 @@ def explain_dir(s: Scenario, out: Path) -> tuple[str, str, str, bool]:
 
 def explain_logs_only(s: Scenario, out: Path) -> str:
     """The score on the --log-dir tree alone (no console), "" when the run wrote none."""
-    if not list((out / "logs").rglob("stderr.log")):
-        return ""
+    if not any(f.stat().st_size for f in (out / "logs").rglob("*.log")):
+        return ""  # no tree, or workers that wrote nothing (killed before their first line)
     ex = explain_inputs(read_inputs([str(out / "logs")], None))
     firsts = [e.problem for e in ex.found if not e.problem.consequence_of]
     return score(s, firsts[0].code if firsts else "none", ex.undetermined, ex.render_text())

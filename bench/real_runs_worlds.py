@@ -182,3 +182,13 @@ def hosts_without(cluster: object, host: int, name: str) -> None:
     path = ETC_NETNS / h.ns / "hosts"
     kept = [line for line in path.read_text().splitlines() if name not in line.split()[1:]]
     path.write_text("\n".join(kept) + "\n")
+
+
+def hosts_remap(cluster: object, host: int, name: str, addr: str) -> None:
+    """Point ``name`` at ``addr`` in host ``host``'s /etc/hosts (a stale entry)."""
+    from tests.cluster.netns import ETC_NETNS
+
+    h = cluster.hosts[host]  # type: ignore[attr-defined]
+    path = ETC_NETNS / h.ns / "hosts"
+    kept = [line for line in path.read_text().splitlines() if name not in line.split()[1:]]
+    path.write_text("\n".join([*kept, f"{addr} {name}"]) + "\n")
