@@ -873,6 +873,9 @@ def main(argv: list[str] | None = None) -> int:
             if dest.exists():
                 shutil.rmtree(dest)
             shutil.copytree(out, dest)
+            if (dest / "logs").is_dir() and not any(
+                    f.stat().st_size for f in (dest / "logs").rglob("*.log")):
+                shutil.rmtree(dest / "logs")  # workers that wrote nothing: no tree to read
             for d in sorted(dest.rglob("*"), reverse=True):  # a --log-dir no worker wrote to
                 if d.is_dir() and not any(d.iterdir()):
                     d.rmdir()

@@ -32,7 +32,8 @@ def corpus_inputs() -> list[CorpusInput]:
     for run in sorted(p for p in (EXPLAIN / "runs").iterdir() if p.is_dir()):
         out.append(CorpusInput(f"runs/{run.name}", run, False))
         out.extend(CorpusInput(f"runs/{run.name}/{part.name}", part, False)
-                   for part in (run / "console.log", run / "logs") if part.exists())
+                   for part in (run / "console.log", run / "logs") if part.exists()
+                   and (part.is_file() or any(f.stat().st_size for f in part.rglob("*.log"))))
     logs = DATA / "logs"
     out.extend(CorpusInput(f"logs/{p.relative_to(logs)}", p, False)
                for p in sorted(logs.rglob("*")) if p.is_file() and p.name != "CORPUS.json")

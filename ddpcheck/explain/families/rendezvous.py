@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.cluster.checkin import ENDPOINT_NOT_A_STORE
+from ddpcheck.cluster.namecheck import DIAL_WRONG_ADDRESS
 from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
@@ -64,7 +65,14 @@ def no_route(hits: Sequence[Hit], observed: str) -> Problem:
     """endpoint-no-route for these lines, naming the endpoint the thrown error names (else
     the address a line names, else none)."""
     found = [h.match.groupdict() for h in hits]
-    addr = next((_host_port(g["endpoint"]) for g in found if g.get("endpoint")), None) or next(
+    endpoint = next((g["endpoint"] for g in found if g.get("endpoint")), None)
+    name = endpoint.partition(", ")[0] if endpoint else ""
+    if name and not IP_LITERAL.match(name) and not any("errno: 113" in h.record.text
+                                                       for h in hits):
+        return DIAL_WRONG_ADDRESS.problem(observed, cause=NAME_NO_ROUTE_CAUSE.format(name=name),
+                                          fix=NAME_NO_ROUTE_FIX.format(name=name),
+                                          **where(hits))
+    addr = (_host_port(endpoint) if endpoint else None) or next(
         (g["addr"] for g in found if g.get("addr")), "the address dialled")
     return ENDPOINT_NO_ROUTE.problem(observed, cause=NO_ROUTE_CAUSE.format(addr=addr),
                                      fix=NO_ROUTE_FIX, **where(hits))
@@ -251,6 +259,20 @@ PER_ADDRESS = re.compile(r"\[W[\s\d][^\]]*socket\.cpp[^\]]*\].*client socket has
 NO_ROUTE_ERRNOS = frozenset({"101", "113"})
 # at most this many lines above the thrown one (an address family each, a hostname warning)
 PER_ADDRESS_WINDOW = 4
+# A name (not an address) every address of which has no route at all (101 ENETUNREACH; 113,
+# EHOSTUNREACH, is also a host that is down on a network this node has): this node resolves
+# the name to an address on no network it has, a stale /etc/hosts or DNS entry (a real run:
+# runs/s32d-netns-stale-hosts-entry, node1's /etc/hosts mapping node0 to 10.77.0.1; torch
+# 2.13 prints the per-address sockaddr garbled, so the wrong address is not in the log).
+IP_LITERAL = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*\]?)$")
+NAME_NO_ROUTE_CAUSE = (
+    "this node resolves {name} to addresses it has no route to at all (ENETUNREACH for each): "
+    "a stale or wrong /etc/hosts or DNS entry for {name} here, or a name that resolves to "
+    "another network (a management or IPv6 address without a route)")
+NAME_NO_ROUTE_FIX = (
+    "on this node, check getent hosts {name} against {name}'s cluster address (ip -o addr on "
+    "{name}) and correct /etc/hosts or DNS; or dial an address every node reaches "
+    "(MASTER_ADDR / --rdzv-endpoint set to rank 0's cluster IP)")
 
 
 def no_route_behind(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -275,12 +297,20 @@ def no_route_behind(found: list[Explained], records: Sequence[Record]) -> list[E
             out.append(e)
             continue
         lines = [r.text.strip() for r, _ in reversed(warned)] + [e.first.text.strip()]
-        problem = ENDPOINT_NO_ROUTE.problem(
-            " | ".join(lines), cause=NO_ROUTE_CAUSE.format(addr=_host_port(m["endpoint"])),
-            fix=NO_ROUTE_FIX, ranks=e.problem.ranks, hosts=e.problem.hosts)
+        host = m["endpoint"].partition(", ")[0]
+        if not IP_LITERAL.match(host) and all(errno == "101" for _, errno in warned):
+            problem = DIAL_WRONG_ADDRESS.problem(  # a name with no route to any address of it
+                " | ".join(lines), cause=NAME_NO_ROUTE_CAUSE.format(name=host),
+                fix=NAME_NO_ROUTE_FIX.format(name=host), ranks=e.problem.ranks,
+                hosts=e.problem.hosts)
+        else:
+            problem = ENDPOINT_NO_ROUTE.problem(
+                " | ".join(lines), cause=NO_ROUTE_CAUSE.format(addr=_host_port(m["endpoint"])),
+                fix=NO_ROUTE_FIX, ranks=e.problem.ranks, hosts=e.problem.hosts)
         out.append(replace(e, problem=problem, root=True))
-    same = [e for e in out if e.problem.code == ENDPOINT_NO_ROUTE.code]
-    if len(same) < 2:
-        return out
-    lead = min(same, key=lambda e: e.first.order)  # one problem: the earliest line leads
-    return [e for e in out if e not in same or e is lead]
+    for code in (ENDPOINT_NO_ROUTE.code, DIAL_WRONG_ADDRESS.code):
+        same = [e for e in out if e.problem.code == code]
+        if len(same) > 1:  # one problem: the earliest line leads
+            lead = min(same, key=lambda e: e.first.order)
+            out = [e for e in out if e not in same or e is lead]
+    return out

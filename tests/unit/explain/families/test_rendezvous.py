@@ -107,3 +107,16 @@ def test_a_store_ping_answered_by_something_else_is_the_port_held_by_another_pro
     # tied to the c10d rendezvous (its backend in the log), the endpoint's own code
     rdzv = "  File \"/x/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py\"\n"
     assert first_cause(rdzv + line) == "endpoint-not-a-store"
+
+
+def test_a_name_none_of_whose_addresses_has_a_route_is_its_resolution_on_this_node():
+    # runs/s32d-netns-stale-hosts-entry: node1's /etc/hosts maps node0 to 10.77.0.1
+    named = [w.replace("(10.123.0.1, 41201)", "(node0, 50415)")
+             for w in [*NO_ROUTE_WARNINGS, THROWN]]
+    e = explain_texts([("job.log", "\n".join(named) + "\n")])
+    first = [p for p in e.problems if not p.consequence_of][0]
+    assert first.code == "dial-name-wrong-address" and "getent hosts node0" in first.fix
+    # the same with an address, or with a host that is down (113), stays endpoint-no-route
+    assert first_cause("\n".join([*NO_ROUTE_WARNINGS, THROWN])) == "endpoint-no-route"
+    down = [w.replace("101 - Network is unreachable", "113 - No route to host") for w in named]
+    assert first_cause("\n".join(down)) == "endpoint-no-route"
