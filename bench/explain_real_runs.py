@@ -623,6 +623,16 @@ STOP32D = [
              nodes=2, nproc=1, node_args=c10d_two_ids),
 ]
 SCENARIOS += STOP32D
+
+# Stop 32, fifth batch (``s32e-*``): recorded and scored with main's explain before any rule
+# was written for it.
+STOP32E = [
+    Scenario("s32e-file-init-readonly", "init-file-unusable",
+             "init_method=file:// on a directory mounted read-only (a shared filesystem "
+             "mounted ro on the compute nodes)", world="readonly",
+             env={"FAULT": "none", "INIT_IN_CKPT_DIR": "1", "RECORD": "1"}),
+]
+SCENARIOS += STOP32E
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)
@@ -722,6 +732,8 @@ def run_scenario(s: Scenario, out: Path) -> float:
     if s.world == "readonly":
         env["CKPT_DIR"] = str(out / "checkpoints")
         (out / "checkpoints").mkdir()
+        if env.get("INIT_IN_CKPT_DIR"):  # file:// init on the read-only mount
+            env["INIT_FILE"] = str(out / "checkpoints" / "init")
         argv = worlds.readonly_wrapped(env["CKPT_DIR"], argv)
     with contextlib.ExitStack() as stack:
         if s.world == "cgroup":
