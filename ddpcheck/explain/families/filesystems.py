@@ -26,6 +26,7 @@ from ddpcheck.diagnoses import CHECKPOINT_FAILED, DEV_SHM_TOO_SMALL, Problem
 from ddpcheck.explain.causality import HINT
 from ddpcheck.explain.codes import DISK_FULL
 from ddpcheck.explain.matching import Hit, default_combine, observed_lines, pattern, where
+from ddpcheck.launcher.spawn.initfile import INIT_FILE_UNUSABLE
 
 NEXT = "ddpcheck run --stages checkpoint --checkpoint-dir DIR --checkpoint-size SIZE"
 # Who else prints a bare "OSError: [Errno 28] No space left on device": CPython's
@@ -66,6 +67,16 @@ CHECKPOINT_FIX = ("save checkpoints to a directory every saving rank can write (
                   "checkpoint --checkpoint-dir DIR")
 
 
+# torch/csrc/distributed/c10d/FileStore.cpp (init_method file://, 2.x): opening or locking the
+# file throws c10d's DistStoreError with the C library's strerror alone, no path:
+# "torch.distributed.DistStoreError: Read-only file system" (a real run:
+# runs/s32e-file-init-readonly, the init file's directory on a read-only mount), "...:
+# Permission denied", "...: No such file or directory" (a directory missing on this node).
+# TCPStore's DistStoreErrors always say more ("wait timeout after", "Socket Timeout").
+FILESTORE_ERRNO = (r"DistStoreError: (?P<err>Read-only file system|Permission denied|No such "
+                   r"file or directory)\s*$")
+
+
 PATTERNS = [
     # never a shared-memory line, whichever family reads it first: /dev/shm, NCCL's segments
     # (/dev/shm/nccl-*), torch's (</torch_...>) are dev-shm-too-small.
@@ -84,6 +95,15 @@ PATTERNS = [
             cause="torch.save could not finish writing (a short write): most often the "
                   "checkpoint's filesystem is full or over quota; a network filesystem that "
                   "dropped the write prints the same"),
+    pattern(INIT_FILE_UNUSABLE, FILESTORE_ERRNO,
+            "ls -ld DIR and touch DIR/probe on every node (DIR: the --init-method file's "
+            "directory)",
+            cause="the file:// init file could not be opened ({err}): its directory is "
+                  "missing on this node (storage not mounted, a typo), mounted read-only, or "
+                  "not writable for the job's user",
+            fix="point init_method=file://PATH at a directory on shared storage that every "
+                "node mounts read-write and the job's user can write (or use env:// with "
+                "MASTER_ADDR and MASTER_PORT)"),
     pattern(CHECKPOINT_FAILED, r"\[Errno 30\] Read-only file system: " + CHECKPOINT_PATH,
             NEXT, fix=CHECKPOINT_FIX,
             cause="a rank could not write its checkpoint ({path}): the directory is on a "

@@ -64,3 +64,14 @@ def test_the_same_errno_on_a_path_that_is_no_checkpoint_is_not_checkpoint_failed
         "checkpoint-failed"
     assert first_cause("OSError: [Errno 30] Read-only file system: "
                        "'/root/.cache/huggingface/hub/tmpx'") != "checkpoint-failed"
+
+
+def test_filestores_bare_errno_is_an_unusable_init_file():
+    # runs/s32e-file-init-readonly: FileStore.cpp throws the strerror alone
+    assert first_cause("torch.distributed.DistStoreError: Read-only file system") == \
+        "init-file-unusable"
+    assert first_cause("torch.distributed.DistStoreError: No such file or directory") == \
+        "init-file-unusable"
+    # TCPStore's own DistStoreErrors say more
+    assert first_cause("torch.distributed.DistStoreError: wait timeout after 5000ms, keys: "
+                       "/default_pg/0//cpu//0/0") != "init-file-unusable"
