@@ -639,24 +639,28 @@ SCENARIOS += wrappers.scenarios(Scenario)
 SCENARIOS += gpu.scenarios(Scenario)
 
 
-def _cuda_build() -> bool:
-    """Whether the venv's torch is a CUDA build (PyPI's Linux wheels; a CPU build's version
-    ends in +cpu), read from its metadata (torch is not imported)."""
+def _torch_version() -> str:
+    """The venv's torch version ("2.13.0+cpu"), read from its metadata (torch is not
+    imported); "" without torch."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return "+cpu" not in version("torch")
+        return version("torch")
     except PackageNotFoundError:
-        return False
+        return ""
+
+
+def _cuda_build() -> bool:
+    """Whether the venv's torch is a CUDA build (PyPI's Linux wheels; a CPU build's version
+    ends in +cpu)."""
+    return bool(_torch_version()) and "+cpu" not in _torch_version()
 
 
 def _torch_major() -> int:
-    """The venv's torch major version, read from its metadata (torch is not imported)."""
-    from importlib.metadata import PackageNotFoundError, version
-
+    """The venv's torch major version (2 when it cannot be read)."""
     try:
-        return int(version("torch").split(".")[0])
-    except (PackageNotFoundError, ValueError):
+        return int(_torch_version().split(".")[0])
+    except ValueError:
         return 2
 
 

@@ -216,14 +216,12 @@ def unclaimed(records: Sequence[Record], patterns: Sequence[Matcher]) -> list[Cr
     first: dict[int | None, Crash] = {}
     ordered = sorted([*crashes(records), *bare], key=lambda c: c.record.order)
     claimed = [any(p.regex.search(c.record.text) for p in patterns) for c in ordered]
-    at: dict[tuple[str, int], int] = {}  # (source, line) -> index in records, when needed
+    chained = {(r.source, r.lineno) for r in prefilter.records_for(records, DIRECT_CAUSE)
+               if DIRECT_CAUSE.match(r.text)}
     for k, crash in enumerate(ordered):
         text = crash.record.text
-        if crash.rank in first or WRAPPER.search(text) or claimed[k]:
-            continue
-        if k + 1 < len(ordered) and not at:
-            at = {(r.source, r.lineno): i for i, r in enumerate(records)}
-        if at and _raised_into_claimed(k, ordered, claimed, records, at):
+        if crash.rank in first or WRAPPER.search(text) or claimed[k] or (
+                chained and _raised_into_claimed(k, ordered, claimed, chained)):
             continue
         first[crash.rank] = crash
     return list(first.values())
@@ -233,22 +231,18 @@ def unclaimed(records: Sequence[Record], patterns: Sequence[Matcher]) -> list[Cr
 # direct cause of the one below, which ended the process.
 DIRECT_CAUSE = re.compile(r"^\s*The above exception was the direct cause of the following "
                           r"exception:\s*$")
-CHAIN_GAP = 2  # blank lines CPython prints around the separator
+CHAIN_GAP = 2  # the blank line CPython prints before the separator, and one spare
 
 
 def _raised_into_claimed(k: int, ordered: Sequence[Crash], claimed: Sequence[bool],
-                         records: Sequence[Record], at: dict[tuple[str, int], int]) -> bool:
-    """Whether crash ``k`` is the direct cause (``raise ... from e``) of the next exception of
-    its stream, which a pattern explains: the library translated it into the failure a rule
-    reads (torchrun's ``int('gpu')`` ValueError raised into "Cuda is not available.": a real
-    run, runs/s32c-nproc-gpu-on-cpu-host). A wrapper or an unexplained successor keeps it."""
+                         chained: set[tuple[str, int]]) -> bool:
+    """Whether crash ``k`` is the direct cause (``raise ... from e``, its separator within
+    ``CHAIN_GAP`` lines under it) of the next exception of its stream, which a pattern
+    explains: the library translated it into the failure a rule reads (torchrun's
+    ``int('gpu')`` ValueError raised into "Cuda is not available.": a real run,
+    runs/s32c-nproc-gpu-on-cpu-host). A wrapper or an unexplained successor keeps it."""
     here = ordered[k].record
-    i = at.get((here.source, here.lineno))
-    if i is None:
-        return False
-    following = [r for r in records[i + 1:i + 2 + CHAIN_GAP]
-                 if r.source == here.source and r.text.strip()]
-    if not following or not DIRECT_CAUSE.match(following[0].text):
+    if not any((here.source, here.lineno + g) in chained for g in range(1, CHAIN_GAP + 2)):
         return False
     after = next((j for j in range(k + 1, len(ordered))
                   if ordered[j].record.source == here.source

@@ -39,6 +39,10 @@ MAX_GAP = 3
 # A checkpoint's path: its file's suffix, or a directory named for checkpoints.
 CHECKPOINT_PATH = (r"'(?P<path>[^']*(?:\.(?:pt|pth|ckpt|safetensors|bin|tar)|"
                    r"(?i:checkpoint|ckpt)[^'/]*/[^']*))'")
+CHECKPOINT_FIX = ("save checkpoints to a directory every saving rank can write (mounted "
+                  "read-write in the container, owned by or writable for the job's user); "
+                  "check it from each node with touch DIR/probe, or ddpcheck run --stages "
+                  "checkpoint --checkpoint-dir DIR")
 
 
 def combine_disk(hits: Sequence[Hit]) -> Problem | None:
@@ -61,10 +65,6 @@ def combine_disk(hits: Sequence[Hit]) -> Problem | None:
     rest = [h for h in errors if h not in shm]
     return default_combine(rest) if rest else None
 
-CHECKPOINT_FIX = ("save checkpoints to a directory every saving rank can write (mounted "
-                  "read-write in the container, owned by or writable for the job's user); "
-                  "check it from each node with touch DIR/probe, or ddpcheck run --stages "
-                  "checkpoint --checkpoint-dir DIR")
 
 
 # torch/csrc/distributed/c10d/FileStore.cpp (init_method file://, 2.x): opening or locking the

@@ -53,6 +53,20 @@ NO_ROUTE_CAUSE = ("the kernel or a router answered that no route leads to {addr}
 NO_ROUTE_FIX = ("set MASTER_ADDR (or --rdzv-endpoint) to an address on a network every node "
                 "has (ip -o addr; a name that resolves to the cluster network's address), or "
                 "fix the routing")
+# A name (not an address) every address of which has no route at all (101 ENETUNREACH; 113,
+# EHOSTUNREACH, is also a host that is down on a network this node has): this node resolves
+# the name to an address on no network it has, a stale /etc/hosts or DNS entry (a real run:
+# runs/s32d-netns-stale-hosts-entry, node1's /etc/hosts mapping node0 to 10.77.0.1; torch
+# 2.13 prints the per-address sockaddr garbled, so the wrong address is not in the log).
+IP_LITERAL = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*\]?)$")
+NAME_NO_ROUTE_CAUSE = (
+    "this node resolves {name} to addresses it has no route to at all (ENETUNREACH for each): "
+    "a stale or wrong /etc/hosts or DNS entry for {name} here, or a name that resolves to "
+    "another network (a management or IPv6 address without a route)")
+NAME_NO_ROUTE_FIX = (
+    "on this node, check getent hosts {name} against {name}'s cluster address (ip -o addr on "
+    "{name}) and correct /etc/hosts or DNS; or dial an address every node reaches "
+    "(MASTER_ADDR / --rdzv-endpoint set to rank 0's cluster IP)")
 
 
 def _host_port(endpoint: str) -> str:
@@ -61,21 +75,28 @@ def _host_port(endpoint: str) -> str:
     return f"{host}:{port}" if port else endpoint
 
 
-def no_route(hits: Sequence[Hit], observed: str) -> Problem:
-    """endpoint-no-route for these lines, naming the endpoint the thrown error names (else
-    the address a line names, else none)."""
+def no_route_problem(observed: str, endpoint: str | None, addr: str, unreachable_net: bool,
+                     **where_: tuple) -> Problem:
+    """No route to the endpoint: ``dial-name-wrong-address`` when the endpoint is a name and
+    every address said ENETUNREACH (``unreachable_net``), else ``endpoint-no-route`` naming
+    the endpoint (else ``addr``, the address a line names)."""
+    name = endpoint.partition(", ")[0] if endpoint else ""
+    if name and not IP_LITERAL.match(name) and unreachable_net:
+        return DIAL_WRONG_ADDRESS.problem(observed, cause=NAME_NO_ROUTE_CAUSE.format(name=name),
+                                          fix=NAME_NO_ROUTE_FIX.format(name=name), **where_)
+    return ENDPOINT_NO_ROUTE.problem(
+        observed, cause=NO_ROUTE_CAUSE.format(addr=_host_port(endpoint) if endpoint else addr),
+        fix=NO_ROUTE_FIX, **where_)
+
+
+def no_route(hits: Sequence[Hit]) -> Problem:
+    """The no-route problem of these lines (the endpoint the thrown error names)."""
     found = [h.match.groupdict() for h in hits]
     endpoint = next((g["endpoint"] for g in found if g.get("endpoint")), None)
-    name = endpoint.partition(", ")[0] if endpoint else ""
-    if name and not IP_LITERAL.match(name) and not any("errno: 113" in h.record.text
-                                                       for h in hits):
-        return DIAL_WRONG_ADDRESS.problem(observed, cause=NAME_NO_ROUTE_CAUSE.format(name=name),
-                                          fix=NAME_NO_ROUTE_FIX.format(name=name),
-                                          **where(hits))
-    addr = (_host_port(endpoint) if endpoint else None) or next(
-        (g["addr"] for g in found if g.get("addr")), "the address dialled")
-    return ENDPOINT_NO_ROUTE.problem(observed, cause=NO_ROUTE_CAUSE.format(addr=addr),
-                                     fix=NO_ROUTE_FIX, **where(hits))
+    addr = next((g["addr"] for g in found if g.get("addr")), "the address dialled")
+    return no_route_problem(observed_lines(hits), endpoint, addr,
+                            not any("errno: 113" in h.record.text for h in hits), **where(hits))
+
 
 PATTERNS = [
     pattern(ENDPOINT_UNREACHABLE,
@@ -101,7 +122,7 @@ PATTERNS = [
             r".*?(?:any network address of \((?P<endpoint>[^)]+)\)\..*?)?"
             r"failed to connect to (?P<addr>\S+?) \(errno: (?:113|101)\b|"
             r"\[Errno (?:113|101)\] (?:No route to host|Network is unreachable)", RDZV,
-            combine=lambda hits: no_route(hits, observed_lines(hits))),
+            combine=no_route),
     # The thrown "failed to connect to any network address of (h, p)." (every address
     # failed), or one address timing out (errno 110). Not the per-address warning with
     # another errno: socket.cpp then tries the next address (a healthy job printing
@@ -259,20 +280,7 @@ PER_ADDRESS = re.compile(r"\[W[\s\d][^\]]*socket\.cpp[^\]]*\].*client socket has
 NO_ROUTE_ERRNOS = frozenset({"101", "113"})
 # at most this many lines above the thrown one (an address family each, a hostname warning)
 PER_ADDRESS_WINDOW = 4
-# A name (not an address) every address of which has no route at all (101 ENETUNREACH; 113,
-# EHOSTUNREACH, is also a host that is down on a network this node has): this node resolves
-# the name to an address on no network it has, a stale /etc/hosts or DNS entry (a real run:
-# runs/s32d-netns-stale-hosts-entry, node1's /etc/hosts mapping node0 to 10.77.0.1; torch
-# 2.13 prints the per-address sockaddr garbled, so the wrong address is not in the log).
-IP_LITERAL = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3}){3}|\[?[0-9A-Fa-f:]*:[0-9A-Fa-f:.]*\]?)$")
-NAME_NO_ROUTE_CAUSE = (
-    "this node resolves {name} to addresses it has no route to at all (ENETUNREACH for each): "
-    "a stale or wrong /etc/hosts or DNS entry for {name} here, or a name that resolves to "
-    "another network (a management or IPv6 address without a route)")
-NAME_NO_ROUTE_FIX = (
-    "on this node, check getent hosts {name} against {name}'s cluster address (ip -o addr on "
-    "{name}) and correct /etc/hosts or DNS; or dial an address every node reaches "
-    "(MASTER_ADDR / --rdzv-endpoint set to rank 0's cluster IP)")
+
 
 
 def no_route_behind(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
@@ -297,16 +305,9 @@ def no_route_behind(found: list[Explained], records: Sequence[Record]) -> list[E
             out.append(e)
             continue
         lines = [r.text.strip() for r, _ in reversed(warned)] + [e.first.text.strip()]
-        host = m["endpoint"].partition(", ")[0]
-        if not IP_LITERAL.match(host) and all(errno == "101" for _, errno in warned):
-            problem = DIAL_WRONG_ADDRESS.problem(  # a name with no route to any address of it
-                " | ".join(lines), cause=NAME_NO_ROUTE_CAUSE.format(name=host),
-                fix=NAME_NO_ROUTE_FIX.format(name=host), ranks=e.problem.ranks,
-                hosts=e.problem.hosts)
-        else:
-            problem = ENDPOINT_NO_ROUTE.problem(
-                " | ".join(lines), cause=NO_ROUTE_CAUSE.format(addr=_host_port(m["endpoint"])),
-                fix=NO_ROUTE_FIX, ranks=e.problem.ranks, hosts=e.problem.hosts)
+        problem = no_route_problem(" | ".join(lines), m["endpoint"], m["endpoint"],
+                                   all(errno == "101" for _, errno in warned),
+                                   ranks=e.problem.ranks, hosts=e.problem.hosts)
         out.append(replace(e, problem=problem, root=True))
     for code in (ENDPOINT_NO_ROUTE.code, DIAL_WRONG_ADDRESS.code):
         same = [e for e in out if e.problem.code == code]
