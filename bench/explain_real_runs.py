@@ -76,6 +76,13 @@ Then (``STOP32D``, ``s32d-*``): ``ulimit -n 20`` for 8 workers (the agent's stor
 descriptors), and on two namespace hosts a stale /etc/hosts entry for the master's name and
 nodes with different ``--rdzv-id``.
 
+Stop 33 (``STOP33``, ``s33-*``): a c10d endpoint whose port another server holds (it greets
+as sshd does), on two namespace hosts a ``--node-rank 2`` of 2 nodes, the ``env`` launcher's
+plain python per rank with one rank's RANK=2 of 2, one rank's WORLD_SIZE=3 and a
+MASTER_PORT=70000, DDP over a model with one layer more on rank 1, a tcp:// init method whose
+host does not resolve, ``mp.spawn`` with rank 1 returning early, a checkpoint into a
+directory missing on the node, and a send of 64 values received into 32.
+
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
 gloo on CPU) and Lightning's default DDP launcher (``Trainer(strategy="ddp",
@@ -100,6 +107,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -132,13 +140,18 @@ class Scenario:
     expected: str  # the problem code of the injected cause
     what: str  # the fault, in words
     # logdir | console | launch (python -m torch.distributed.launch) | spawn | python |
-    # accelerate | lightning
+    # env (one plain python per rank, RANK/WORLD_SIZE/MASTER_* set by the job script, as under
+    # srun without --label: the ranks' output interleaved in one console) | accelerate |
+    # lightning
     launcher: str = "logdir"
     env: dict[str, str] = field(default_factory=dict)
     nproc: int = 2
     torchrun_args: Callable[[int], list[str]] | None = None  # extra args, given a port
     mention: str = ""  # for "unexplained": the exception explain must quote
     hold_port: bool = False  # bind the master port before the launch (port in use)
+    banner: bytes = b""  # hold_port: the holder greets each connection so (an sshd, say)
+    # launcher "env": rank -> variables that rank gets in place of the right ones
+    rank_env: dict[int, dict[str, str]] = field(default_factory=dict)
     fresh: bool = False  # added after the fixes were written: a measure, not tuned on
     world: str = "local"  # local | netns | shm | readonly | cgroup (bench/real_runs_worlds.py)
     nodes: int = 1  # netns: namespace hosts, one torchrun each
@@ -633,6 +646,60 @@ STOP32E = [
              env={"FAULT": "none", "INIT_IN_CKPT_DIR": "1", "RECORD": "1"}),
 ]
 SCENARIOS += STOP32E
+def static_node_ranks(ranks: tuple[int, ...]) -> Callable[[Any, int, int], list[str]]:
+    """Static rendezvous at node0 where node ``i`` passes ``--node-rank ranks[i]``."""
+    def args(c: Any, i: int, port: int) -> list[str]:
+        flags = static_two("node0")(c, i, port)
+        flags[flags.index("--node-rank") + 1] = str(ranks[i])
+        return flags
+    return args
+
+
+# Stop 33 (``s33-*``): recorded and scored with main's explain before any rule was written
+# for them (the first score is in the commit that added them).
+STOP33 = [
+    Scenario("s33-rdzv-endpoint-ssh-port", "endpoint-not-a-store",
+             "c10d --rdzv-endpoint 127.0.0.1:PORT where PORT is another server's (it greets "
+             "each connection as sshd does)", hold_port=True,
+             banner=b"SSH-2.0-OpenSSH_8.9p1 Ubuntu-3ubuntu0.6\r\n",
+             torchrun_args=lambda port: ["--nnodes", "1", "--rdzv-backend", "c10d",
+                                         "--rdzv-endpoint", f"127.0.0.1:{port}",
+                                         "--rdzv-conf", "join_timeout=8,read_timeout=6"]),
+    Scenario("s33-netns-node-rank-out-of-range", "node-rank-invalid",
+             "two hosts, static rendezvous at node0: node1's job script passes --node-rank 2 "
+             "(a typo, or the rank of a larger job)", world="netns", nodes=2, nproc=1,
+             node_args=static_node_ranks((0, 2))),
+    Scenario("s33-env-rank-out-of-range", "rank-out-of-range",
+             "two python processes with RANK/WORLD_SIZE from the job script: the second gets "
+             "RANK=2 of WORLD_SIZE=2 (rank counted from 1)", launcher="env",
+             env={"FAULT": "none"}, rank_env={1: {"RANK": "2"}}),
+    Scenario("s33-env-world-size-differs", "world-size-differs",
+             "two python processes: rank 0 gets WORLD_SIZE=2, rank 1 WORLD_SIZE=3 (each node "
+             "computes it on its own)", launcher="env", env={"FAULT": "none"},
+             rank_env={1: {"WORLD_SIZE": "3"}}),
+    Scenario("s33-env-master-port-out-of-range", "master-port-unavailable",
+             "two python processes whose job script computes MASTER_PORT=70000 (a base port "
+             "plus the job id)", launcher="env", env={"FAULT": "none", "MASTER_PORT": "70000"}),
+    Scenario("s33-ddp-model-extra-layer", "ddp-model-mismatch",
+             "rank 1's model has one layer more (a rank-dependent branch) when DDP wraps it",
+             env={"FAULT": "ddp-extra-layer", "RECORD": "1"}),
+    Scenario("s33-tcp-init-unresolvable", "master-addr-unresolvable",
+             "init_method=tcp://no-such-host.invalid:PORT from the job's config",
+             env={"FAULT": "none", "INIT_TCP": "no-such-host.invalid", "RECORD": "1"}),
+    # (init_method=file:// in a directory that does not exist on the node was tried and
+    # dropped: FileStore retries the open with no output and no deadline (torch 2.13, still
+    # silent after 100 s with a 5 s timeout), a log with nothing to read)
+    Scenario("s33-spawn-rank-exits-early", "rank-never-joined",
+             "mp.spawn: rank 1 returns (status 0) before the next collective",
+             launcher="spawn", env={"FAULT": "exit"}),
+    Scenario("s33-save-missing-dir", "checkpoint-failed",
+             "rank 1 saves its checkpoint at step 3 into a directory that does not exist on "
+             "its node", env={"FAULT": "save-missing-dir", "RECORD": "1"}),
+    Scenario("s33-p2p-size-mismatch", "collective-size-mismatch",
+             "rank 0 sends 64 values where rank 1 receives 32 (pipeline stages built with "
+             "different configs)", env={"FAULT": "p2p-size", "RECORD": "1"}),
+]
+SCENARIOS += STOP33
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)
@@ -679,7 +746,7 @@ def command(s: Scenario, logs: Path, port: int) -> list[str]:
     py = sys.executable
     if s.launcher in wrappers.LAUNCHERS:
         return wrappers.command(s, logs.parent, port)
-    if s.launcher in ("python", "spawn"):
+    if s.launcher in ("python", "spawn", "env"):
         return [py, s.train]
     args = [f"--nproc-per-node={s.nproc}"]
     args += s.torchrun_args(port) if s.torchrun_args else ["--master-port", str(port)]
@@ -769,10 +836,15 @@ def run_local(s: Scenario, out: Path, argv: list[str], env: dict[str, str], port
         holder = socket.socket()
         holder.bind(("0.0.0.0", port))
         holder.listen()
+        if s.banner:
+            threading.Thread(target=greet, args=(holder, s.banner), daemon=True).start()
     try:
         with open(out / "console.log", "wb") as console:
-            proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=console,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            if s.launcher == "env":
+                proc = start_env_ranks(s, argv, env, port, console)
+            else:
+                proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=console,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 if s.sigterm_after_s:  # the launcher alone, as Slurm signals the step's task
                     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -791,6 +863,34 @@ def run_local(s: Scenario, out: Path, argv: list[str], env: dict[str, str], port
     finally:
         if holder is not None:
             holder.close()
+
+
+def greet(holder: socket.socket, banner: bytes) -> None:
+    """Another server's side of the port: each connection gets ``banner`` and is left open
+    (an sshd's greeting; a store client reads it as its ping's answer)."""
+    held = []
+    with contextlib.suppress(OSError):  # the socket closed at the scenario's end
+        while True:
+            conn, _ = holder.accept()
+            conn.sendall(banner)
+            held.append(conn)
+
+
+def start_env_ranks(s: Scenario, argv: list[str], env: dict[str, str], port: int,
+                    console: Any) -> subprocess.Popen:
+    """One ``python train.py`` per rank with the variables a job script exports (srun's
+    ``RANK=$SLURM_PROCID``...), all writing to one console, in one process group: a shell
+    that waits for them all, so the caller's deadline and killpg cover every rank."""
+    ranks = []
+    for r in range(s.nproc):
+        own = {"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(s.nproc),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        own.update({k: v for k, v in s.env.items() if k in own})
+        own.update(s.rank_env.get(r, {}))
+        ranks.append(" ".join(f"{k}={v}" for k, v in own.items()) + ' "$@" &')
+    script = " ".join(ranks) + " wait"
+    return subprocess.Popen(["sh", "-c", script, "sh", *argv], cwd=ROOT, env=env,
+                            stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def score(s: Scenario, first: str, undetermined: bool, text: str) -> str:

@@ -86,7 +86,8 @@ def batches() -> object:
 
 class TwoHeads(torch.nn.Module):
     """A model with a head the loss does not use (FAULT=ddp-unused) or, on the fault rank,
-    a layer of another shape (FAULT=ddp-shape)."""
+    a layer of another shape (FAULT=ddp-shape) or one layer more (FAULT=ddp-extra-layer: a
+    rank-dependent branch of the user's model code)."""
 
     def __init__(self, rank: int) -> None:
         super().__init__()
@@ -94,6 +95,8 @@ class TwoHeads(torch.nn.Module):
         self.body = torch.nn.Linear(64, width)
         self.head = torch.nn.Linear(width, 64)
         self.aux = torch.nn.Linear(64, 8)  # used only when FAULT is not ddp-unused
+        if FAULT == "ddp-extra-layer" and rank == FAULT_RANK:
+            self.adapter = torch.nn.Linear(64, 64)  # in the model, unused by forward
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if FAULT == "ddp-ready-twice":  # one layer in two reentrant checkpointed blocks
@@ -158,6 +161,11 @@ def train(rank: int, world: int) -> None:
         if step == FAULT_STEP and FAULT == "gather-uneven":  # every rank gathers its loss
             mine = torch.zeros(2 if rank == FAULT_RANK else 1)  # one rank sends two values
             dist.all_gather([torch.zeros(1) for _ in range(world)], mine)
+        if step == FAULT_STEP and FAULT == "p2p-size":  # a pipeline stage's activation shape
+            if rank == 0:  # rank 0 sends 64 values, rank 1 expects 32 (another config)
+                dist.send(torch.randn(64), 1)
+            elif rank == 1:
+                dist.recv(torch.empty(32), 0)
         if step == FAULT_STEP and FAULT == "bcast-object" and rank == FAULT_RANK:
             log(rank, "sharing the learning-rate schedule")
             dist.broadcast_object_list([{"lr": 0.01, "step": step}], src=rank)
@@ -221,6 +229,10 @@ def inject(rank: int, model: torch.nn.Module) -> None:
         path = os.path.join(os.environ["CKPT_DIR"], "step-3.pt")
         log(rank, f"Saving model checkpoint to {path}")
         save_checkpoint(model, path)
+    elif FAULT == "save-missing-dir":  # a directory that exists on another node only
+        path = "/scratch/run-42/checkpoints/step-3.pt"
+        log(rank, f"Saving model checkpoint to {path}")
+        torch.save(model.state_dict(), path)
     elif FAULT == "disk-full":
         save_checkpoint(model, os.environ.get("CKPT_PATH", "/dev/full"))
 
@@ -248,10 +260,14 @@ def main(local_rank: int | None = None, world: int | None = None) -> None:
         log(_rank(), "downloading the dataset before joining the process group")
         time.sleep(float(os.environ.get("SLOW_S", PG_TIMEOUT_S + 6)))
     init = os.environ.get("INIT_FILE")  # file:// init method (rank, world from torchrun)
+    if os.environ.get("INIT_TCP"):  # tcp://HOST:port, the host from the job's own config
+        init = f"tcp://{os.environ['INIT_TCP']}:{os.environ['MASTER_PORT']}"
+    elif init:
+        init = f"file://{init}"
     backend = "nccl" if FAULT == "backend-nccl" else "gloo"  # a GPU job's script on CPU
     if FAULT != "no-init":  # FAULT=no-init: the script forgot init_process_group
         dist.init_process_group(backend, timeout=timedelta(seconds=PG_TIMEOUT_S),
-                                **({"init_method": f"file://{init}", "rank": _rank(),
+                                **({"init_method": init, "rank": _rank(),
                                     "world_size": int(os.environ["WORLD_SIZE"])}
                                    if init else {}))
     rank, world = dist.get_rank(), dist.get_world_size()
