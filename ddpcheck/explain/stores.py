@@ -117,11 +117,15 @@ def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Exp
             continue
         p = e.problem
         port = BOUND_PORT.search(p.observed)
-        # the master's store seen: the catalogue's fix; neither store seen: both flags
-        fix = "" if master else unseen_fix.format(
-            port=(port["a"] or port["b"] or port["c"]) if port else "<port>")
+        # neither store seen: a fix naming both flags; the master's store seen: the rule's
+        # own fix (a port out of range) or the catalogue's. A rule's own cause is kept.
+        own = load_catalogue()[p.code]
+        fix = unseen_fix.format(port=(port["a"] or port["b"] or port["c"]) if port
+                                else "<port>") if not master \
+            else p.fix if p.fix != own.fix else ""
+        cause = p.cause if p.cause != own.cause else ""
         out.append(replace(e, problem=load_catalogue()[twin].problem(
-            p.observed, fix=fix, ranks=p.ranks, hosts=p.hosts)))
+            p.observed, cause=cause, fix=fix, ranks=p.ranks, hosts=p.hosts)))
     return out
 
 

@@ -27,6 +27,11 @@ IFACE = "ddpcheck run --nodes N (preflight checks every *_SOCKET_IFNAME on every
 IFACE_NAME = (r"\^?(?:eth|en[opsx]?|ib|bond|lo|docker|br|veth|wl|em|hsn|team|vlan|p\d)"
               r"[\w-]*(?:\.\d+)?")
 HOSTS = "ddpcheck run --nodes N (check-in resolves every node's name and address)"
+PORT_OUT_OF_RANGE_CAUSE = ("the port {port} is not a TCP port (1-65535): the job script "
+                           "computed it (a base port plus a job or array id) or it was mistyped")
+PORT_OUT_OF_RANGE_FIX = ("set a port from 1024 to 65535 (MASTER_PORT / torchrun --master-port, "
+                         "or the port in --rdzv-endpoint), e.g. MASTER_PORT=$((20000 + "
+                         "SLURM_JOB_ID % 20000))")
 
 # getaddrinfo's "no such name" / "try again" codes as socket.cpp prints them ("gai error: N
 # - <gai_strerror>"): glibc EAI_NONAME -2, EAI_AGAIN -3, EAI_NODATA -5; macOS EAI_NONAME 8
@@ -222,6 +227,20 @@ PATTERNS = [
             r"failed to bind to (?P<addr>\S+) \(errno: 13 - Permission denied", RDZV,
             cause="ports below 1024 are privileged: only root may listen on {addr}",
             fix="pick a port >= 1024 for --master-port / --rdzv-endpoint (e.g. 29500)"),
+    # A port number that is no TCP port, from a job script's arithmetic (a base port plus the
+    # job id) or a typo: init_process_group's env:// and tcp:// stores (distributed/
+    # rendezvous.py _create_c10d_store: "ValueError: port must have value from 0 to 65535 but
+    # was 70000.", real run s33-env-master-port-out-of-range) and torchrun's endpoint parser
+    # (elastic/rendezvous/utils.py parse_rendezvous_endpoint, for --master-port as for
+    # --rdzv-endpoint: "The port number of the rendezvous endpoint '127.0.0.1:70000' must be
+    # an integer between 0 and 65536."). Whose port it is, stores.refine tells.
+    pattern(ENDPOINT_BIND_FAILED,
+            r"ValueError: port must have value from 0 to 65535 but was (?P<port>-?\d+)", RDZV,
+            cause=PORT_OUT_OF_RANGE_CAUSE, fix=PORT_OUT_OF_RANGE_FIX),
+    pattern(ENDPOINT_BIND_FAILED,
+            r"port number of the rendezvous endpoint '[^']*?:(?P<port>[^':]*)' must be an "
+            r"integer between", RDZV,
+            cause=PORT_OUT_OF_RANGE_CAUSE, fix=PORT_OUT_OF_RANGE_FIX),
     # socket.cpp's listen path (SocketListenOp::tryListen, torch 1.10-2.13) calls
     # getaddrinfo(nullptr, port, AI_PASSIVE | AI_NUMERICSERV): it looks up no name (the
     # wildcard address), so "The local IPv6 network addresses cannot be retrieved (gai

@@ -177,7 +177,11 @@ PATTERNS = [
     # ties it to the c10d rendezvous.
     pattern(ENDPOINT_NOT_A_STORE,
             r"to host (?P<addr>\S+?) - .*Ping failed, invalid value returned from server|"
-            r"Ping failed, invalid value returned from server", RDZV),
+            r"Ping failed, invalid value returned from server", RDZV,
+            cause="a program that is no c10d store answers on the store's port (it returned "
+                  "something else to the store client's ping): another service or job holds "
+                  "the port, or took it between the job's free-port check and the store's "
+                  "bind"),
     # NCCL bootstrap.cc bootstrapRoot (2.4-2.30): the root receives each rank's address once;
     # "Bootstrap Root : rank 3 of 8 ranks has already checked in" is a second process with
     # the same rank in one communicator (two nodes given one node rank, a RANK computed the

@@ -107,3 +107,37 @@ def test_a_refused_bind_the_log_ties_to_no_store_is_the_master_port_too():
     # the c10d rendezvous seen: the endpoint's own code stays
     assert first_cause("+ torchrun --rdzv_backend=c10d --rdzv_endpoint=n1:520 train.py",
                        DENIED.format(port=520)) == "endpoint-bind-failed"
+
+
+CREATE_FRAME = ('  File "/usr/lib/python3/site-packages/torch/distributed/rendezvous.py", line '
+                '186, in _create_c10d_store')
+STATIC_FRAME = ('  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/elastic/'
+                'rendezvous/static_tcp_rendezvous.py", line 120, in create_rdzv_handler')
+
+
+def test_a_port_out_of_range_keeps_its_own_cause_and_fix_under_the_master_twin():
+    # real run s33-env-master-port-out-of-range (torch 2.13, env://): MASTER_PORT=70000
+    p = _problem("Traceback (most recent call last):", CREATE_FRAME,
+                 '    raise ValueError(f"port must have value from 0 to 65535 but was {port}.")',
+                 "ValueError: port must have value from 0 to 65535 but was 70000.")
+    assert p.code == "master-port-unavailable"
+    assert "70000 is not a TCP port" in p.cause and "MASTER_PORT" in p.fix
+    # torchrun's parser of --master-port (static rendezvous) and of --rdzv-endpoint
+    parsed = ("ValueError: The port number of the rendezvous endpoint '10.0.0.1:70000' must be "
+              "an integer between 0 and 65536.")
+    p = _problem("Traceback (most recent call last):", STATIC_FRAME, parsed)
+    assert p.code == "master-port-unavailable" and "70000 is not a TCP port" in p.cause
+    assert first_cause("+ torchrun --rdzv_backend=c10d --rdzv_endpoint=n1:70000 train.py",
+                       parsed) == "endpoint-bind-failed"
+    # near miss: a port in range that is refused is the privileged-port rule's
+    assert "not a TCP port" not in _problem(DENIED.format(port=520)).cause
+
+
+def test_a_ping_the_log_ties_to_no_store_says_another_program_holds_the_port():
+    # stop-32b noticed: the master twin of endpoint-not-a-store said EADDRINUSE's cause
+    p = _problem("[W1125 02:59:47.705735658 TCPStore.cpp:340] [c10d] TCP client failed to "
+                 "connect/validate to host 127.0.0.1:58505 - retrying (try=0, timeout=6000ms, "
+                 "delay=325ms): Ping failed, invalid value returned from server. Expected: "
+                 "32578, Got: 759714643")
+    assert p.code == "master-port-in-use"
+    assert "no c10d store answers" in p.cause and "grep 58505" in p.fix
