@@ -101,6 +101,14 @@ PG_INIT_TWICE = register(
     "init_process_group a second time without checking torch.distributed.is_initialized()",
     "initialise once: guard the call with if not torch.distributed.is_initialized(), or let "
     "only one layer (yours or the framework's) create the group")
+DDP_WRAPPED_ATTRIBUTE = register(
+    "ddp-wrapped-attribute", "the script read a model attribute through the DDP wrapper",
+    "code written for one process reads model.config, model.dtype, a submodule or its own "
+    "attribute on the DistributedDataParallel wrapper (accelerator.prepare or "
+    "DistributedDataParallel(model) wraps the model only when more than one process runs, so "
+    "single-process runs work)",
+    "read it from the wrapped model: model.module.NAME, or accelerator.unwrap_model(model).NAME "
+    "(keep calling the wrapper itself for the forward pass, so gradients are synchronised)")
 SLURM_STEP_REJECTED = register(
     "slurm-step-rejected", "Slurm refused to start the job step (srun)",
     "srun asked for nodes, tasks or GPUs the allocation does not have (--nodelist outside "

@@ -41,9 +41,13 @@ from ddpcheck.explain.reader import Record
 MASTER_STORE = re.compile(r"static_tcp_rendezvous\.py|rendezvous\.py\", line \d+, in "
                           r"_(?:env_rendezvous_handler|tcp_rendezvous_handler|"
                           r"create_c10d_store)")
+# torchft's lighthouse (torchft_lighthouse, its quorum server for fault-tolerant replica
+# groups, stop-33 dev gh40-torchft-30) binds its own port, not MASTER_PORT: a rendezvous
+# service like the c10d endpoint.
 RDZV_STORE = re.compile(r"c10d_rendezvous_backend|dynamic_rendezvous|"
                         r"rdzv[_-]backend[= ]+['\"]?c10d|C10d rendezvous backend|"
-                        r"torchrun\b.*\s--standalone\b")  # --standalone: c10d on localhost
+                        r"torchrun\b.*\s--standalone\b|"  # --standalone: c10d on localhost
+                        r"\btorchft_lighthouse\b")
 # c10d_rendezvous_backend.DEFAULT_PORT, bound (socket.cpp's listen/bind lines, the
 # DistNetworkError's "port: 29400") when --rdzv-endpoint names no port.
 RDZV_DEFAULT_PORT = re.compile(r"[\]:]29400\b|\bport: 29400\b")

@@ -7,6 +7,7 @@ from ddpcheck.explain.codes import (
     DDP_MODULE_DEVICE_INVALID,
     DDP_PARAM_READY_TWICE,
     DDP_UNUSED_PARAMETERS,
+    DDP_WRAPPED_ATTRIBUTE,
     NCCL_CPU_TENSOR,
     PG_INIT_TWICE,
     PG_NOT_INITIALIZED,
@@ -60,4 +61,18 @@ PATTERNS = [
     # "trying to initialize the default process group twice!" (stop-31 dev
     # gh30-megatron-lm-521; the real run runs/s30b-init-twice)
     pattern(PG_INIT_TWICE, r"trying to initialize the default process group twice", DDP),
+    # nn.Module.__getattr__ on the wrapper: "AttributeError: 'DistributedDataParallel' object
+    # has no attribute 'config'" (stop-33 dev gh41-diffusers-2044, -3651, -6278,
+    # gh41-imagen-pytorch-209: diffusers' and imagen's training scripts under accelerate
+    # --multi_gpu). DataParallel wraps the same way; FSDP and DeepSpeed's engine forward
+    # unknown attributes to the module, so they never say it.
+    pattern(DDP_WRAPPED_ATTRIBUTE,
+            r"AttributeError: '(?P<wrapper>DistributedDataParallel|DataParallel)' object has "
+            r"no attribute '(?P<attr>\w+)'", DDP,
+            cause="the script read .{attr} on the {wrapper} wrapper, which has no such "
+                  "attribute: the model is wrapped only when more than one process runs, so "
+                  "code written for one process breaks here",
+            fix="read it from the wrapped model: model.module.{attr}, or "
+                "accelerator.unwrap_model(model).{attr} (keep calling the wrapper itself for "
+                "the forward pass)"),
 ]

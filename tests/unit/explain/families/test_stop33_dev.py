@@ -1,0 +1,50 @@
+"""Producers' wordings read at stop 33, from the stop-33 batch's dev part (read after the
+whole batch was scored unread): a model attribute read through the DDP wrapper, and torchft's
+lighthouse port in use. Each with a near miss."""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+
+# diffusers' train_dreambooth.py under accelerate --multi_gpu (dev gh41-diffusers-2044)
+WRAPPED = [
+    "Traceback (most recent call last):",
+    '  File "train_dreambooth.py", line 701, in main',
+    "    if unet.dtype != torch.float32:",
+    '  File "/home/u/.local/lib/python3.8/site-packages/torch/nn/modules/module.py", line '
+    "1269, in __getattr__",
+    "    raise AttributeError(\"'{}' object has no attribute '{}'\".format(",
+    "AttributeError: 'DistributedDataParallel' object has no attribute 'dtype'",
+]
+
+
+def test_an_attribute_read_through_the_ddp_wrapper_names_the_attribute_and_module():
+    assert first_cause(*WRAPPED) == "ddp-wrapped-attribute"
+    p = explain_texts([("job.log", "\n".join(WRAPPED) + "\n")]).problems[0]
+    assert ".dtype" in p.cause and "model.module.dtype" in p.fix
+    assert first_cause("AttributeError: 'DataParallel' object has no attribute 'config'") == \
+        "ddp-wrapped-attribute"
+
+
+def test_near_miss_other_attribute_errors_are_not_the_wrapper():
+    # FSDP forwards unknown attributes to the module; a plain module's missing attribute is
+    # the user's own bug
+    for line in ("AttributeError: 'FullyShardedDataParallel' object has no attribute 'foo'",
+                 "AttributeError: 'Linear' object has no attribute 'dtype'",
+                 "AttributeError: module 'torch.distributed' has no attribute "
+                 "'DistributedDataParallel'"):
+        assert first_cause(line) != "ddp-wrapped-attribute"
+
+
+def test_torchfts_lighthouse_port_in_use_is_a_rendezvous_service_port_not_master_port():
+    # dev gh40-torchft-30
+    assert first_cause("$ torchft_lighthouse --min_replicas 1 --join_timeout_ms 1000",
+                       "RuntimeError: Address already in use (os error 98)") == \
+        "endpoint-port-in-use"
+
+
+def test_near_miss_the_same_line_without_the_lighthouse_is_the_master_port():
+    assert first_cause("$ python train.py",
+                       "RuntimeError: Address already in use (os error 98)") == \
+        "master-port-in-use"
