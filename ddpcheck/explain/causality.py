@@ -111,6 +111,10 @@ UNFAILED_CONDITION = ("the log shows no failure this leads to (a refused, closed
 REPORTS_ON = {
     "rank-never-joined": frozenset({"collective-timeout"}),
     "endpoint-unresolvable": frozenset({"endpoint-unreachable"}),
+    # an agent beyond --nnodes, read from the agents' store waits (rendezvous.
+    # agent_rank_beyond), whose socket timeouts were printed just before them
+    "node-rank-invalid": frozenset({"collective-timeout", "world-not-formed",
+                                    "rendezvous-timeout"}),
 }
 # gloo's lost peer (gloo/transport/tcp/pair.cc, torch 1.13 to 2.13): "[...pair.cc:598]
 # Connection closed by peer [127.0.0.1]:60310", "Read error [127.0.0.1]:36255: Connection

@@ -114,4 +114,19 @@ PATTERNS = [
             cause="a rank could not write or read its checkpoint ({path}): the job's user may "
                   "not (the directory belongs to another user, or a container runs as another "
                   "uid)"),
+    # torch.save's own check (serialization.py _open_zipfile_writer_file ->
+    # PyTorchFileWriter, caffe2/serialize/inline_container.cc, torch 1.13-2.13: "RuntimeError:
+    # Parent directory /scratch/run-42/checkpoints does not exist."): only torch.save says it,
+    # so it is a checkpoint (or another tensor file) written where this node has no such
+    # directory (real run s33-save-missing-dir). A rank-dependent path, storage mounted on
+    # some nodes only, or a directory only rank 0 created.
+    pattern(CHECKPOINT_FAILED, r"RuntimeError: Parent directory (?P<path>.+?) does not exist",
+            NEXT,
+            cause="torch.save could not write into {path}: that directory does not exist on "
+                  "this node (created by another rank or node only, storage not mounted here, "
+                  "or a path of another machine)",
+            fix="create the directory before saving on every node that saves (os.makedirs("
+                "path, exist_ok=True) on each rank, after a barrier if rank 0 makes it), on "
+                "storage every saving node mounts; check with ddpcheck run --stages "
+                "checkpoint --checkpoint-dir DIR"),
 ]

@@ -270,7 +270,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
                                                    for r in records_for(records, SHELL_IFNAME)))
         out.append(e)
     out = rendezvous.retried_through(addresses.gloo_wrapper(out), records)
-    out = rendezvous.no_route_behind(out, records)
+    out = rendezvous.agent_rank_beyond(rendezvous.no_route_behind(out, records), records)
     out = ncclresult.quoted_tail(ncclinterfaces.bootstrap_interface(out, records), records)
     out = ncclinterfaces.one_node_interfaces(out, records)
     found = _conditions_yield(ncclinterfaces.odd_family(out, ifname_set, records))

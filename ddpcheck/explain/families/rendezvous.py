@@ -17,14 +17,16 @@ from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
+from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record, last_lines
-from ddpcheck.judgements.ranklayout import RANK_OVERLAP, WORLD_SIZE_DIFFERS
+from ddpcheck.judgements.ranklayout import RANK_OUT_OF_RANGE, RANK_OVERLAP, WORLD_SIZE_DIFFERS
 from ddpcheck.node.netprobe import (
     ENDPOINT_NO_ROUTE,
     ENDPOINT_REFUSED,
     ENDPOINT_UNREACHABLE,
     ENDPOINT_UNRESOLVABLE,
 )
+from ddpcheck.scheduler.contradictions import NODE_RANK_INVALID
 
 RDZV = "ddpcheck run --nodes N --stages rendezvous (on every node, same --rdzv-endpoint)"
 # Evidence the log alone cannot split: say which candidates remain.
@@ -193,6 +195,21 @@ PATTERNS = [
             cause="two processes joined one NCCL communicator as rank {rank} (of {world}): two "
                   "nodes started with the same node rank or rank offset, or (with "
                   "NCCL_COMM_ID set) another job's rank reached the same bootstrap root"),
+    # A process given a rank at or beyond the world size (RANK counted from 1, a node rank
+    # too large): gloo's context (third_party/gloo/gloo/context.cc, GLOO_ENFORCE(rank < size)
+    # when init_process_group builds the group: "RuntimeError: [enforce fail at
+    # .../gloo/context.cc:23] rank < size. 2 vs 2", real run s33-env-rank-out-of-range) and
+    # NCCL's ncclCommInitRank (init.cc: "NCCL WARN Invalid rank requested : 2/2"). The other
+    # ranks then wait for it in the store: their timeouts follow from this.
+    pattern(RANK_OUT_OF_RANGE,
+            r"gloo/context\.cc:\d+\] rank < size\. (?P<rank>\d+) vs (?P<world>\d+)|"
+            r"NCCL WARN Invalid rank requested : (?P<nrank>\d+)/(?P<nworld>\d+)", RDZV,
+            cause="a process was started as a rank outside the world (ranks 0 to world size "
+                  "- 1): RANK counted from 1, a node rank or rank offset too large, or a "
+                  "WORLD_SIZE smaller than the processes started",
+            fix="give the processes ranks 0..WORLD_SIZE-1 (RANK=$SLURM_PROCID, "
+                "node_rank * nproc_per_node + local_rank with node ranks from 0) and "
+                "WORLD_SIZE the number of processes started"),
     # the same root, ranks that disagree on the communicator's size: "Bootstrap Root :
     # mismatch in rank count from procs 8 : 16" (2.4-2.26), "mismatch in info from procs,
     # nranks 8 vs 16, nroots 1 vs 1, iroot 0 vs 0" (2.27+)
@@ -319,3 +336,43 @@ def no_route_behind(found: list[Explained], records: Sequence[Record]) -> list[E
             lead = min(same, key=lambda e: e.first.order)
             out = [e for e in out if e not in same or e is lead]
     return out
+
+
+# torchrun's agents share their roles through the rendezvous store (elastic/agent/server/
+# api.py _assign_worker_ranks, torch 2.x): each agent sets torchelastic/role_info/<its node
+# rank>; the agent of node rank 0 multi_gets role_info/0..G-1 (G: --nnodes) and then sets
+# torchelastic/assigned_ranks/<i> for each; every agent gets its own assigned_ranks/<rank>.
+# An agent started with --node-rank K >= G (static rendezvous) waits for assigned_ranks/K,
+# which nobody sets, while agent 0 waits for the role_info of a node rank nobody took:
+# "DistStoreError: wait timeout after 8000ms, keys: /none/torchelastic/assigned_ranks/2"
+# beside "... keys: /none/torchelastic/role_info/0, /none/torchelastic/role_info/1" (real
+# run s33-netns-node-rank-out-of-range). Either line alone is a node that did not report (not
+# started, or a rank out of range): only both together decide.
+AGENT_WAIT = re.compile(r"wait timeout after \S+, keys: .*torchelastic/(?:assigned_ranks|"
+                        r"role_info)/\d+")
+ASSIGNED = re.compile(r"torchelastic/assigned_ranks/(\d+)")
+ROLE_INFO = re.compile(r"torchelastic/role_info/(\d+)")
+
+
+def agent_rank_beyond(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """An agent waiting for its assigned ranks as node rank K while node 0's agent waits for
+    the roles of G < K + 1 nodes: ``node-rank-invalid``, a cause, before the timeouts."""
+    waits = list(records_for(records, AGENT_WAIT))
+    asked = [(int(k), r) for r in waits for k in ASSIGNED.findall(r.text)]
+    roles = [len(ROLE_INFO.findall(r.text)) for r in waits if ROLE_INFO.search(r.text)]
+    if not asked or not roles:
+        return found
+    nodes = max(roles)
+    beyond = [(k, r) for k, r in asked if k >= nodes]
+    if not beyond:
+        return found
+    rank, first = beyond[0]
+    problem = NODE_RANK_INVALID.problem(
+        f"{first.text.strip()[:240]} | node 0's agent waits for the roles of {nodes} nodes "
+        f"(torchelastic/role_info/0..{nodes - 1})",
+        cause=f"an agent was started with --node-rank {rank} in a job of {nodes} nodes (node "
+              f"ranks 0..{nodes - 1}): node 0 waits for a node rank nobody took, and nobody "
+              f"assigns ranks to node {rank}",
+        fix=f"give the nodes --node-rank 0..{nodes - 1} (each once; under Slurm "
+            "--node-rank=$SLURM_NODEID), or raise --nnodes to the number of nodes started")
+    return [*found, Explained(problem, first, True, RDZV, (f"{first.source}:{first.lineno}",))]

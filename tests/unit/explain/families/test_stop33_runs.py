@@ -1,0 +1,71 @@
+"""Rules written at stop 33 from the s33 real runs (each scored before the rule was written):
+a rank outside the world, an agent started beyond --nnodes, torch.save into a directory the
+node lacks. Each with a near miss."""
+
+from __future__ import annotations
+
+from ddpcheck.explain import explain_texts
+from tests.unit.explain.families.helpers import first_cause
+
+GLOO_RANK = ("RuntimeError: [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/"
+             "context.cc:23] rank < size. 2 vs 2")
+PEER_WAIT = ("torch.distributed.DistStoreError: wait timeout after 5000ms, keys: "
+             "/default_pg/0//cpu//0/1")
+
+
+def test_a_rank_outside_the_world_is_rank_out_of_range():
+    assert first_cause("Traceback (most recent call last):", GLOO_RANK, PEER_WAIT) == \
+        "rank-out-of-range"
+    assert first_cause("node3:1234:1234 [0] NCCL WARN Invalid rank requested : 8/8") == \
+        "rank-out-of-range"
+
+
+def test_near_miss_other_gloo_enforcements_are_not_a_rank_out_of_range():
+    assert first_cause("RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/"
+                       "pair.cc:446] op.preamble.length <= op.nbytes. 16 vs 8") != \
+        "rank-out-of-range"
+
+
+AGENT_NODE0 = ("torch.distributed.DistStoreError: wait timeout after 8000ms, keys: "
+               "/none/torchelastic/role_info/0, /none/torchelastic/role_info/1")
+AGENT_NODE1 = ("torch.distributed.DistStoreError: wait timeout after 8000ms, keys: "
+               "/none/torchelastic/assigned_ranks/2")
+SOCKET_WAIT = ("[W1125 03:00:04.124100599 socket.cpp:494] [c10d] waitForInput: socket "
+               "SocketImpl(fd=12, addr=[::]:32489, remote=[fd00::1]:6111) timed out after "
+               "8000ms")
+
+
+def _first(files: list[tuple[str, str]]):
+    e = explain_texts(files)
+    return next(p for p in e.problems if not p.consequence_of)
+
+
+def test_an_agent_beyond_nnodes_is_node_rank_invalid_from_both_agents_waits():
+    # real run s33-netns-node-rank-out-of-range: --nnodes 2, node ranks 0 and 2
+    p = _first([("node0.log", f"{SOCKET_WAIT}\n{AGENT_NODE0}\n"),
+                ("node1.log", f"{SOCKET_WAIT}\n{AGENT_NODE1}\n")])
+    assert p.code == "node-rank-invalid"
+    assert "--node-rank 2 in a job of 2 nodes" in p.cause and "0..1" in p.fix
+
+
+def test_near_miss_either_agents_wait_alone_decides_nothing():
+    # node 1 alone: node 0's agent may wait for a node that was never started
+    assert first_cause(SOCKET_WAIT, AGENT_NODE1) != "node-rank-invalid"
+    assert first_cause(SOCKET_WAIT, AGENT_NODE0) != "node-rank-invalid"
+    # a rank inside the world, node 0 waiting for the roles of 4 nodes: a node missing
+    four = AGENT_NODE0 + ", /none/torchelastic/role_info/2, /none/torchelastic/role_info/3"
+    assert _first([("node0.log", four + "\n"), ("node1.log", AGENT_NODE1 + "\n")]).code != \
+        "node-rank-invalid"
+
+
+def test_torch_save_into_a_missing_directory_is_checkpoint_failed():
+    p = _first([("job.log", '  File "train.py", line 90, in save\n'
+                            "    torch.save(model.state_dict(), path)\n"
+                            "RuntimeError: Parent directory /scratch/run-42/checkpoints does "
+                            "not exist.\n")])
+    assert p.code == "checkpoint-failed" and "/scratch/run-42/checkpoints" in p.cause
+
+
+def test_near_miss_a_missing_file_to_load_is_not_this_rule():
+    assert first_cause("FileNotFoundError: [Errno 2] No such file or directory: "
+                       "'/data/train.json'") != "checkpoint-failed"
