@@ -1,5 +1,5 @@
 """What a worker process's start or death says about its cause: mp.spawn arguments that do
-not fit the function, SIGBUS, and a launcher that got SIGHUP.
+not fit the function, CUDA initialised before a fork, SIGBUS, and a launcher that got SIGHUP.
 
 Runs inside ``ddpcheck explain`` (a pure reader of log lines). Sources:
 - ``torch/multiprocessing/spawn.py`` ``_wrap`` calls ``fn(i, *args)``; a call that does not
@@ -10,6 +10,15 @@ Runs inside ``ddpcheck explain`` (a pure reader of log lines). Sources:
   ``Value after * must be an iterable, not int`` (3.11 on; a real run:
   tests/data/explain/runs/s32-spawn-args-not-tuple). Only a TypeError printed directly under
   the ``fn(i, *args)`` frame is spawn's: any other is some call of the user's own.
+- CUDA before a fork: a CUDA context does not survive fork(), so torch refuses CUDA in a forked
+  child once the parent initialised it (torch/cuda/__init__.py ``_lazy_init``: "Cannot
+  re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the
+  'spawn' start method"), and the notebook launchers check first: accelerate's
+  ``notebook_launcher`` ("CUDA has been initialized before the `notebook_launcher` could
+  create a forked subprocess", accelerate/launchers.py) and Lightning's fork strategies
+  (``ddp_notebook``, ``ddp_fork``: "Lightning can't create new processes if CUDA is already
+  initialized", lightning/fabric/strategies/launchers/multiprocessing.py). Stop-33b dev
+  gh44-accelerate-940, gh44-xturing-194, gh44-rf-detr-923.
 - SIGBUS: a process touching a page of a shared-memory mapping that tmpfs cannot back
   (/dev/shm full) gets SIGBUS; torch's DataLoader says so itself ("Unexpected bus error
   encountered in worker. This might be caused by insufficient shared memory (shm)",
@@ -37,6 +46,16 @@ from collections.abc import Sequence
 from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, RUN_INTERRUPTED, Problem, register
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 
+CUDA_BEFORE_FORK = register(
+    "cuda-initialized-before-fork", "the parent process initialised CUDA before forking "
+    "the ranks",
+    "ranks started with the fork start method (a notebook's accelerate notebook_launcher, "
+    "Lightning's ddp_notebook / ddp_fork, start_method='fork') after the parent had created "
+    "a CUDA context: a cell, an import (bitsandbytes, a quantised model), model.to('cuda') "
+    "or a torch.cuda call ran before the launch",
+    "restart the kernel and keep every CUDA use (model.to('cuda'), quantised loading, "
+    "torch.cuda calls) inside the launched function; or run the training as a script with "
+    "torchrun / accelerate launch (the spawn start method)")
 SPAWN_ARGS_MISMATCH = register(
     "spawn-args-mismatch",
     "torch.multiprocessing.spawn called the worker function with arguments that do not fit it",
@@ -92,6 +111,12 @@ def combine_spawn(hits: Sequence[Hit]) -> Problem | None:
 
 
 PATTERNS = [
+    pattern(CUDA_BEFORE_FORK,
+            r"Cannot re-initialize CUDA in forked subprocess|CUDA has been initialized before "
+            r"the `?notebook_launcher`? could create a forked subprocess|Lightning can't "
+            r"create new processes if CUDA is already initialized",
+            "python -c 'import torch; print(torch.cuda.is_initialized())' after your imports "
+            "(True: an import initialises CUDA)"),
     pattern(SPAWN_ARGS_MISMATCH, f"{SPAWN_FRAME}|{ARITY_ERROR}|{STAR_ERROR}",
             "python -c 'import inspect, main; print(inspect.signature(main.main))' (fn must "
             "take the process index, then the args tuple)", combine=combine_spawn),

@@ -48,3 +48,19 @@ def test_near_miss_the_same_line_without_the_lighthouse_is_the_master_port():
     assert first_cause("$ python train.py",
                        "RuntimeError: Address already in use (os error 98)") == \
         "master-port-in-use"
+
+
+def test_cuda_initialised_before_a_fork_is_named_by_torch_accelerate_and_lightning():
+    # stop-33b dev gh44-accelerate-940, gh44-xturing-194 (and torch's own check)
+    for line in ("RuntimeError: CUDA has been initialized before the `notebook_launcher` could "
+                 "create a forked subprocess. This likely stems from an outside import",
+                 "RuntimeError: Lightning can't create new processes if CUDA is already "
+                 "initialized. Did you manually call `torch.cuda.*` functions",
+                 "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA "
+                 "with multiprocessing, you must use the 'spawn' start method"):
+        assert first_cause(line) == "cuda-initialized-before-fork"
+
+
+def test_near_miss_a_cuda_initialisation_error_is_not_a_fork():
+    assert first_cause("RuntimeError: CUDA error: initialization error") != \
+        "cuda-initialized-before-fork"
