@@ -81,7 +81,9 @@ as sshd does), on two namespace hosts a ``--node-rank 2`` of 2 nodes, the ``env`
 plain python per rank with one rank's RANK=2 of 2, one rank's WORLD_SIZE=3 and a
 MASTER_PORT=70000, DDP over a model with one layer more on rank 1, a tcp:// init method whose
 host does not resolve, ``mp.spawn`` with rank 1 returning early, a checkpoint into a
-directory missing on the node, and a send of 64 values received into 32.
+directory missing on the node, and a send of 64 values received into 32. Then (``STOP33B``,
+``s33b-*``): a layer read through the DDP wrapper, SIGHUP to torchrun, and on two namespace
+hosts --master-addr 127.0.0.1 and --rdzv-endpoint localhost on both nodes.
 
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
@@ -704,6 +706,26 @@ STOP33 = [
              "different configs)", env={"FAULT": "p2p-size", "RECORD": "1"}),
 ]
 SCENARIOS += STOP33
+
+# Stop 33, second batch (``s33b-*``): recorded and scored with main's explain before any rule
+# was written for them (the first score is in the commit that added them).
+STOP33B = [
+    Scenario("s33b-ddp-wrapped-attribute", "ddp-wrapped-attribute",
+             "every rank reads model.head through the DistributedDataParallel wrapper "
+             "(single-process code)", env={"FAULT": "ddp-wrapped-attr", "RECORD": "1"}),
+    Scenario("s33b-agent-sighup", "launcher-hangup",
+             "torchrun gets SIGHUP 8 s into a slow run (the ssh session or terminal that "
+             "started it closed)", env={"FAULT": "none", "STEP_SLEEP_S": "3", "RECORD": "1"},
+             sigterm_after_s=8, signum=signal.SIGHUP),
+    Scenario("s33b-netns-master-addr-loopback", "master-addr-loopback",
+             "two hosts, static rendezvous, both nodes given --master-addr 127.0.0.1 (copied "
+             "from a one-node script)", world="netns", nodes=2, nproc=1,
+             node_args=static_two("127.0.0.1")),
+    Scenario("s33b-netns-rdzv-endpoint-localhost", "endpoint-loopback",
+             "two hosts, c10d rendezvous, both nodes given --rdzv-endpoint localhost:PORT",
+             world="netns", nodes=2, nproc=1, node_args=c10d_two(lambda c: "localhost")),
+]
+SCENARIOS += STOP33B
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)

@@ -128,6 +128,8 @@ def train_ddp(rank: int) -> None:
                                     **({"device_ids": [local]} if FAULT == "ddp-device-ids"
                                        else {}))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    if FAULT == "ddp-wrapped-attr":  # single-process code reading a layer off the wrapper
+        log(rank, f"head width {model.head.out_features}")
     steps = STEPS - 2 if FAULT == "ddp-uneven" and rank == FAULT_RANK else STEPS
     for step in range(steps):
         loss = model(torch.randn(32, 64)).pow(2).mean()
