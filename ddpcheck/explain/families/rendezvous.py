@@ -20,6 +20,7 @@ from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record, last_lines
 from ddpcheck.judgements.ranklayout import RANK_OUT_OF_RANGE, RANK_OVERLAP, WORLD_SIZE_DIFFERS
+from ddpcheck.launcher.spawn.mastercheck import MASTER_LOOPBACK
 from ddpcheck.node.netprobe import (
     ENDPOINT_NO_ROUTE,
     ENDPOINT_REFUSED,
@@ -376,3 +377,44 @@ def agent_rank_beyond(found: list[Explained], records: Sequence[Record]) -> list
         fix=f"give the nodes --node-rank 0..{nodes - 1} (each once; under Slurm "
             "--node-rank=$SLURM_NODEID), or raise --nnodes to the number of nodes started")
     return [*found, Explained(problem, first, True, RDZV, (f"{first.source}:{first.lineno}",))]
+
+
+# A rank that dials a loopback address (127.x, localhost, ::1) and gives up, while in another
+# file a store's host waits for clients that never came (TCPStore.cpp waitForWorkers: "Timed
+# out after 9 seconds waiting for clients. 1/2 clients joined."): the store is up, yet this
+# rank's loopback does not reach it, so this rank is on another node, and MASTER_ADDR (or
+# --master-addr) is 127.0.0.1 / localhost there, copied from a one-node script (real run
+# s33b-netns-master-addr-loopback: both nodes --master-addr 127.0.0.1; node1's connects to
+# itself timed out). The dial alone is a rank 0 not up yet, or crashed: a symptom.
+LOOPBACK_DIAL = re.compile(r"(?:trying to connect to|any network address of) \((?P<host>127\."
+                           r"\d+\.\d+\.\d+|localhost|::1), (?P<port>\d+)\)|"
+                           r"to host (?P<host2>127\.\d+\.\d+\.\d+|localhost|\[?::1\]?):"
+                           r"(?P<port2>\d+) - (?!.*Ping failed)")
+STORE_WAITING = re.compile(r"waiting for clients\. (?P<joined>\d+)/(?P<world>\d+) clients "
+                           r"joined")
+
+
+def loopback_elsewhere(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
+    """A loopback dial that failed in one file while the store's host waited for clients
+    in another: ``master-addr-loopback``, the cause of both."""
+    dials = [(r, m) for r in records_for(records, LOOPBACK_DIAL)
+             if (m := LOOPBACK_DIAL.search(r.text))]
+    waits = [(r, m) for r in records_for(records, STORE_WAITING)
+             if (m := STORE_WAITING.search(r.text)) and int(m["joined"]) < int(m["world"])]
+    pair = next(((d, dm, w, wm) for d, dm in dials for w, wm in waits
+                 if w.source != d.source), None)
+    if pair is None:
+        return found
+    dial, m, wait, wm = pair
+    host, port = m["host"] or m["host2"], m["port"] or m["port2"]
+    problem = MASTER_LOOPBACK.problem(
+        f"{dial.text.strip()[:200]} ({dial.source}) | {wait.text.strip()[:160]} "
+        f"({wait.source})",
+        cause=f"a rank dialed the store at {host}:{port}, a loopback address, and never "
+              f"reached it, while the store's host waited for clients ({wm['joined']} of "
+              f"{wm['world']} joined): on another node {host} is that node itself, so "
+              "MASTER_ADDR (--master-addr) was left at a one-node value",
+        ranks=(dial.rank,) if dial.rank is not None else ())
+    explained = Explained(problem, dial, True, RDZV, (f"{dial.source}:{dial.lineno}",
+                                                      f"{wait.source}:{wait.lineno}"))
+    return [explained, *found]

@@ -69,3 +69,29 @@ def test_torch_save_into_a_missing_directory_is_checkpoint_failed():
 def test_near_miss_a_missing_file_to_load_is_not_this_rule():
     assert first_cause("FileNotFoundError: [Errno 2] No such file or directory: "
                        "'/data/train.json'") != "checkpoint-failed"
+
+
+LOOPBACK_GAVE_UP = ("torch.distributed.DistNetworkError: The client socket has timed out after "
+                    "8000ms while trying to connect to (127.0.0.1, 40893).")
+CLIENTS = ("torch.distributed.DistStoreError: Timed out after 9 seconds waiting for clients. "
+           "1/2 clients joined.")
+
+
+def test_a_loopback_dial_beside_a_store_waiting_for_clients_is_master_addr_loopback():
+    # real run s33b-netns-master-addr-loopback: both nodes --master-addr 127.0.0.1
+    p = _first([("node0.log", CLIENTS + "\n"), ("node1.log", LOOPBACK_GAVE_UP + "\n")])
+    assert p.code == "master-addr-loopback" and "127.0.0.1:40893" in p.cause
+    refused = ("[E socket.cpp:860] [c10d] The client socket has failed to connect to any "
+               "network address of (localhost, 29500).")
+    assert _first([("node0.log", CLIENTS + "\n"), ("node1.log", refused + "\n")]).code == \
+        "master-addr-loopback"
+
+
+def test_near_miss_a_loopback_dial_alone_or_to_a_routable_address_is_not_loopback():
+    # one file: rank 0 not up yet or crashed on this very node
+    assert first_cause(LOOPBACK_GAVE_UP) != "master-addr-loopback"
+    # the same two facts in one file (one node's console): no other node in sight
+    assert first_cause(CLIENTS, LOOPBACK_GAVE_UP) != "master-addr-loopback"
+    routable = LOOPBACK_GAVE_UP.replace("127.0.0.1", "10.0.0.1")
+    assert _first([("node0.log", CLIENTS + "\n"), ("node1.log", routable + "\n")]).code != \
+        "master-addr-loopback"
