@@ -937,8 +937,7 @@ def explain_dir(s: Scenario, out: Path) -> tuple[str, str, str, bool]:
     causes = [p for p in data["problems"] if not p.get("consequence_of")]
     cli_first = causes[0]["code"] if causes else "none"
     text = json.dumps(data)
-    # "no failure" is no abstention, whatever the JSON's root_cause_determined says of it
-    cli = score(s, cli_first, bool(causes) and not data["root_cause_determined"], text)
+    cli = score(s, cli_first, data["outcome"] == "undetermined", text)  # no-failure: an answer
     ex = explain_inputs(read_inputs([str(out)], None))
     firsts = [e.problem for e in ex.found if not e.problem.consequence_of]
     first = firsts[0].code if firsts else "none"

@@ -172,8 +172,16 @@ class Explanation:
         parts.append(self.verdict())
         return "\n\n".join(parts) + "\n"
 
+    def outcome(self) -> str:
+        """The verdict as a stable word for scripts: ``no-failure`` (exit 0), ``explained``
+        (a root cause named) or ``undetermined`` (symptoms or candidates only)."""
+        if not self.found:
+            return "no-failure"
+        return "undetermined" if self.undetermined else "explained"
+
     def to_json(self) -> dict[str, Any]:
-        return {"explained": bool(self.found) and not self.undetermined,
+        return {"outcome": self.outcome(),
+                "explained": bool(self.found) and not self.undetermined,
                 "root_cause_determined": bool(self.found) and not self.undetermined,
                 "exit_code": self.exit_code, "verdict": self.verdict(), "sources": self.sources,
                 "problems": [e.problem.to_dict() for e in self.found],

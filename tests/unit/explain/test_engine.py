@@ -116,3 +116,17 @@ def test_the_title_of_torchruns_failure_summary_is_no_failure_line():
     assert not [p for p in e.problems if p.code == "unexplained"]
     e = explain_texts([("pytest.log", "tests/test_a.py::test_b FAILED\n")])
     assert [p.code for p in e.problems] == ["unexplained"]
+
+
+def test_the_json_outcome_is_one_word_for_each_verdict():
+    from ddpcheck.explain import explain_texts
+
+    healthy = explain_texts([("job.log", "step 1 loss 0.3\ndone\n")])
+    assert healthy.to_json()["outcome"] == "no-failure" and healthy.exit_code == 0
+    named = explain_texts([("job.log", "RuntimeError: Address already in use\n")])
+    assert named.to_json()["outcome"] == "explained"
+    assert named.to_json()["root_cause_determined"] is True
+    vague = explain_texts([("job.log", "torch.distributed.elastic.rendezvous.api."
+                                       "RendezvousTimeoutError\n")])
+    assert vague.to_json()["outcome"] == "undetermined"
+    assert vague.to_json()["root_cause_determined"] is False
