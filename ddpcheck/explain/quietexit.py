@@ -97,9 +97,10 @@ def quiet_exit(found: Sequence[Explained], records: Sequence[Record]) -> Explain
             "libraries for sys.exit/exit(/os._exit, read rank "
             f"{rank}'s last lines); make every rank leave the same way",
         ranks=(rank,), hosts=(entry["host"],) if entry["host"] else ())
+    # the rank and the way it left are settled (pinned): EXPLAINED, not "a symptom"
     return Explained(problem, first, True, "ddpcheck run --nodes N --stages ddp",
                      (f"{first.source}:{first.lineno}", f"{lost.record.source}:"
-                      f"{lost.record.lineno}"), CAUSE)
+                      f"{lost.record.lineno}"), CAUSE, pinned=True)
 
 
 def one_node(records: Sequence[Record]) -> bool:

@@ -21,9 +21,12 @@ def _causes(text: str):
 def test_the_rank_torchrun_lists_with_status_1_and_no_traceback_exited_first():
     """The real run: rank 1 sys.exit(1); rank 0's error.json (Connection closed by peer) is
     what the Root Cause block names."""
-    _, causes = _causes(EXIT_1)
+    ex, causes = _causes(EXIT_1)
     assert causes[0].code == "rank-exited" and causes[0].ranks == (1,)
     assert "sys.exit" in causes[0].cause and "status 1" in causes[0].cause
+    # the rank and how it left are settled: explained, not "a symptom" (noticed at stop 31)
+    assert not ex.undetermined and ex.render_text().rstrip().splitlines()[-1].startswith(
+        "EXPLAINED")
 
 
 def test_a_quiet_rank_that_also_printed_a_traceback_is_not_a_quiet_exit():
