@@ -83,7 +83,12 @@ MASTER_PORT=70000, DDP over a model with one layer more on rank 1, a tcp:// init
 host does not resolve, ``mp.spawn`` with rank 1 returning early, a checkpoint into a
 directory missing on the node, and a send of 64 values received into 32. Then (``STOP33B``,
 ``s33b-*``): a layer read through the DDP wrapper, SIGHUP to torchrun, and on two namespace
-hosts --master-addr 127.0.0.1 and --rdzv-endpoint localhost on both nodes.
+hosts --master-addr 127.0.0.1 and --rdzv-endpoint localhost on both nodes. And
+(``STOP33C``, ``s33c-*``) jobs under a real Slurm (``slurm`` world: slurmctld and a slurmd per
+namespace host, tests/cluster/slurm.py), submitted with sbatch, the job's output file as the
+console: a 2-node batch script that runs torchrun without srun, a job scancel'ed mid-run, a
+task's KeyError under srun, srun of plain python (no RANK), and srun --ntasks=16 in an
+allocation of 4 CPUs.
 
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
@@ -155,7 +160,7 @@ class Scenario:
     # launcher "env": rank -> variables that rank gets in place of the right ones
     rank_env: dict[int, dict[str, str]] = field(default_factory=dict)
     fresh: bool = False  # added after the fixes were written: a measure, not tuned on
-    world: str = "local"  # local | netns | shm | readonly | cgroup (bench/real_runs_worlds.py)
+    world: str = "local"  # local | netns | shm | readonly | cgroup | slurm (real_runs_worlds)
     nodes: int = 1  # netns: namespace hosts, one torchrun each
     node_args: Callable[[Any, int, int], list[str]] | None = None  # (cluster, node, port)
     prepare: Callable[[Any, int], None] | None = None  # netns: the fault (cluster, port)
@@ -173,6 +178,9 @@ class Scenario:
     # the code when the venv's torch is a CUDA build on this GPU-less host (a fault that asks
     # a CPU-only torch for CUDA or NCCL then meets no driver, no device): "" = ``expected``
     expected_cuda_build: str = ""
+    # world slurm: the job script sbatch submits ({port}: a free port), and when to scancel it
+    sbatch: str = ""
+    scancel_after_s: float = 0
 
     def expect(self) -> str:
         """The code this run should give with the venv's torch build."""
@@ -726,6 +734,41 @@ STOP33B = [
              world="netns", nodes=2, nproc=1, node_args=c10d_two(lambda c: "localhost")),
 ]
 SCENARIOS += STOP33B
+
+# Jobs under a real Slurm (slurmctld, a slurmd per namespace host), submitted with sbatch; the
+# job's output file is the console. One torchrun per node through srun, c10d rendezvous at the
+# batch host.
+SRUN_TORCHRUN = ("srun --ntasks-per-node=1 torchrun --nnodes 2 --nproc-per-node 1 "
+                 "--rdzv-backend c10d --rdzv-endpoint $(hostname):{port} --rdzv-conf "
+                 "join_timeout=20 --max-restarts 0 bench/real_runs_train.py\n")
+JOB_HEAD = "#!/bin/bash\n#SBATCH --job-name=train\n#SBATCH --ntasks-per-node=1\n"
+
+# Stop 33, third batch (``s33c-*``, Slurm): recorded and scored with main's explain before any
+# rule was written for them (the first score is in the commit that added them).
+STOP33C = [
+    Scenario("s33c-slurm-without-srun", "slurm-without-srun",
+             "sbatch --nodes=2 of a script that runs torchrun --nnodes 2 itself, without srun: "
+             "only the batch host runs it", world="slurm", nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD + SRUN_TORCHRUN.replace("srun --ntasks-per-node=1 ", "")
+             .replace("join_timeout=20", "join_timeout=8")),
+    Scenario("s33c-slurm-job-cancelled", "slurm-job-cancelled",
+             "srun torchrun on 2 nodes, a slow run, scancel'ed after 14 s", world="slurm",
+             nodes=2, env={"FAULT": "none", "STEP_SLEEP_S": "3"}, scancel_after_s=14,
+             sbatch=JOB_HEAD + SRUN_TORCHRUN),
+    Scenario("s33c-slurm-task-exception", "unexplained",
+             "srun torchrun on 2 nodes; rank 1 raises KeyError('labels') at step 3",
+             world="slurm", nodes=2, env={"FAULT": "exception"}, mention="KeyError: 'labels'",
+             sbatch=JOB_HEAD + SRUN_TORCHRUN),
+    Scenario("s33c-slurm-srun-python", "launcher-env-missing",
+             "srun of plain python on 2 nodes: Slurm sets SLURM_PROCID, not RANK / WORLD_SIZE",
+             world="slurm", nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD + "srun python bench/real_runs_train.py\n"),
+    Scenario("s33c-slurm-step-too-many-tasks", "slurm-step-rejected",
+             "srun --ntasks=16 inside a 2-node allocation of 2 CPUs each", world="slurm",
+             nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD + "srun --ntasks=16 python bench/real_runs_train.py\n"),
+]
+SCENARIOS += STOP33C
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)
@@ -814,6 +857,10 @@ def run_scenario(s: Scenario, out: Path) -> float:
         env.update({"SPAWN": str(s.nproc), "MASTER_PORT": str(port)})
     env.update(wrappers.environ(s, port))
     t0 = time.monotonic()
+    if s.world == "slurm":
+        worlds.run_sbatch(s.nodes, s.sbatch.format(port=port), env, out, ROOT, s.deadline_s,
+                          scancel_after_s=s.scancel_after_s)
+        return time.monotonic() - t0
     if s.world == "netns":
         worlds.run_on_hosts(s.nodes, node_command(s, out, port), env, out, ROOT, s.deadline_s,
                             prepare=(lambda c: s.prepare(c, port)) if s.prepare else None,

@@ -28,6 +28,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -66,6 +67,14 @@ def unavailable(kind: str) -> str:
         return "" if probe.returncode == 0 else f"a read-only bind mount fails: {probe.stderr}"
     if kind == "cgroup":
         return "" if _cgroup_root() else "no writable cgroup memory controller (v1 or v2)"
+    if kind == "slurm":
+        from tests.cluster.netns import available as netns_ok
+        from tests.cluster.slurm import available as slurm_ok
+
+        for ok, why in (netns_ok(), slurm_ok()):
+            if not ok:
+                return why
+        return ""
     return f"unknown world {kind!r}"
 
 
@@ -192,3 +201,36 @@ def hosts_remap(cluster: object, host: int, name: str, addr: str) -> None:
     path = ETC_NETNS / h.ns / "hosts"
     kept = [line for line in path.read_text().splitlines() if name not in line.split()[1:]]
     path.write_text("\n".join([*kept, f"{addr} {name}"]) + "\n")
+
+
+def run_sbatch(nodes: int, script: str, env: dict[str, str], out: Path, cwd: Path,
+               deadline_s: float, *, scancel_after_s: float = 0) -> None:
+    """A job script submitted with sbatch to a real Slurm (slurmctld, slurmd per namespace
+    host; tests/cluster/slurm.py) and waited for, its output (what users read as
+    slurm-JOBID.out) in ``out/console.log``; scancel'ed after ``scancel_after_s`` when set.
+    Every daemon, job, namespace and process goes after."""
+    from tests.cluster.netns import Cluster
+    from tests.cluster.slurm import SlurmCluster
+
+    (out / "slurm-state").mkdir(parents=True, exist_ok=True)
+    job_file = out / "slurm-state" / "job.sbatch"  # the script is no part of the job's log
+    job_file.write_text(script)
+    with Cluster(nodes, prefix="ddpcrs") as cluster, \
+            SlurmCluster(cluster, out / "slurm-state") as slurm:
+        job_env = {**env, "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}"}
+        res = slurm.run(["sbatch", "--parsable", f"--nodes={nodes}", f"--chdir={cwd}",
+                         f"--output={out / 'console.log'}", str(job_file)], env=job_env,
+                        timeout=30)
+        if res.returncode != 0:
+            raise RuntimeError(f"sbatch failed: {res.stdout}{res.stderr}")
+        job = res.stdout.strip().split(";")[0]
+        if scancel_after_s:
+            time.sleep(scancel_after_s)
+            slurm.run(["scancel", job], timeout=20)
+        try:
+            slurm.wait_job(job, timeout=deadline_s)
+        except Exception as exc:  # SlurmError: still running at the deadline
+            print(f"  (job {job}: {exc}; cancelled)", flush=True)
+            slurm.run(["scancel", job], timeout=20)
+            time.sleep(2)
+    shutil.rmtree(out / "slurm-state", ignore_errors=True)  # daemons' files: not the user's log
