@@ -181,6 +181,7 @@ class Scenario:
     # world slurm: the job script sbatch submits ({port}: a free port), and when to scancel it
     sbatch: str = ""
     scancel_after_s: float = 0
+    script_in_log: bool = False  # slurm: the user gives explain the job script too
 
     def expect(self) -> str:
         """The code this run should give with the venv's torch build."""
@@ -751,6 +752,13 @@ STOP33C = [
              "only the batch host runs it", world="slurm", nodes=2, env={"FAULT": "none"},
              sbatch=JOB_HEAD + SRUN_TORCHRUN.replace("srun --ntasks-per-node=1 ", "")
              .replace("join_timeout=20", "join_timeout=8")),
+    Scenario("s33c-slurm-without-srun-script", "slurm-without-srun",
+             "the same job, its batch script given to explain beside its output",
+             world="slurm", nodes=2, env={"FAULT": "none"}, script_in_log=True,
+             sbatch=JOB_HEAD.replace("--ntasks-per-node=1", "--nodes=2\n#SBATCH "
+                                     "--ntasks-per-node=1")
+             + SRUN_TORCHRUN.replace("srun --ntasks-per-node=1 ", "")
+             .replace("join_timeout=20", "join_timeout=8")),
     Scenario("s33c-slurm-job-cancelled", "slurm-job-cancelled",
              "srun torchrun on 2 nodes, a slow run, scancel'ed after 14 s", world="slurm",
              nodes=2, env={"FAULT": "none", "STEP_SLEEP_S": "3"}, scancel_after_s=14,
@@ -860,6 +868,8 @@ def run_scenario(s: Scenario, out: Path) -> float:
     if s.world == "slurm":
         worlds.run_sbatch(s.nodes, s.sbatch.format(port=port), env, out, ROOT, s.deadline_s,
                           scancel_after_s=s.scancel_after_s)
+        if s.script_in_log:  # ddpcheck explain slurm-N.out job.sbatch
+            (out / "job.sbatch").write_text(s.sbatch.format(port=port))
         return time.monotonic() - t0
     if s.world == "netns":
         worlds.run_on_hosts(s.nodes, node_command(s, out, port), env, out, ROOT, s.deadline_s,
