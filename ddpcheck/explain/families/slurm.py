@@ -297,10 +297,13 @@ def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Expla
             and (forming := formation.cancelled_while_forming(records))):
         found = [forming, *found]  # what the job waited in until the cancellation
     if any(e.problem.code == SLURM_JOB_CANCELLED.code for e in found):
+        # its SIGKILLs (no OOM words) and the SIGTERM torchrun's agent then got ("Received 15
+        # death signal", real run s33c-slurm-job-cancelled: scancel mid-run) are its own
         found = [replace(e, root=False, problem=e.problem.where(
                      consequence_of=SLURM_JOB_CANCELLED.code))
-                 if e.problem.code == HOST_OOM.code
-                 and not OOM_WORDS.search(e.problem.observed) else e for e in found]
+                 if (e.problem.code == HOST_OOM.code
+                     and not OOM_WORDS.search(e.problem.observed))
+                 or e.problem.code == "run-interrupted" else e for e in found]
     nodes = next((r for r in records_for(records, SBATCH_NODES)
                   if (m := SBATCH_NODES.match(r.text)) and int(m["n"]) > 1), None)
     launch = next((r for r in records_for(records, LAUNCH) if LAUNCH.match(r.text)), None)

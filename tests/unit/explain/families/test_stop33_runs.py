@@ -95,3 +95,28 @@ def test_near_miss_a_loopback_dial_alone_or_to_a_routable_address_is_not_loopbac
     routable = LOOPBACK_GAVE_UP.replace("127.0.0.1", "10.0.0.1")
     assert _first([("node0.log", CLIENTS + "\n"), ("node1.log", routable + "\n")]).code != \
         "master-addr-loopback"
+
+
+CANCELLED = """srun: Job step aborted: Waiting up to 4 seconds for job step to finish.
+slurmstepd-node0: error: *** STEP 1.0 ON node0 CANCELLED AT 2026-11-25T03:33:43 ***
+slurmstepd-node0: error: *** JOB 1 ON node0 CANCELLED AT 2026-11-25T03:33:43 ***
+srun: forcing job termination
+W1125 03:33:43.069000 1403 site-packages/torch/distributed/elastic/agent/server/api.py:753] \
+Received 15 death signal, shutting down workers
+torch.distributed.elastic.multiprocessing.api.SignalException: Process 1403 got signal: 15
+srun: error: node0: task 0: Exited with exit code 1
+"""
+
+
+def test_torchruns_sigterm_after_a_slurm_cancellation_is_its_consequence():
+    # real run s33c-slurm-job-cancelled (scancel mid-run): was root-cause-ambiguous
+    e = explain_texts([("slurm-1.out", CANCELLED)])
+    causes = [p.code for p in e.problems if not p.consequence_of]
+    assert causes == ["slurm-job-cancelled"]
+    assert any(p.code == "run-interrupted" and p.consequence_of == "slurm-job-cancelled"
+               for p in e.problems)
+
+
+def test_near_miss_torchruns_sigterm_without_a_cancellation_stays_its_own():
+    lines = [ln for ln in CANCELLED.splitlines() if "CANCELLED" not in ln]
+    assert first_cause(*lines) == "run-interrupted"
