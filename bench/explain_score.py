@@ -60,7 +60,8 @@ TWIN_PAIRS = {frozenset((a, b)) for a, (b, *_) in TWINS.items()}
 # stop29 until scored unread at stop 29 (15 / 8 / 5 of 28 before the stop-29 rule merges,
 # 16 / 7 / 5 after); stop33 until scored unread at stop 33 (11 / 6 / 1 of 18, held-out part
 # 5 / 2 / 0, with the stop-33 real-run rules of commit e7710f1); stop33b until scored unread
-# at stop 33 (4 / 8 / 1 of 13, held-out part 2 / 2 / 0, with main at db53cca)
+# at stop 33 (4 / 8 / 1 of 13, held-out part 2 / 2 / 0, with main at db53cca); stop33c until
+# scored unread at stop 33 (10 / 4 / 1 of 15, held-out part 5 / 2 / 1, with main at 31f9384)
 UNREAD_BATCHES: tuple[str, ...] = ()
 
 
