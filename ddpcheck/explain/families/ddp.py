@@ -57,6 +57,17 @@ PATTERNS = [
     # initialized"
     pattern(PG_NOT_INITIALIZED,
             r"Default process group (?:has not been|is not) initialized", DDP),
+    # destroy_process_group / abort_process_group with no default group (never initialised,
+    # or destroyed already): torch 2.4+ "AssertionError: Process group cannot be None", older
+    # releases' bare "assert pg is not None" under that frame (stop-33c dev
+    # gh47-torchtitan-655: a script's destroy_process_group() after a single-process run)
+    pattern(PG_NOT_INITIALIZED,
+            r"AssertionError: Process group cannot be None|^\s*assert pg is not None\s*$", DDP,
+            cause="destroy_process_group() (or abort) ran with no default process group: "
+                  "init_process_group was never called in this process (a single-process "
+                  "run), or the group was destroyed already",
+            fix="call destroy_process_group() only if torch.distributed.is_initialized(), "
+                "once, at the end"),
     # distributed_c10d.py init_process_group: ValueError (torch 2.x), RuntimeError (1.x)
     # "trying to initialize the default process group twice!" (stop-31 dev
     # gh30-megatron-lm-521; the real run runs/s30b-init-twice)

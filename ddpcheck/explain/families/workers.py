@@ -43,7 +43,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ddpcheck.diagnoses import DEV_SHM_TOO_SMALL, RUN_INTERRUPTED, Problem, register
+from ddpcheck.diagnoses import (
+    DEV_SHM_TOO_SMALL,
+    LAUNCH_FAILED,
+    RUN_INTERRUPTED,
+    Problem,
+    register,
+)
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 
 CUDA_BEFORE_FORK = register(
@@ -111,6 +117,25 @@ def combine_spawn(hits: Sequence[Hit]) -> Problem | None:
 
 
 PATTERNS = [
+    # A launcher's elastic agent (a subclass of torch's SimpleElasticAgent: DeepSpeed's
+    # DSElasticAgent, deepspeed/elasticity/elastic_agent.py) overriding a method torch's
+    # agent calls with other arguments in this torch release: "TypeError:
+    # DSElasticAgent._set_master_addr_port() takes 3 positional arguments but 4 were given"
+    # (torch/distributed/elastic/agent/server/api.py _rendezvous, stop-33c dev
+    # gh48-deepspeed-4985). It fails in the agent, before any worker starts. Before the
+    # spawn rule, whose arity wording it shares (the first pattern a line matches wins).
+    pattern(LAUNCH_FAILED,
+            r"TypeError: (?P<agent>\w*Agent)\.(?P<meth>_?\w+)\(\) (?:takes \d+ positional "
+            r"arguments? but \d+ (?:was|were) given|got an unexpected keyword argument|"
+            r"missing \d+ required positional argument)",
+            "pip list | grep -i -E 'torch|deepspeed|accelerate|lightning' (the launcher's "
+            "release against torch's)",
+            cause="the launcher's elastic agent {agent} overrides torch's {meth}() with "
+                  "another signature than this torch calls: the launcher package was "
+                  "released for another torch (the agent API changed), so it crashed before "
+                  "starting any worker",
+            fix="install a release of the launcher package made for this torch (upgrade it, "
+                "e.g. pip install -U deepspeed), or the torch release it supports"),
     pattern(CUDA_BEFORE_FORK,
             r"Cannot re-initialize CUDA in forked subprocess|CUDA has been initialized before "
             r"the `?notebook_launcher`? could create a forked subprocess|Lightning can't "

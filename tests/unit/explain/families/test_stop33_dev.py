@@ -64,3 +64,28 @@ def test_cuda_initialised_before_a_fork_is_named_by_torch_accelerate_and_lightni
 def test_near_miss_a_cuda_initialisation_error_is_not_a_fork():
     assert first_cause("RuntimeError: CUDA error: initialization error") != \
         "cuda-initialized-before-fork"
+
+
+def test_destroy_process_group_without_a_group_is_process_group_not_initialized():
+    # stop-33c dev gh47-torchtitan-655 (torch 2.x's bare assert) and torch 2.13's message
+    assert first_cause('  File "/t/distributed_c10d.py", line 2014, in destroy_process_group',
+                       "    assert pg is not None", "AssertionError") == \
+        "process-group-not-initialized"
+    assert first_cause("AssertionError: Process group cannot be None") == \
+        "process-group-not-initialized"
+
+
+def test_near_miss_another_assertion_is_not_a_missing_group():
+    assert first_cause("    assert model is not None", "AssertionError") != \
+        "process-group-not-initialized"
+
+
+def test_a_launcher_agent_built_for_another_torch_is_launch_failed():
+    # stop-33c dev gh48-deepspeed-4985
+    assert first_cause("rogpt1: TypeError: DSElasticAgent._set_master_addr_port() takes 3 "
+                       "positional arguments but 4 were given") == "launch-failed"
+
+
+def test_near_miss_a_type_error_of_the_users_own_function_is_not_the_launcher():
+    assert first_cause("TypeError: forward() takes 2 positional arguments but 3 were given") \
+        != "launch-failed"
