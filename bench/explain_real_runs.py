@@ -88,7 +88,9 @@ hosts --master-addr 127.0.0.1 and --rdzv-endpoint localhost on both nodes. And
 namespace host, tests/cluster/slurm.py), submitted with sbatch, the job's output file as the
 console: a 2-node batch script that runs torchrun without srun, a job scancel'ed mid-run, a
 task's KeyError under srun, srun of plain python (no RANK), and srun --ntasks=16 in an
-allocation of 4 CPUs.
+allocation of 4 CPUs. Then (``STOP33D``, ``s33d-*``): a one-minute --time limit, each task's
+MASTER_ADDR=$(hostname), --gres=gpu:1 on GPU-less nodes (refused at submission: sbatch's
+own output is the console), srun --nodelist outside the allocation.
 
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
@@ -777,6 +779,31 @@ STOP33C = [
              sbatch=JOB_HEAD + "srun --ntasks=16 python bench/real_runs_train.py\n"),
 ]
 SCENARIOS += STOP33C
+
+# Stop 33, fourth batch (``s33d-*``, Slurm): recorded and scored with main's explain before any
+# rule was written for them (the first score is in the commit that added them).
+STOP33D = [
+    Scenario("s33d-slurm-time-limit", "slurm-job-cancelled",
+             "sbatch --time=1 (one minute) of a slow srun torchrun job: Slurm ends it at its "
+             "time limit", world="slurm", nodes=2, deadline_s=170,
+             env={"FAULT": "none", "STEP_SLEEP_S": "30"},
+             sbatch=JOB_HEAD + "#SBATCH --time=1\n" + SRUN_TORCHRUN),
+    Scenario("s33d-slurm-master-addr-per-task", "master-addr-not-rank0-node",
+             "srun of python on 2 nodes, each task exporting MASTER_ADDR=$(hostname) (its own "
+             "node) and RANK=$SLURM_PROCID", world="slurm", nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD + "srun bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS "
+             "LOCAL_RANK=0 MASTER_ADDR=$(hostname) MASTER_PORT={port} exec python "
+             "bench/real_runs_train.py'\n"),
+    Scenario("s33d-slurm-gres-unavailable", "slurm-job-rejected",
+             "sbatch --gres=gpu:1 on a cluster whose nodes have no GPU: refused at submission",
+             world="slurm", nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD + "#SBATCH --gres=gpu:1\n" + SRUN_TORCHRUN),
+    Scenario("s33d-slurm-srun-nodelist-outside", "slurm-step-rejected",
+             "srun --nodelist=node7 inside an allocation of node0 and node1", world="slurm",
+             nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD + "srun --nodelist=node7 python bench/real_runs_train.py\n"),
+]
+SCENARIOS += STOP33D
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)

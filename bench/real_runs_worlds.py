@@ -221,8 +221,10 @@ def run_sbatch(nodes: int, script: str, env: dict[str, str], out: Path, cwd: Pat
         res = slurm.run(["sbatch", "--parsable", f"--nodes={nodes}", f"--chdir={cwd}",
                          f"--output={out / 'console.log'}", str(job_file)], env=job_env,
                         timeout=30)
-        if res.returncode != 0:
-            raise RuntimeError(f"sbatch failed: {res.stdout}{res.stderr}")
+        if res.returncode != 0:  # refused at submission: what the user's terminal shows
+            (out / "console.log").write_text(res.stdout + res.stderr)
+            shutil.rmtree(out / "slurm-state", ignore_errors=True)
+            return
         job = res.stdout.strip().split(";")[0]
         if scancel_after_s:
             time.sleep(scancel_after_s)
