@@ -20,7 +20,7 @@ from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record, last_lines
 from ddpcheck.judgements.ranklayout import RANK_OUT_OF_RANGE, RANK_OVERLAP, WORLD_SIZE_DIFFERS
-from ddpcheck.launcher.spawn.mastercheck import MASTER_LOOPBACK
+from ddpcheck.launcher.spawn.mastercheck import MASTER_LOOPBACK, MASTER_NOT_RANK0
 from ddpcheck.node.netprobe import (
     ENDPOINT_NO_ROUTE,
     ENDPOINT_REFUSED,
@@ -394,13 +394,20 @@ STORE_WAITING = re.compile(r"waiting for clients\. (?P<joined>\d+)/(?P<world>\d+
                            r"joined")
 
 
+def _dials_and_waits(records: Sequence[Record], dial: re.Pattern[str]
+                     ) -> tuple[list[tuple[Record, re.Match[str]]],
+                                list[tuple[Record, re.Match[str]]]]:
+    """The failed store dials ``dial`` reads, and the store hosts still waiting for clients."""
+    dials = [(r, m) for r in records_for(records, dial) if (m := dial.search(r.text))]
+    waits = [(r, m) for r in records_for(records, STORE_WAITING)
+             if (m := STORE_WAITING.search(r.text)) and int(m["joined"]) < int(m["world"])]
+    return dials, waits
+
+
 def loopback_elsewhere(found: list[Explained], records: Sequence[Record]) -> list[Explained]:
     """A loopback dial that failed in one file while the store's host waited for clients
     in another: ``master-addr-loopback``, the cause of both."""
-    dials = [(r, m) for r in records_for(records, LOOPBACK_DIAL)
-             if (m := LOOPBACK_DIAL.search(r.text))]
-    waits = [(r, m) for r in records_for(records, STORE_WAITING)
-             if (m := STORE_WAITING.search(r.text)) and int(m["joined"]) < int(m["world"])]
+    dials, waits = _dials_and_waits(records, LOOPBACK_DIAL)
     pair = next(((d, dm, w, wm) for d, dm in dials for w, wm in waits
                  if w.source != d.source), None)
     if pair is None:
@@ -414,6 +421,52 @@ def loopback_elsewhere(found: list[Explained], records: Sequence[Record]) -> lis
               f"reached it, while the store's host waited for clients ({wm['joined']} of "
               f"{wm['world']} joined): on another node {host} is that node itself, so "
               "MASTER_ADDR (--master-addr) was left at a one-node value",
+        ranks=(dial.rank,) if dial.rank is not None else ())
+    explained = Explained(problem, dial, True, RDZV, (f"{dial.source}:{dial.lineno}",
+                                                      f"{wait.source}:{wait.lineno}"))
+    return [explained, *found]
+
+
+# srun starting the ranks itself (no torchrun: its task N is rank N, which env:// reads from
+# RANK=$SLURM_PROCID) says where rank 0 ran: "srun: error: node0: task 0: Exited with exit code
+# 1" (src/srun/ launch, 17.x-25.x). Rank 0 hosts the env:// store; a rank that dialed the store
+# at another node's name, while rank 0's store waited for clients, was given a MASTER_ADDR that
+# is not rank 0's node: typically MASTER_ADDR=$(hostname) evaluated in each task (real run
+# s33d-slurm-master-addr-per-task: node1's rank dialed (node1, P)).
+NAMED_DIAL = re.compile(r"(?:trying to connect to|any network address of) \((?P<host>"
+                        r"[A-Za-z][\w.-]*), (?P<port>\d+)\)|to host (?P<host2>[A-Za-z][\w.-]*):"
+                        r"(?P<port2>\d+) - (?!.*Ping failed)")
+SRUN_TASK0 = re.compile(r"^srun: error: (?P<node>[\w.-]+): task 0: ")
+TORCHRUN_AGENT = re.compile(r"torch/distributed/elastic/|torchrun\b|ChildFailedError")
+
+
+def master_not_rank0_under_srun(found: list[Explained], records: Sequence[Record]
+                                ) -> list[Explained]:
+    """A store dial to a node other than the one srun ran rank 0 (task 0) on, while that
+    store waited for clients: ``master-addr-not-rank0-node``."""
+    task0 = next((m for r in records_for(records, SRUN_TASK0)
+                  if (m := SRUN_TASK0.search(r.text))), None)
+    if task0 is None or any(TORCHRUN_AGENT.search(r.text)
+                            for r in records_for(records, TORCHRUN_AGENT)):
+        return found
+    rank0 = task0["node"].split(".")[0]
+    dials, waits = _dials_and_waits(records, NAMED_DIAL)
+    wrong = [(r, m) for r, m in dials if (m["host"] or m["host2"]).split(".")[0] != rank0
+             and (m["host"] or m["host2"]) != "localhost"]
+    if not wrong or not waits:
+        return found
+    (dial, m), (wait, wm) = wrong[0], waits[0]
+    host, port = m["host"] or m["host2"], m["port"] or m["port2"]
+    problem = MASTER_NOT_RANK0.problem(
+        f"{dial.text.strip()[:200]} | {wait.text.strip()[:160]} | srun: task 0 (rank 0) ran "
+        f"on {task0['node']}",
+        cause=f"a rank dialed the store at {host}:{port}, but rank 0, which hosts it, ran on "
+              f"{task0['node']} (srun's task 0) and waited there for clients ({wm['joined']} "
+              f"of {wm['world']} joined): MASTER_ADDR names another node, e.g. "
+              "MASTER_ADDR=$(hostname) evaluated in each task instead of once",
+        fix="set MASTER_ADDR once in the batch script, before srun, to the first node of the "
+            "allocation: export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
+            "| head -n 1)",
         ranks=(dial.rank,) if dial.rank is not None else ())
     explained = Explained(problem, dial, True, RDZV, (f"{dial.source}:{dial.lineno}",
                                                       f"{wait.source}:{wait.lineno}"))

@@ -120,3 +120,32 @@ def test_torchruns_sigterm_after_a_slurm_cancellation_is_its_consequence():
 def test_near_miss_torchruns_sigterm_without_a_cancellation_stays_its_own():
     lines = [ln for ln in CANCELLED.splitlines() if "CANCELLED" not in ln]
     assert first_cause(*lines) == "run-interrupted"
+
+
+PER_TASK = """[E1125 03:46:39.896640905 socket.cpp:1028] [c10d] The client socket has timed out \
+after 5000ms while trying to connect to (node1, 40991).
+Traceback (most recent call last):
+torch.distributed.DistStoreError: Timed out after 6 seconds waiting for clients. 1/2 clients \
+joined.
+srun: error: node0: task 0: Exited with exit code 1
+torch.distributed.DistNetworkError: The client socket has timed out after 5000ms while trying \
+to connect to (node1, 40991).
+srun: error: node1: task 1: Exited with exit code 1
+"""
+
+
+def test_a_dial_to_another_node_than_sruns_task_0_is_master_addr_not_rank0_node():
+    # real run s33d-slurm-master-addr-per-task: each task's MASTER_ADDR=$(hostname)
+    p = _first([("slurm-3.out", PER_TASK)])
+    assert p.code == "master-addr-not-rank0-node" and "node0" in p.cause
+    assert "scontrol show hostnames" in p.fix
+
+
+def test_near_miss_under_torchrun_srun_tasks_are_nodes_not_ranks():
+    # srun started one torchrun per node: task 0 is node 0's agent, which says nothing of
+    # where the store is (c10d's endpoint may be any node)
+    agent = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n")
+    assert _first([("slurm-3.out", agent + PER_TASK)]).code != "master-addr-not-rank0-node"
+    # the dial names rank 0's own node: not this rule
+    same = PER_TASK.replace("(node1, 40991)", "(node0, 40991)")
+    assert _first([("slurm-3.out", same)]).code != "master-addr-not-rank0-node"
