@@ -413,7 +413,7 @@ def loopback_elsewhere(found: list[Explained], records: Sequence[Record]) -> lis
     if pair is None:
         return found
     dial, m, wait, wm = pair
-    host, port = m["host"] or m["host2"], m["port"] or m["port2"]
+    host, port = _dialed(m)
     problem = MASTER_LOOPBACK.problem(
         f"{dial.text.strip()[:200]} ({dial.source}) | {wait.text.strip()[:160]} "
         f"({wait.source})",
@@ -422,9 +422,18 @@ def loopback_elsewhere(found: list[Explained], records: Sequence[Record]) -> lis
               f"{wm['world']} joined): on another node {host} is that node itself, so "
               "MASTER_ADDR (--master-addr) was left at a one-node value",
         ranks=(dial.rank,) if dial.rank is not None else ())
-    explained = Explained(problem, dial, True, RDZV, (f"{dial.source}:{dial.lineno}",
-                                                      f"{wait.source}:{wait.lineno}"))
-    return [explained, *found]
+    return [_dial_cause(problem, dial, wait), *found]
+
+
+def _dialed(m: re.Match[str]) -> tuple[str, str]:
+    """(host, port) of a store dial read by LOOPBACK_DIAL or NAMED_DIAL."""
+    return m["host"] or m["host2"], m["port"] or m["port2"]
+
+
+def _dial_cause(problem: Problem, dial: Record, wait: Record) -> Explained:
+    """The cause read from a failed dial and the store host's wait, led by the dial."""
+    return Explained(problem, dial, True, RDZV, (f"{dial.source}:{dial.lineno}",
+                                                 f"{wait.source}:{wait.lineno}"))
 
 
 # srun starting the ranks itself (no torchrun: its task N is rank N, which env:// reads from
@@ -451,12 +460,12 @@ def master_not_rank0_under_srun(found: list[Explained], records: Sequence[Record
         return found
     rank0 = task0["node"].split(".")[0]
     dials, waits = _dials_and_waits(records, NAMED_DIAL)
-    wrong = [(r, m) for r, m in dials if (m["host"] or m["host2"]).split(".")[0] != rank0
-             and (m["host"] or m["host2"]) != "localhost"]
+    wrong = [(r, m) for r, m in dials
+             if _dialed(m)[0].split(".")[0] != rank0 and _dialed(m)[0] != "localhost"]
     if not wrong or not waits:
         return found
     (dial, m), (wait, wm) = wrong[0], waits[0]
-    host, port = m["host"] or m["host2"], m["port"] or m["port2"]
+    host, port = _dialed(m)
     problem = MASTER_NOT_RANK0.problem(
         f"{dial.text.strip()[:200]} | {wait.text.strip()[:160]} | srun: task 0 (rank 0) ran "
         f"on {task0['node']}",
@@ -468,6 +477,4 @@ def master_not_rank0_under_srun(found: list[Explained], records: Sequence[Record
             "allocation: export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" "
             "| head -n 1)",
         ranks=(dial.rank,) if dial.rank is not None else ())
-    explained = Explained(problem, dial, True, RDZV, (f"{dial.source}:{dial.lineno}",
-                                                      f"{wait.source}:{wait.lineno}"))
-    return [explained, *found]
+    return [_dial_cause(problem, dial, wait), *found]
