@@ -175,6 +175,24 @@ PATTERNS = [
                 "'LOCAL_RANK'])) before any CUDA call; or stop the other process on that GPU "
                 "(nvidia-smi), or set the compute mode to default (nvidia-smi -c 0)",
             grade=HINT),
+    # ProcessGroupNCCL (torch 2.3+, a group bound to one device by init_process_group(...,
+    # device_id=...)): "DistBackendError: Attempt to perform collective on tensor not on
+    # device passed to init_process_group" (stop-33b dev gh45-pytorch-146767). The rank bound
+    # one GPU and put its tensor on another: most often every rank's tensors on cuda:0
+    # (torch.cuda.set_device(local_rank) missing) while device_id follows the local rank, or
+    # device_id the same on every rank. A hint: the two may simply disagree on one rank.
+    pattern(DUPLICATE_DEVICE,
+            r"Attempt to perform collective on tensor not on device passed to "
+            r"init_process_group", "ddpcheck run --stages node,placement",
+            cause="the rank's tensor is on another GPU than the device_id it gave "
+                  "init_process_group: ranks that put their tensors on one GPU (cuda:0, no "
+                  "torch.cuda.set_device(local_rank)) while device_id follows the local rank, "
+                  "or a device_id that is the same on every rank",
+            fix="bind each rank to its own GPU once, and use it everywhere: local_rank = "
+                "int(os.environ['LOCAL_RANK']); torch.cuda.set_device(local_rank); "
+                "init_process_group(..., device_id=torch.device('cuda', local_rank)); "
+                "model.to(local_rank)",
+            grade=HINT),
     # the CUDA stack itself: driver, runtime and build against the GPU (families/cudastack)
     *cudastack.PATTERNS,
     pattern(BACKEND_UNAVAILABLE,

@@ -89,3 +89,14 @@ def test_a_launcher_agent_built_for_another_torch_is_launch_failed():
 def test_near_miss_a_type_error_of_the_users_own_function_is_not_the_launcher():
     assert first_cause("TypeError: forward() takes 2 positional arguments but 3 were given") \
         != "launch-failed"
+
+
+def test_a_tensor_off_the_bound_device_is_a_duplicate_device_hint():
+    # stop-33b dev gh45-pytorch-146767 (torch 2.3+: init_process_group(device_id=...))
+    assert first_cause("torch.distributed.DistBackendError: Attempt to perform collective on "
+                       "tensor not on device passed to init_process_group") == \
+        "duplicate-device"
+
+
+def test_near_miss_a_cpu_tensor_in_an_nccl_collective_is_not_this_rule():
+    assert first_cause("RuntimeError: Tensors must be CUDA and dense") != "duplicate-device"
