@@ -804,6 +804,28 @@ STOP33D = [
              sbatch=JOB_HEAD + "srun --nodelist=node7 python bench/real_runs_train.py\n"),
 ]
 SCENARIOS += STOP33D
+
+# Stop 33, fifth batch (``s33e-*``, Slurm): recorded and scored with main's explain before any
+# rule was written for them (the first score is in the commit that added them).
+SRUN_PYTHON = ("srun bash -c 'RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS "
+               "LOCAL_RANK=$SLURM_LOCALID MASTER_ADDR=$(scontrol show hostnames "
+               "\"$SLURM_JOB_NODELIST\" | head -n 1) MASTER_PORT={port} exec python "
+               "bench/real_runs_train.py'\n")
+STOP33E = [
+    Scenario("s33e-slurm-healthy-torchrun", "none",
+             "srun torchrun on 2 nodes, c10d rendezvous, no fault", world="slurm", nodes=2,
+             env={"FAULT": "none"}, sbatch=JOB_HEAD + SRUN_TORCHRUN),
+    Scenario("s33e-slurm-healthy-srun-python", "none",
+             "srun of python on 2 nodes with RANK=$SLURM_PROCID and MASTER_ADDR the first "
+             "node of the allocation, no fault", world="slurm", nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD + SRUN_PYTHON),
+    Scenario("s33e-slurm-two-torchruns-per-node", "two-launchers-on-node",
+             "sbatch --ntasks-per-node=2 and a bare srun of torchrun: two launchers per node",
+             world="slurm", nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD.replace("--ntasks-per-node=1", "--ntasks-per-node=2")
+             + SRUN_TORCHRUN.replace("srun --ntasks-per-node=1 ", "srun ")),
+]
+SCENARIOS += STOP33E
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)
