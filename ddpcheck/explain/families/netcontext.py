@@ -273,6 +273,7 @@ def refine(found: list[Explained], records: Sequence[Record]) -> list[Explained]
     out = rendezvous.agent_rank_beyond(rendezvous.no_route_behind(out, records), records)
     out = rendezvous.master_not_rank0_under_srun(
         rendezvous.loopback_elsewhere(out, records), records)
+    out = rendezvous.agents_sharing_a_host(out, records)
     out = ncclresult.quoted_tail(ncclinterfaces.bootstrap_interface(out, records), records)
     out = ncclinterfaces.one_node_interfaces(out, records)
     found = _conditions_yield(ncclinterfaces.odd_family(out, ifname_set, records))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ddpcheck.cluster.checkin import ENDPOINT_NOT_A_STORE
+from ddpcheck.cluster.lifecycle import TWO_LAUNCHERS
 from ddpcheck.cluster.namecheck import DIAL_WRONG_ADDRESS
 from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.causality import Explained
@@ -478,3 +479,43 @@ def master_not_rank0_under_srun(found: list[Explained], records: Sequence[Record
             "| head -n 1)",
         ranks=(dial.rank,) if dial.rank is not None else ())
     return [_dial_cause(problem, dial, wait), *found]
+
+
+# torchrun's c10d (dynamic) rendezvous names each agent by its node descriptor
+# (elastic/rendezvous/dynamic_rendezvous.py _NodeDesc: "{addr}_{pid}_{local_id}", addr the
+# host's FQDN or --local-addr) in its messages: "The node 'node1_11331_0' has failed to
+# shutdown the rendezvous 'none' due to an error of type RendezvousConnectionError.", "...
+# attempts to join the next round of the rendezvous 'job'.", "... has joined round 0 ...".
+# Two agents of one rendezvous on one host, each its own process, are two launchers on that
+# node: a bare srun of torchrun under --ntasks-per-node=N starts N (real run
+# s33e-slurm-two-torchruns-per-node: two agents formed the world, the other two failed when
+# it closed).
+AGENT_DESC = re.compile(r"The node '(?P<addr>[^']+?)_(?P<pid>\d+)_\d+' .*?the rendezvous "
+                        r"'(?P<rdzv>[^']*)'")
+
+
+def agents_sharing_a_host(found: list[Explained], records: Sequence[Record]
+                          ) -> list[Explained]:
+    """Two torchrun agents (two pids) of one rendezvous on one host: ``two-launchers-on-node``,
+    a cause before what the surplus agents then printed."""
+    pids: dict[tuple[str, str], dict[str, Record]] = {}
+    for r in records_for(records, AGENT_DESC):
+        if m := AGENT_DESC.search(r.text):
+            pids.setdefault((m["addr"], m["rdzv"]), {}).setdefault(m["pid"], r)
+    shared = next(((key, seen) for key, seen in pids.items() if len(seen) > 1), None)
+    if shared is None:
+        return found
+    (host, rdzv), seen = shared
+    first = min(seen.values(), key=lambda r: r.order)
+    problem = TWO_LAUNCHERS.problem(
+        f"torchrun agents {', '.join(f'{host}_{pid}' for pid in sorted(seen))} of the "
+        f"rendezvous '{rdzv}' all run on {host} | {first.text.strip()[:200]}",
+        cause=f"{len(seen)} torchrun launchers run on {host} in one job: the job starts "
+              "torchrun once per task, not once per node (a bare srun under "
+              "--ntasks-per-node=N starts N), so agents compete for the nodes' places",
+        fix="start one torchrun per node and let it start the ranks: srun --ntasks-per-node=1 "
+            "torchrun --nproc-per-node=<GPUs per node> ... (or, without torchrun, srun one task "
+            "per GPU with RANK=$SLURM_PROCID)",
+        hosts=(host,))
+    return [Explained(problem, first, True, RDZV,
+                      tuple(f"{r.source}:{r.lineno}" for r in seen.values())), *found]

@@ -149,3 +149,25 @@ def test_near_miss_under_torchrun_srun_tasks_are_nodes_not_ranks():
     # the dial names rank 0's own node: not this rule
     same = PER_TASK.replace("(node1, 40991)", "(node0, 40991)")
     assert _first([("slurm-3.out", same)]).code != "master-addr-not-rank0-node"
+
+
+def _agent(desc: str, rdzv: str = "none") -> str:
+    return (f"W1125 03:58:43.251000 11331 site-packages/torch/distributed/elastic/rendezvous/"
+            f"dynamic_rendezvous.py:1298] The node '{desc}' has failed to shutdown the "
+            f"rendezvous '{rdzv}' due to an error of type RendezvousConnectionError.")
+
+
+def test_two_torchrun_agents_of_one_rendezvous_on_one_host_are_two_launchers():
+    # real run s33e-slurm-two-torchruns-per-node: srun under --ntasks-per-node=2
+    p = _first([("slurm-5.out", "\n".join([_agent("node1_11330_0"), _agent("node1_11331_0"),
+                                           "srun: error: node1: tasks 2-3: Exited with exit "
+                                           "code 1"]) + "\n")])
+    assert p.code == "two-launchers-on-node" and p.hosts == ("node1",)
+    assert "--ntasks-per-node=1" in p.fix
+
+
+def test_near_miss_agents_on_two_hosts_or_one_agent_restarted_are_one_launcher_each():
+    assert first_cause(_agent("node0_500_0"), _agent("node1_501_0")) != "two-launchers-on-node"
+    assert first_cause(_agent("node1_500_0"), _agent("node1_500_1")) != "two-launchers-on-node"
+    assert first_cause(_agent("node1_500_0", "job-a"), _agent("node1_501_0", "job-b")) != \
+        "two-launchers-on-node"
