@@ -90,7 +90,10 @@ console: a 2-node batch script that runs torchrun without srun, a job scancel'ed
 task's KeyError under srun, srun of plain python (no RANK), and srun --ntasks=16 in an
 allocation of 4 CPUs. Then (``STOP33D``, ``s33d-*``): a one-minute --time limit, each task's
 MASTER_ADDR=$(hostname), --gres=gpu:1 on GPU-less nodes (refused at submission: sbatch's
-own output is the console), srun --nodelist outside the allocation.
+own output is the console), srun --nodelist outside the allocation. Then (``STOP33E``,
+``s33e-*``): two healthy jobs and two torchruns per node; and (``STOP33F``, ``s33f-*``):
+#SBATCH --nodes=3 on two nodes, srun --export=NONE (no venv on the task's PATH),
+--kill-on-bad-exit with a rank's sys.exit(1), MASTER_PORT unset.
 
 Launch wrappers (``bench/real_runs_wrappers.py``, skipped where the package is not
 installed): the same faults under ``accelerate launch --multi_gpu`` (torch elastic inside,
@@ -826,6 +829,28 @@ STOP33E = [
              + SRUN_TORCHRUN.replace("srun --ntasks-per-node=1 ", "srun ")),
 ]
 SCENARIOS += STOP33E
+
+# Stop 33, sixth batch (``s33f-*``, Slurm): recorded and scored with main's explain before any
+# rule was written for them (the first score is in the commit that added them).
+STOP33F = [
+    Scenario("s33f-slurm-too-many-nodes", "slurm-job-rejected",
+             "sbatch --nodes=3 on a cluster of 2 nodes: refused at submission", world="slurm",
+             nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD + "#SBATCH --nodes=3\n" + SRUN_TORCHRUN),
+    Scenario("s33f-slurm-export-none", "launch-failed",
+             "srun --export=NONE of torchrun: the tasks lose the job's PATH (the venv), so "
+             "slurmstepd cannot find torchrun", world="slurm", nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD + SRUN_TORCHRUN.replace("srun ", "srun --export=NONE ")),
+    Scenario("s33f-slurm-kill-on-bad-exit", "rank-exited",
+             "srun --kill-on-bad-exit=1 of python per rank; rank 1 calls sys.exit(1) at step 3",
+             world="slurm", nodes=2, env={"FAULT": "exit-1"},
+             sbatch=JOB_HEAD + SRUN_PYTHON.replace("srun ", "srun --kill-on-bad-exit=1 ")),
+    Scenario("s33f-slurm-master-port-unset", "launcher-env-missing",
+             "srun of python per rank with RANK, WORLD_SIZE and MASTER_ADDR set, MASTER_PORT "
+             "forgotten", world="slurm", nodes=2, env={"FAULT": "none"},
+             sbatch=JOB_HEAD + SRUN_PYTHON.replace(" MASTER_PORT={port}", "")),
+]
+SCENARIOS += STOP33F
 # accelerate launch and Lightning's DDP launcher (bench/real_runs_wrappers.py)
 SCENARIOS += wrappers.scenarios(Scenario)
 # GPU jobs (NCCL, CUDA) where CUDA is (bench/real_runs_gpu.py)

@@ -218,7 +218,10 @@ def run_sbatch(nodes: int, script: str, env: dict[str, str], out: Path, cwd: Pat
     with Cluster(nodes, prefix="ddpcrs") as cluster, \
             SlurmCluster(cluster, out / "slurm-state") as slurm:
         job_env = {**env, "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}"}
-        res = slurm.run(["sbatch", "--parsable", f"--nodes={nodes}", f"--chdir={cwd}",
+        # sbatch's own --nodes would override the script's #SBATCH --nodes (which a scenario
+        # sets to ask for more nodes than the cluster has)
+        shape = [] if "#SBATCH --nodes" in script else [f"--nodes={nodes}"]
+        res = slurm.run(["sbatch", "--parsable", *shape, f"--chdir={cwd}",
                          f"--output={out / 'console.log'}", str(job_file)], env=job_env,
                         timeout=30)
         if res.returncode != 0:  # refused at submission: what the user's terminal shows
