@@ -23,6 +23,14 @@ second batch (``bench/explain_real_runs.py``, list ``STOP30B``, torch 2.13, gloo
   file, runs/s30b-stale-init-file). The loopback hint becomes the symptom it is. (Not read
   from the --log-dir tree alone: a rank ended by torchrun's SIGTERM leaves empty files, so
   the tree does not show every local rank.)
+- srun starting the ranks itself (no torchrun: its task N is rank N, which env:// reads from
+  RANK=$SLURM_PROCID) reports each task that ended non-zero: "srun: error: node1: task 1:
+  Exited with exit code 1" (src/srun, 17.x-25.x). Under --kill-on-bad-exit it then ends the
+  step ("srun: launch/slurm: _step_signal: Terminating StepId=1.0", slurmstepd's "*** STEP
+  1.0 ON node0 CANCELLED AT ... ***", "task 0: Terminated": real run
+  s33f-slurm-kill-on-bad-exit), without it the peers exit non-zero too. The one task with a
+  positive status and no traceback of its rank, while every rank's traceback is a lost peer
+  or a timeout, is the rank that left quietly, as in torchrun's summary.
 """
 
 from __future__ import annotations
@@ -69,10 +77,51 @@ def summary_entries(records: Sequence[Record]) -> list[dict[str, str]]:
     return out
 
 
+SRUN_EXIT = re.compile(r"^srun: error: (?P<node>[\w.-]+): task (?P<task>\d+): Exited with "
+                       r"exit code (?P<code>\d+)")
+TORCHRUN = re.compile(r"torch/distributed/elastic/|\btorchrun\b|ChildFailedError")
+
+
+def srun_quiet_exit(records: Sequence[Record]) -> Explained | None:
+    """The one task srun reports with a positive status whose rank printed no traceback,
+    when every rank's traceback is a lost peer or a timeout and srun started the ranks
+    itself: ``rank-exited`` on it (None when the log does not say so)."""
+    exits = {int(m["task"]): (r, m) for r in records
+             if (m := SRUN_EXIT.search(r.text)) and int(m["code"]) > 0}
+    if not exits or any(TORCHRUN.search(r.text) for r in records):
+        return None
+    crashed = tracebacks.job_crashes(records)
+    if not crashed or any(c.rank is None or not WAITED.search(c.exception) for c in crashed):
+        return None
+    quiet = [t for t in exits if not any(c.rank == t for c in crashed)]
+    if len(quiet) != 1:
+        return None
+    (rank,) = quiet
+    first, m = exits[rank]
+    lost = crashed[0]
+    problem = load_catalogue()["rank-exited"].problem(
+        f"{first.text.strip()} (srun; no traceback of rank {rank}) | rank {lost.rank}: "
+        f"{lost.exception[:160]}",
+        cause=f"rank {rank} (srun's task {rank}, on {m['node']}) exited with status "
+              f"{m['code']} without raising: a sys.exit(N), exit(N) or os._exit(N) in your "
+              "code or a library's; the other ranks then lost it (and srun "
+              "--kill-on-bad-exit, if set, ended the step)",
+        fix=f"find what ends rank {rank} with status {m['code']} (grep your code and its "
+            f"libraries for sys.exit/exit(/os._exit, read rank {rank}'s last lines); make "
+            "every rank leave the same way",
+        ranks=(rank,), hosts=(m["node"],))
+    return Explained(problem, first, True, "ddpcheck run --nodes N --stages ddp",
+                     (f"{first.source}:{first.lineno}", f"{lost.record.source}:"
+                      f"{lost.record.lineno}"), CAUSE, pinned=True)
+
+
 def quiet_exit(found: Sequence[Explained], records: Sequence[Record]) -> Explained | None:
     """The one rank torchrun lists with a positive exit status and no error file or
     traceback, when it raised nothing and every other rank's traceback is a lost peer or a
-    timeout: ``rank-exited`` on it (None when the log does not say so)."""
+    timeout: ``rank-exited`` on it (None when the log does not say so); the same told by
+    srun's task reports (``srun_quiet_exit``)."""
+    if not any(ENTRY_EXIT.match(r.text) for r in records):
+        return srun_quiet_exit(records)
     entries = summary_entries(records)
     quiet = {int(e["rank"]) for e in entries if e["quiet"] and e["code"].isdigit()
              and int(e["code"]) > 0}

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ddpcheck.diagnoses import LAUNCH_FAILED
 from ddpcheck.explain.causality import HINT, SYMPTOM, WARNING, Explained
 from ddpcheck.explain.codes import (
     HOST_OOM,
@@ -36,6 +37,20 @@ PATTERNS = [
             "sacct -j JOBID -o JobID,State,Elapsed,Timelimit,ExitCode", root=False,
             cause="slurmstepd cancelled it{why}: the ranks' SIGTERM/SIGKILL that follow are "
                   "the scheduler's, not a crash"),
+    # slurmstepd cannot exec the step's program (src/slurmd/slurmstepd/exec_wait.c /
+    # task.c, 17.x-25.x: "slurmstepd-node0: error: execve(): torchrun: No such file or
+    # directory", real run s33f-slurm-export-none), then srun reports the task's exit code 2:
+    # the program is not on the task's PATH on that node. No rank ran.
+    pattern(LAUNCH_FAILED,
+            r"slurmstepd(?:-[\w.-]+)?: error: execve\(\): (?P<cmd>[^:]+): (?:No such file or "
+            r"directory|Permission denied)",
+            "srun --nodes=N --ntasks-per-node=1 bash -c 'command -v {cmd}; echo $PATH'",
+            cause="srun could not start {cmd} on the node: it is not on the task's PATH there "
+                  "(the job's environment not passed on: srun --export=NONE, a venv or conda "
+                  "environment activated on the login node only) or not installed on that node",
+            fix="activate the environment in the batch script before srun and keep srun's "
+                "default --export=ALL, or give the program's absolute path (e.g. "
+                "/path/to/venv/bin/{cmd}) on a filesystem every node mounts"),
     # Lightning's own hint (lightning/fabric/plugins/environments/slurm.py) when it runs
     # under a Slurm allocation without srun: one process where the job asked for many.
     pattern(SLURM_WITHOUT_SRUN,

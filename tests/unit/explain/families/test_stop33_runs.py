@@ -171,3 +171,44 @@ def test_near_miss_agents_on_two_hosts_or_one_agent_restarted_are_one_launcher_e
     assert first_cause(_agent("node1_500_0"), _agent("node1_500_1")) != "two-launchers-on-node"
     assert first_cause(_agent("node1_500_0", "job-a"), _agent("node1_501_0", "job-b")) != \
         "two-launchers-on-node"
+
+
+KILL_ON_BAD_EXIT = """2026-11-25 04:22:09 rank 1: invalid configuration, giving up
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/work/main/bench/real_runs_train.py", line 183, in train
+[rank0]:     dist.all_reduce(grad)
+[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] \
+Connection closed by peer [10.213.25.2]:62110. This is typically caused by a remote worker \
+crashing.
+srun: error: node1: task 1: Exited with exit code 1
+srun: launch/slurm: _step_signal: Terminating StepId=1.0
+slurmstepd-node0: error: *** STEP 1.0 ON node0 CANCELLED AT 2026-11-25T04:22:10 ***
+srun: error: node0: task 0: Terminated
+"""
+
+
+def test_sruns_quiet_task_exit_is_the_rank_that_left_not_the_step_cancellation():
+    # real run s33f-slurm-kill-on-bad-exit: rank 1 sys.exit(1), no traceback of its own
+    e = explain_texts([("slurm-7.out", KILL_ON_BAD_EXIT)])
+    causes = [p for p in e.problems if not p.consequence_of]
+    assert causes[0].code == "rank-exited" and causes[0].ranks == (1,)
+    assert not e.undetermined
+
+
+def test_near_miss_the_quiet_task_with_its_own_traceback_or_under_torchrun_is_not_quiet():
+    own = KILL_ON_BAD_EXIT.replace("2026-11-25 04:22:09 rank 1: invalid configuration, giving "
+                                   "up\n", "[rank1]: Traceback (most recent call last):\n"
+                                   '[rank1]:   File "train.py", line 5, in main\n'
+                                   "[rank1]: KeyError: 'labels'\n")
+    assert first_cause(*own.splitlines()) != "rank-exited"
+    agent = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+    assert first_cause(*(agent + KILL_ON_BAD_EXIT).splitlines()) != "rank-exited"
+
+
+def test_a_program_slurmstepd_cannot_exec_is_launch_failed():
+    # real run s33f-slurm-export-none
+    assert first_cause("srun: error: node1: task 1: Exited with exit code 2",
+                       "slurmstepd-node1: error: execve(): torchrun: No such file or "
+                       "directory") == "launch-failed"
+    assert first_cause("srun: error: node1: task 1: Exited with exit code 2") != \
+        "launch-failed"
