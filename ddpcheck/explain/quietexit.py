@@ -80,6 +80,9 @@ def summary_entries(records: Sequence[Record]) -> list[dict[str, str]]:
 SRUN_EXIT = re.compile(r"^srun: error: (?P<node>[\w.-]+): task (?P<task>\d+): Exited with "
                        r"exit code (?P<code>\d+)")
 TORCHRUN = re.compile(r"torch/distributed/elastic/|\btorchrun\b|ChildFailedError")
+# srun ending the step after a task's bad exit (src/srun: "_step_signal: Terminating
+# StepId=1.0"; slurmstepd: "*** STEP 1.0 ON node0 CANCELLED AT ...")
+STEP_ENDED = re.compile(r"_step_signal: Terminating StepId=|\*\*\* STEP \S+ .*CANCELLED AT")
 
 
 def srun_quiet_exit(records: Sequence[Record]) -> Explained | None:
@@ -91,17 +94,22 @@ def srun_quiet_exit(records: Sequence[Record]) -> Explained | None:
     if not exits or any(TORCHRUN.search(r.text) for r in records):
         return None
     crashed = tracebacks.job_crashes(records)
-    if not crashed or any(c.rank is None or not WAITED.search(c.exception) for c in crashed):
+    # no traceback at all: the others were ended by srun's step signal before they printed
+    # one (--kill-on-bad-exit; runs-torch2.15/s33f-slurm-kill-on-bad-exit)
+    if not crashed and not any(STEP_ENDED.search(r.text) for r in records):
+        return None
+    if any(c.rank is None or not WAITED.search(c.exception) for c in crashed):
         return None
     quiet = [t for t in exits if not any(c.rank == t for c in crashed)]
     if len(quiet) != 1:
         return None
     (rank,) = quiet
     first, m = exits[rank]
-    lost = crashed[0]
+    lost = crashed[0] if crashed else None
+    peers = f"rank {lost.rank}: {lost.exception[:160]}" if lost else \
+        "srun then ended the step, before any other rank printed an error"
     problem = load_catalogue()["rank-exited"].problem(
-        f"{first.text.strip()} (srun; no traceback of rank {rank}) | rank {lost.rank}: "
-        f"{lost.exception[:160]}",
+        f"{first.text.strip()} (srun; no traceback of rank {rank}) | {peers}",
         cause=f"rank {rank} (srun's task {rank}, on {m['node']}) exited with status "
               f"{m['code']} without raising: a sys.exit(N), exit(N) or os._exit(N) in your "
               "code or a library's; the other ranks then lost it (and srun "
@@ -110,9 +118,10 @@ def srun_quiet_exit(records: Sequence[Record]) -> Explained | None:
             f"libraries for sys.exit/exit(/os._exit, read rank {rank}'s last lines); make "
             "every rank leave the same way",
         ranks=(rank,), hosts=(m["node"],))
-    return Explained(problem, first, True, "ddpcheck run --nodes N --stages ddp",
-                     (f"{first.source}:{first.lineno}", f"{lost.record.source}:"
-                      f"{lost.record.lineno}"), CAUSE, pinned=True)
+    seen = (f"{first.source}:{first.lineno}",) + (
+        (f"{lost.record.source}:{lost.record.lineno}",) if lost else ())
+    return Explained(problem, first, True, "ddpcheck run --nodes N --stages ddp", seen, CAUSE,
+                     pinned=True)
 
 
 def quiet_exit(found: Sequence[Explained], records: Sequence[Record]) -> Explained | None:

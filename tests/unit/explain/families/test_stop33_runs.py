@@ -212,3 +212,12 @@ def test_a_program_slurmstepd_cannot_exec_is_launch_failed():
                        "directory") == "launch-failed"
     assert first_cause("srun: error: node1: task 1: Exited with exit code 2") != \
         "launch-failed"
+
+
+def test_sruns_quiet_task_exit_before_any_peer_printed_is_still_the_rank_that_left():
+    # runs-torch2.15/s33f-slurm-kill-on-bad-exit: srun ended rank 0 before its traceback
+    lines = [ln for ln in KILL_ON_BAD_EXIT.splitlines() if not ln.startswith("[rank0]")]
+    assert first_cause(*lines) == "rank-exited"
+    # near miss: no step ended either, nothing printed by any rank: undecided
+    bare = [ln for ln in lines if "StepId" not in ln and "CANCELLED" not in ln]
+    assert first_cause(*bare) != "rank-exited"
