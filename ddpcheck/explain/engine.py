@@ -180,9 +180,9 @@ class Explanation:
         return "undetermined" if self.undetermined else "explained"
 
     def to_json(self) -> dict[str, Any]:
-        return {"outcome": self.outcome(),
-                "explained": bool(self.found) and not self.undetermined,
-                "root_cause_determined": bool(self.found) and not self.undetermined,
+        outcome = self.outcome()
+        return {"outcome": outcome, "explained": outcome == "explained",
+                "root_cause_determined": outcome == "explained",
                 "exit_code": self.exit_code, "verdict": self.verdict(), "sources": self.sources,
                 "problems": [e.problem.to_dict() for e in self.found],
                 "next": {e.problem.code: e.next_run for e in self.found},

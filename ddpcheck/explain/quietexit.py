@@ -43,6 +43,7 @@ from ddpcheck.diagnoses import load_catalogue
 from ddpcheck.explain import tracebacks
 from ddpcheck.explain.causality import CAUSE, HINT, SYMPTOM, Explained
 from ddpcheck.explain.failurewords import WAITED
+from ddpcheck.explain.families.slurm import SRUN_TASK, TORCHRUN_AGENT
 from ddpcheck.explain.globalranks import SUMMARY_RANK
 from ddpcheck.explain.reader import Record
 
@@ -77,9 +78,6 @@ def summary_entries(records: Sequence[Record]) -> list[dict[str, str]]:
     return out
 
 
-SRUN_EXIT = re.compile(r"^srun: error: (?P<node>[\w.-]+): task (?P<task>\d+): Exited with "
-                       r"exit code (?P<code>\d+)")
-TORCHRUN = re.compile(r"torch/distributed/elastic/|\btorchrun\b|ChildFailedError")
 # srun ending the step after a task's bad exit (src/srun: "_step_signal: Terminating
 # StepId=1.0"; slurmstepd: "*** STEP 1.0 ON node0 CANCELLED AT ...")
 STEP_ENDED = re.compile(r"_step_signal: Terminating StepId=|\*\*\* STEP \S+ .*CANCELLED AT")
@@ -90,8 +88,8 @@ def srun_quiet_exit(records: Sequence[Record]) -> Explained | None:
     when every rank's traceback is a lost peer or a timeout and srun started the ranks
     itself: ``rank-exited`` on it (None when the log does not say so)."""
     exits = {int(m["task"]): (r, m) for r in records
-             if (m := SRUN_EXIT.search(r.text)) and int(m["code"]) > 0}
-    if not exits or any(TORCHRUN.search(r.text) for r in records):
+             if (m := SRUN_TASK.search(r.text)) and m["code"] and int(m["code"]) > 0}
+    if not exits or any(TORCHRUN_AGENT.search(r.text) for r in records):
         return None
     crashed = tracebacks.job_crashes(records)
     # no traceback at all: the others were ended by srun's step signal before they printed

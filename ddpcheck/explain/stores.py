@@ -123,12 +123,13 @@ def _master_store(found: list[Explained], records: Sequence[Record]) -> list[Exp
         port = BOUND_PORT.search(p.observed)
         # neither store seen: a fix naming both flags; the master's store seen: the rule's
         # own fix (a port out of range) or the catalogue's. A rule's own cause is kept.
-        own = load_catalogue()[p.code]
+        catalogue = load_catalogue()
+        own = catalogue[p.code]
         fix = unseen_fix.format(port=(port["a"] or port["b"] or port["c"]) if port
                                 else "<port>") if not master \
             else p.fix if p.fix != own.fix else ""
         cause = p.cause if p.cause != own.cause else ""
-        out.append(replace(e, problem=load_catalogue()[twin].problem(
+        out.append(replace(e, problem=catalogue[twin].problem(
             p.observed, cause=cause, fix=fix, ranks=p.ranks, hosts=p.hosts)))
     return out
 

@@ -17,6 +17,7 @@ from ddpcheck.cluster.namecheck import DIAL_WRONG_ADDRESS
 from ddpcheck.diagnoses import Problem
 from ddpcheck.explain.causality import Explained
 from ddpcheck.explain.codes import RENDEZVOUS_TIMEOUT
+from ddpcheck.explain.families.slurm import SRUN_TASK, TORCHRUN_AGENT
 from ddpcheck.explain.matching import Hit, observed_lines, pattern, where
 from ddpcheck.explain.prefilter import records_for
 from ddpcheck.explain.reader import Record, last_lines
@@ -446,16 +447,14 @@ def _dial_cause(problem: Problem, dial: Record, wait: Record) -> Explained:
 NAMED_DIAL = re.compile(r"(?:trying to connect to|any network address of) \((?P<host>"
                         r"[A-Za-z][\w.-]*), (?P<port>\d+)\)|to host (?P<host2>[A-Za-z][\w.-]*):"
                         r"(?P<port2>\d+) - (?!.*Ping failed)")
-SRUN_TASK0 = re.compile(r"^srun: error: (?P<node>[\w.-]+): task 0: ")
-TORCHRUN_AGENT = re.compile(r"torch/distributed/elastic/|torchrun\b|ChildFailedError")
 
 
 def master_not_rank0_under_srun(found: list[Explained], records: Sequence[Record]
                                 ) -> list[Explained]:
     """A store dial to a node other than the one srun ran rank 0 (task 0) on, while that
     store waited for clients: ``master-addr-not-rank0-node``."""
-    task0 = next((m for r in records_for(records, SRUN_TASK0)
-                  if (m := SRUN_TASK0.search(r.text))), None)
+    task0 = next((m for r in records_for(records, SRUN_TASK)
+                  if (m := SRUN_TASK.search(r.text)) and m["task"] == "0"), None)
     if task0 is None or any(TORCHRUN_AGENT.search(r.text)
                             for r in records_for(records, TORCHRUN_AGENT)):
         return found

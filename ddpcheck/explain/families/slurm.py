@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ddpcheck.diagnoses import LAUNCH_FAILED
+from ddpcheck.diagnoses import LAUNCH_FAILED, RUN_INTERRUPTED
 from ddpcheck.explain.causality import HINT, SYMPTOM, WARNING, Explained
 from ddpcheck.explain.codes import (
     HOST_OOM,
@@ -22,6 +22,15 @@ from ddpcheck.explain.reader import Record
 from ddpcheck.scheduler.contradictions import SHAPE_MISMATCH as JOB_SHAPE_MISMATCH
 from ddpcheck.scheduler.contradictions import TASKS_GPUS_MISMATCH
 from ddpcheck.scheduler.detect import ENV_INVALID
+
+# srun's report of a task that ended badly (src/srun, 17.x-25.x): "srun: error: node1: task 1:
+# Exited with exit code 1", "srun: error: node0: task 0: Terminated". Its task N is rank N when
+# srun starts the ranks itself, that is when no torchrun agent's lines (TORCHRUN_AGENT) are in
+# the log (under torchrun, task N is node N's agent). Read by quietexit.srun_quiet_exit and
+# rendezvous.master_not_rank0_under_srun.
+SRUN_TASK = re.compile(r"^srun: error: (?P<node>[\w.-]+): task (?P<task>\d+): "
+                       r"(?:Exited with exit code (?P<code>\d+))?")
+TORCHRUN_AGENT = re.compile(r"torch/distributed/elastic/|\btorchrun\b|ChildFailedError")
 
 PATTERNS = [
     # slurmstepd: "*** JOB 123 ON node1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
@@ -318,7 +327,7 @@ def refine(found: list[Explained], records: Sequence[Record] = ()) -> list[Expla
                      consequence_of=SLURM_JOB_CANCELLED.code))
                  if (e.problem.code == HOST_OOM.code
                      and not OOM_WORDS.search(e.problem.observed))
-                 or e.problem.code == "run-interrupted" else e for e in found]
+                 or e.problem.code == RUN_INTERRUPTED.code else e for e in found]
     nodes = next((r for r in records_for(records, SBATCH_NODES)
                   if (m := SBATCH_NODES.match(r.text)) and int(m["n"]) > 1), None)
     launch = next((r for r in records_for(records, LAUNCH) if LAUNCH.match(r.text)), None)
